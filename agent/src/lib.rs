@@ -1,0 +1,1 @@
+//! Flotilla member agent.

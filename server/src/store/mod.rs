@@ -1,0 +1,202 @@
+//! The object store: Kubernetes object semantics (uid, resourceVersion, generation,
+//! finalizers, owner references and garbage collection, optimistic concurrency, watch) over a
+//! key-value [`engine`]. [`Store`] is the narrow interface everything else uses; [`KvStore`]
+//! implements it once for every engine (sled for real, memory for fast tests).
+//!
+//! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every
+//! field; typed views live in `flotilla-api`.
+
+use async_trait::async_trait;
+use flotilla_api::kinds::ResourceType;
+use futures::stream::BoxStream;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Errors of the store. The API layer maps each variant to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No object with that name (404).
+    #[error("{resource} \"{name}\" not found")]
+    NotFound { resource: String, name: String },
+    /// Create of a name that exists (409).
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists { resource: String, name: String },
+    /// Stale resourceVersion or failed precondition (409).
+    #[error("operation cannot be fulfilled on {resource} \"{name}\": {reason}")]
+    Conflict {
+        resource: String,
+        name: String,
+        reason: String,
+    },
+    /// Watch from a resourceVersion older than the event log (410).
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: u64, oldest: u64 },
+    /// The object itself is unacceptable, e.g. no name (422); `field` is the JSON path at fault.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// The store on disk was written by a newer Flotilla or could not be migrated.
+    #[error("store schema: {0}")]
+    Schema(String),
+    /// The engine failed (500).
+    #[error("storage engine failure")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A predicate over objects, built by callers from label and field selectors.
+pub type ObjectFilter = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+/// Options of [`Store::list`].
+#[derive(Clone, Default)]
+pub struct ListOptions {
+    /// Only objects for which the filter is true.
+    pub filter: Option<ObjectFilter>,
+    /// At most this many items; the answer then carries a continue token.
+    pub limit: Option<usize>,
+    /// Continue token of the previous page.
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectList {
+    /// The objects, ordered by namespace then name.
+    pub items: Vec<Value>,
+    /// The store's resourceVersion when the list was read; a watch from it misses nothing.
+    pub resource_version: u64,
+    /// Token for the next page, if any.
+    pub continue_token: Option<String>,
+    /// Number of further matching items after this page, when known.
+    pub remaining: Option<u64>,
+}
+
+/// How dependents of a deleted object are treated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Propagation {
+    /// Delete the owner now; the garbage collector deletes dependents afterwards.
+    #[default]
+    Background,
+    /// Dependents are deleted first; the owner goes when none is left.
+    Foreground,
+    /// Dependents are kept and lose their owner reference.
+    Orphan,
+}
+
+/// Options of [`Store::delete`].
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// Dependents' fate.
+    pub propagation: Propagation,
+    /// Delete only if the stored uid equals this.
+    pub precondition_uid: Option<String>,
+    /// Delete only if the stored resourceVersion equals this.
+    pub precondition_resource_version: Option<u64>,
+}
+
+/// Result of a delete.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Deleted {
+    /// The object is gone; this was its last state.
+    Gone(Value),
+    /// The object has finalizers (or waits for dependents): it now carries a
+    /// deletionTimestamp and goes when the last finalizer is removed.
+    Pending(Value),
+}
+
+/// Kind of a watch event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventType {
+    /// The object was created.
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was removed; the event carries its last state.
+    Deleted,
+}
+
+/// One change, as a watch delivers it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The object after the change (for Deleted: its last state).
+    pub object: Arc<Value>,
+    /// The resourceVersion of the change.
+    pub resource_version: u64,
+}
+
+/// Options of [`Store::watch`].
+#[derive(Clone, Default)]
+pub struct WatchOptions {
+    /// Only this namespace (namespaced kinds).
+    pub namespace: Option<String>,
+    /// Only objects for which the filter is true (applied to the object after the change).
+    pub filter: Option<ObjectFilter>,
+    /// Deliver every change after this resourceVersion; `None` means from now on.
+    pub from: Option<u64>,
+}
+
+/// A stream of watch events. It ends with `Err(StoreError::Expired)` when the watcher fell
+/// behind the bounded event log; the caller relists.
+pub type WatchStream = BoxStream<'static, Result<WatchEvent, StoreError>>;
+
+/// Kubernetes object semantics over a durable engine. Every write returns only after it is
+/// durable (for engines that persist).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates an object. Sets uid, resourceVersion, generation 1 and creationTimestamp;
+    /// drops `status` when the kind has a status subresource; honours `generateName`.
+    async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
+
+    /// Reads one object (`namespace` is `None` for cluster-scoped kinds).
+    async fn get(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, StoreError>;
+
+    /// Lists objects of a kind, in one namespace or (`None`) all of them.
+    async fn list(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList, StoreError>;
+
+    /// Replaces an object. A non-empty `metadata.resourceVersion` must equal the stored one
+    /// (else Conflict). uid, creationTimestamp and deletionTimestamp are kept; generation bumps
+    /// when anything outside `metadata` and `status` changed; the stored status is kept when
+    /// the kind has a status subresource. A write that changes nothing returns the stored
+    /// object without a new resourceVersion. Removing the last finalizer of an object that is
+    /// being deleted deletes it.
+    async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
+
+    /// Replaces only the `status` of an object (same precondition rules as `update`).
+    async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
+
+    /// Deletes an object, or stamps its deletionTimestamp when it has finalizers.
+    async fn delete(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, StoreError>;
+
+    /// Watches changes of one kind.
+    async fn watch(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<WatchStream, StoreError>;
+
+    /// The newest resourceVersion handed out.
+    async fn current_resource_version(&self) -> Result<u64, StoreError>;
+
+    /// Kinds that have stored objects, with their object counts (for metrics).
+    async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Waits until every acknowledged write is durable and stops background work.
+    async fn close(&self) -> Result<(), StoreError>;
+}
