@@ -1,5 +1,8 @@
-//! `flotilla-server`: the control plane. It owns the durable object [`store`], and (in later
-//! modules) the Kubernetes-style API, the controllers and the scheduler.
+//! `flotilla-server`: the control plane. It owns the durable object [`store`], the
+//! Kubernetes-style [`api`], and [`app`], which starts and stops them together.
 
+pub mod api;
+pub mod app;
 pub mod clock;
+pub mod controllers;
 pub mod store;

@@ -1,0 +1,145 @@
+//! The API's admission step, between decoding a body and writing it: object names, strict
+//! field validation, Karmada defaulting and validation (pure functions of `flotilla-api`),
+//! CustomResourceDefinition checks, and what follows a write (CRDs register their kinds).
+
+use super::error::{ApiError, ApiResult, Cause};
+use super::registry::kinds_of_crd;
+use super::resources::Params;
+use super::ApiState;
+use crate::store::ObjectFilter;
+use flotilla_api::kinds::ResourceType;
+use flotilla_api::validation::{FieldError, ValidationErrors};
+use serde_json::Value;
+use std::sync::Arc;
+
+fn cause(e: &FieldError) -> Cause {
+    Cause {
+        reason: e.kind.reason().to_string(),
+        message: e.to_string(),
+        field: e.path.clone(),
+    }
+}
+
+fn name_of(obj: &Value) -> String {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn invalid(rt: &ResourceType, obj: &Value, errors: &ValidationErrors) -> ApiError {
+    ApiError::invalid(
+        &rt.kind,
+        &rt.group,
+        &name_of(obj),
+        errors.0.iter().map(cause).collect(),
+    )
+}
+
+/// `fieldValidation=Strict`: unknown fields of Flotilla's own kinds are an error (422).
+/// Free-form templates have no schema here, so nothing is unknown for them.
+pub fn check_strict(params: &Params, rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    let mode = params.get("fieldValidation").map(String::as_str);
+    match mode {
+        None | Some("") | Some("Ignore") | Some("Warn") => Ok(()),
+        Some("Strict") => {
+            let errors = flotilla_api::admission::strict_unknown_fields(&rt.kind, obj);
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(invalid(rt, obj, &ValidationErrors(errors)))
+            }
+        }
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
+        ))),
+    }
+}
+
+/// Defaults and validates an object about to be written (`old` on updates).
+pub fn admit(
+    state: &ApiState,
+    rt: &ResourceType,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
+    let mut errors = flotilla_api::validation::validate_object_meta(obj, rt.namespaced);
+    if errors.is_empty() {
+        if let Err(e) = flotilla_api::admission::admit(
+            &rt.group,
+            &rt.kind,
+            obj,
+            old,
+            &state.defaulting,
+            state.clock.now(),
+        ) {
+            errors.extend(e.0);
+        }
+    }
+    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+        if let Err(message) = kinds_of_crd(obj) {
+            let (path, msg) = message
+                .split_once(": ")
+                .map(|(p, m)| (p.to_string(), m.to_string()))
+                .unwrap_or_else(|| ("spec".to_string(), message.clone()));
+            errors.push(FieldError::invalid(&path, None, &msg));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(rt, obj, &ValidationErrors(errors)))
+    }
+}
+
+/// What follows a successful write: a CRD registers its kinds for discovery and routing.
+pub fn after_write(state: &ApiState, rt: &ResourceType, obj: &Value) {
+    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+        if let Err(e) = state.registry.register_crd(obj) {
+            tracing::warn!(crd = %name_of(obj), error = %e, "stored CRD does not register");
+        }
+    }
+}
+
+/// What follows a completed delete: a CRD's kinds are no longer served.
+pub fn after_delete(state: &ApiState, rt: &ResourceType, name: &str) {
+    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
+        state.registry.unregister_crd(name);
+    }
+}
+
+/// Builds a store filter from `labelSelector` and `fieldSelector` query values.
+pub fn selector_filter(label: Option<&str>, field: Option<&str>) -> ApiResult<Option<ObjectFilter>> {
+    let labels = match label.filter(|s| !s.trim().is_empty()) {
+        Some(s) => Some(
+            flotilla_api::selector::LabelRequirements::parse(s)
+                .map_err(|e| ApiError::BadRequest(format!("labelSelector: {e}")))?,
+        ),
+        None => None,
+    };
+    let fields = match field.filter(|s| !s.trim().is_empty()) {
+        Some(s) => Some(
+            flotilla_api::selector::FieldSelector::parse(s)
+                .map_err(|e| ApiError::BadRequest(format!("fieldSelector: {e}")))?,
+        ),
+        None => None,
+    };
+    if labels.is_none() && fields.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(move |obj: &Value| {
+        let label_ok = labels.as_ref().is_none_or(|l| {
+            let map = obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            l.matches(&map)
+        });
+        label_ok && fields.as_ref().is_none_or(|f| f.matches(obj))
+    })))
+}

@@ -1,0 +1,146 @@
+//! Request bodies in and response bodies out: size limit (413), JSON or YAML by Content-Type
+//! (415 otherwise), JSON or YAML by Accept (406 when neither is acceptable).
+
+use super::error::ApiError;
+use axum::body::Body;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// Media type of a request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFormat {
+    /// JSON (also the JSON-based patch types).
+    Json,
+    /// YAML (also `application/apply-patch+yaml`, whose JSON form is valid YAML).
+    Yaml,
+}
+
+/// The Content-Type of a request, without parameters.
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Reads a whole body, refusing more than `limit` bytes.
+pub async fn read(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::TooLarge(format!(
+            "the request body is larger than the limit of {limit} bytes"
+        ))
+    })
+}
+
+/// Parses a body of the given format into a JSON object.
+pub fn parse(bytes: &[u8], format: BodyFormat) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::BadRequest("the request body is empty".into()));
+    }
+    let value: Value = match format {
+        BodyFormat::Json => serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {e}")))?,
+        BodyFormat::Yaml => serde_yaml_ng::from_slice(bytes)
+            .map_err(|e| ApiError::BadRequest(format!("the body is not valid YAML: {e}")))?,
+    };
+    Ok(value)
+}
+
+/// The body format for a create/update Content-Type (empty means JSON).
+pub fn object_format(ct: &str) -> Result<BodyFormat, ApiError> {
+    match ct {
+        "" | "application/json" => Ok(BodyFormat::Json),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => Ok(BodyFormat::Yaml),
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml (got {other:?})"
+        ))),
+    }
+}
+
+/// How to encode an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// `application/json`
+    Json,
+    /// `application/yaml`
+    Yaml,
+}
+
+/// Picks the answer encoding from an Accept header.
+pub fn negotiate(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if accept.trim().is_empty() {
+        return Ok(Encoding::Json);
+    }
+    for part in accept.split(',') {
+        let media = part.split(';').next().unwrap_or("").trim();
+        match media {
+            "application/json" | "*/*" | "application/*" | "application/json-seq" => {
+                return Ok(Encoding::Json)
+            }
+            "application/yaml" => return Ok(Encoding::Yaml),
+            _ => {}
+        }
+    }
+    Err(ApiError::NotAcceptable(format!(
+        "only the following media types are accepted: application/json, application/yaml (got {accept:?})"
+    )))
+}
+
+/// An answer with a status code, encoded as negotiated.
+pub fn respond(status: StatusCode, value: &Value, encoding: Encoding) -> Response {
+    match encoding {
+        Encoding::Json => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            value.to_string(),
+        )
+            .into_response(),
+        Encoding::Yaml => match serde_yaml_ng::to_string(value) {
+            Ok(text) => (status, [(header::CONTENT_TYPE, "application/yaml")], text).into_response(),
+            Err(e) => ApiError::Internal(Box::new(e)).into_response(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn negotiates_json_yaml_or_406() {
+        let table = [
+            ("", Some(Encoding::Json)),
+            ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", Some(Encoding::Json)),
+            ("application/yaml", Some(Encoding::Yaml)),
+            ("*/*", Some(Encoding::Json)),
+            ("application/vnd.kubernetes.protobuf", None),
+        ];
+        for (accept, want) in table {
+            let mut h = HeaderMap::new();
+            h.insert(header::ACCEPT, HeaderValue::from_str(accept).unwrap());
+            assert_eq!(negotiate(&h).ok(), want, "{accept}");
+        }
+    }
+
+    #[test]
+    fn parses_json_and_yaml_and_rejects_garbage() {
+        assert_eq!(parse(b"{\"a\":1}", BodyFormat::Json).unwrap()["a"], 1);
+        assert_eq!(parse(b"a: 1\n", BodyFormat::Yaml).unwrap()["a"], 1);
+        assert!(matches!(parse(b"{", BodyFormat::Json), Err(ApiError::BadRequest(_))));
+        assert!(matches!(parse(b"  ", BodyFormat::Json), Err(ApiError::BadRequest(_))));
+        assert!(matches!(object_format("text/plain"), Err(ApiError::UnsupportedMediaType(_))));
+    }
+}

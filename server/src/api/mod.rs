@@ -1,0 +1,121 @@
+//! The Kubernetes-style HTTP API (axum): discovery and OpenAPI for kubectl, CRUD, patch, watch
+//! and tables for every kind, `Status` errors, bearer-token auth, health and metrics.
+//! [`router`] builds it over an [`ApiState`]; the server binary and the tests serve it.
+
+pub mod admission;
+pub mod auth;
+pub mod body;
+pub mod discovery;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod resources;
+pub mod table;
+pub mod watch;
+
+use crate::clock::SharedClock;
+use crate::store::Store;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{any, get};
+use axum::Router;
+use flotilla_api::defaulting::DefaultingConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits that protect the server from one request.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest accepted request body (413 above it).
+    pub max_body_bytes: usize,
+    /// Deadline of a non-watch request (504 after it).
+    pub request_timeout: Duration,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+            bookmark_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The object store.
+    pub store: Arc<dyn Store>,
+    /// Served kinds.
+    pub registry: Arc<registry::Registry>,
+    /// Token checks.
+    pub auth: auth::Authenticator,
+    /// Metrics registry.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Defaulting parameters from the server's flags.
+    pub defaulting: DefaultingConfig,
+    /// Time source.
+    pub clock: SharedClock,
+    /// Request limits.
+    pub limits: Limits,
+    /// Set once the store is open, migrations ran and controllers started.
+    pub ready: Arc<AtomicBool>,
+    /// Turns true when the server shuts down; open watches end then.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Builds the API router.
+pub fn router(state: ApiState) -> Router {
+    let auth = state.auth.clone();
+    let metrics = state.metrics.clone();
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/version", get(|| async { axum::Json(discovery::version()) }))
+        .route("/metrics", get(render_metrics))
+        .route("/openapi/v3", get(resources::openapi_index))
+        .route("/openapi/v3/{*gv}", get(resources::openapi_group_version))
+        .route("/api", any(resources::dispatch_core_root))
+        .route("/api/{*rest}", any(resources::dispatch_core))
+        .route("/apis", any(resources::dispatch_apis_root))
+        .route("/apis/{*rest}", any(resources::dispatch_apis))
+        .fallback(|uri: axum::http::Uri| async move { error::ApiError::no_route(uri.path()) })
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(auth, auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(metrics, metrics::record))
+}
+
+async fn readyz(State(state): State<ApiState>) -> impl IntoResponse {
+    if state.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn render_metrics(State(state): State<ApiState>) -> impl IntoResponse {
+    if let Ok(counts) = state.store.object_counts().await {
+        for (resource, n) in counts {
+            state
+                .metrics
+                .objects
+                .with_label_values(&[&resource])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        state.metrics.render(),
+    )
+}

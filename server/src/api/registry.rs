@@ -1,0 +1,257 @@
+//! Which kinds the API serves: the built-in table from `flotilla-api` plus the kinds that
+//! CustomResourceDefinitions register, as Kubernetes does. Paths of unregistered groups are
+//! still served as free-form templates (so curl can POST a custom kind directly); they appear
+//! in discovery only once a CRD names them.
+
+use flotilla_api::kinds::{builtin_resources, ResourceType};
+use parking_lot::RwLock;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The served kinds.
+#[derive(Debug)]
+pub struct Registry {
+    builtin: Vec<ResourceType>,
+    /// CRD name -> the kinds (one per served version) it registers.
+    crds: RwLock<BTreeMap<String, Vec<ResourceType>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// A registry with the built-in kinds only.
+    pub fn new() -> Self {
+        Self {
+            builtin: builtin_resources(),
+            crds: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Every registered kind (built-in first, then CRDs by name).
+    pub fn all(&self) -> Vec<ResourceType> {
+        let mut out = self.builtin.clone();
+        for kinds in self.crds.read().values() {
+            out.extend(kinds.iter().cloned());
+        }
+        out
+    }
+
+    /// The kind served at `group/version/plural`, if registered.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.all()
+            .into_iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// The kind registered for `group` and `plural` in any version.
+    pub fn lookup_group_plural(&self, group: &str, plural: &str) -> Option<ResourceType> {
+        self.all()
+            .into_iter()
+            .find(|r| r.group == group && r.plural == plural)
+    }
+
+    /// The kind served for `group`'s `kind`, preferring `version` when given.
+    pub fn by_kind(&self, group: &str, version: Option<&str>, kind: &str) -> Option<ResourceType> {
+        let all = self.all();
+        all.iter()
+            .find(|r| {
+                r.group == group && r.kind == kind && version.is_none_or(|v| v == r.version)
+            })
+            .or_else(|| all.iter().find(|r| r.group == group && r.kind == kind))
+            .cloned()
+    }
+
+    /// A kind that no CRD declares, served as a free-form template. Only for non-core groups.
+    pub fn adhoc(group: &str, version: &str, plural: &str, namespaced: bool) -> ResourceType {
+        let singular = plural.strip_suffix('s').unwrap_or(plural).to_string();
+        ResourceType {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+            kind: String::new(),
+            singular,
+            short_names: Vec::new(),
+            namespaced,
+            status_subresource: true,
+        }
+    }
+
+    /// Groups and their versions, for discovery, in a stable order (core excluded).
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in self.all().into_iter().filter(|r| !r.group.is_empty()) {
+            let versions = out.entry(r.group.clone()).or_default();
+            if !versions.contains(&r.version) {
+                versions.push(r.version.clone());
+            }
+        }
+        out
+    }
+
+    /// The kinds of one group-version.
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<ResourceType> {
+        self.all()
+            .into_iter()
+            .filter(|r| r.group == group && r.version == version)
+            .collect()
+    }
+
+    /// Registers (or re-registers) the kinds of a CustomResourceDefinition object.
+    pub fn register_crd(&self, crd: &Value) -> Result<Vec<ResourceType>, String> {
+        let kinds = kinds_of_crd(crd)?;
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        self.crds.write().insert(name, kinds.clone());
+        Ok(kinds)
+    }
+
+    /// Forgets the kinds of a deleted CustomResourceDefinition.
+    pub fn unregister_crd(&self, name: &str) {
+        self.crds.write().remove(name);
+    }
+}
+
+/// The kinds a CRD declares, one per served version; errors name the field at fault.
+pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
+    let spec = crd.get("spec").ok_or("spec: Required value")?;
+    let text = |path: &str| {
+        spec.pointer(path)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .filter(|s| !s.is_empty())
+    };
+    let group = text("/group").ok_or("spec.group: Required value")?;
+    let plural = text("/names/plural").ok_or("spec.names.plural: Required value")?;
+    let kind = text("/names/kind").ok_or("spec.names.kind: Required value")?;
+    let singular = text("/names/singular").unwrap_or_else(|| kind.to_ascii_lowercase());
+    let namespaced = match text("/scope").as_deref() {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        Some(other) => {
+            return Err(format!(
+                "spec.scope: Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+            ))
+        }
+        None => return Err("spec.scope: Required value".into()),
+    };
+    let expected_name = format!("{plural}.{group}");
+    let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+    if name != Some(expected_name.as_str()) {
+        return Err(format!(
+            "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group ({expected_name})"
+        ));
+    }
+    let short_names: Vec<String> = spec
+        .pointer("/names/shortNames")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or("spec.versions: Required value: must have at least one version")?;
+    let mut out = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        let version = v
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or(format!("spec.versions[{i}].name: Required value"))?;
+        if v.get("served").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        out.push(ResourceType {
+            group: group.clone(),
+            version: version.to_string(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            kind: kind.clone(),
+            short_names: short_names.clone(),
+            namespaced,
+            status_subresource: v.pointer("/subresources/status").is_some(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn flink_crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "flinkdeployments.flink.apache.org"},
+            "spec": {
+                "group": "flink.apache.org",
+                "names": {"plural": "flinkdeployments", "singular": "flinkdeployment",
+                          "kind": "FlinkDeployment", "shortNames": ["flinkdep"]},
+                "scope": "Namespaced",
+                "versions": [{"name": "v1beta1", "served": true, "storage": true,
+                              "subresources": {"status": {}}}]
+            }
+        })
+    }
+
+    #[test]
+    fn crd_registers_and_unregisters_its_kind() {
+        let reg = Registry::new();
+        assert!(reg.lookup("flink.apache.org", "v1beta1", "flinkdeployments").is_none());
+        reg.register_crd(&flink_crd()).unwrap();
+        let rt = reg
+            .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
+            .unwrap();
+        assert_eq!(rt.kind, "FlinkDeployment");
+        assert!(rt.namespaced && rt.status_subresource);
+        assert_eq!(reg.groups()["flink.apache.org"], vec!["v1beta1"]);
+        reg.unregister_crd("flinkdeployments.flink.apache.org");
+        assert!(reg.lookup("flink.apache.org", "v1beta1", "flinkdeployments").is_none());
+    }
+
+    #[test]
+    fn crd_errors_name_the_field() {
+        let table = [
+            ("/spec/group", "spec.group: Required value"),
+            ("/spec/scope", "spec.scope: Required value"),
+            ("/spec/names/kind", "spec.names.kind: Required value"),
+            ("/spec/versions", "spec.versions: Required value"),
+        ];
+        for (pointer, want) in table {
+            let mut crd = flink_crd();
+            let (parent, key) = pointer.rsplit_once('/').unwrap();
+            crd.pointer_mut(parent)
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .remove(key);
+            let err = kinds_of_crd(&crd).unwrap_err();
+            assert!(err.starts_with(want), "{pointer}: {err}");
+        }
+        let mut crd = flink_crd();
+        crd["metadata"]["name"] = json!("wrong");
+        assert!(kinds_of_crd(&crd).unwrap_err().starts_with("metadata.name"));
+    }
+
+    #[test]
+    fn builtins_are_found_by_plural_and_kind() {
+        let reg = Registry::new();
+        assert_eq!(reg.lookup("apps", "v1", "deployments").unwrap().kind, "Deployment");
+        assert_eq!(
+            reg.by_kind("work.karmada.io", None, "ResourceBinding")
+                .unwrap()
+                .plural,
+            "resourcebindings"
+        );
+        assert!(reg.lookup("apps", "v2", "deployments").is_none());
+    }
+}

@@ -1,0 +1,727 @@
+//! Resource paths: `/api/v1/...` and `/apis/<group>/<version>/...` with GET (get, list, watch),
+//! POST, PUT, PATCH and DELETE on objects and their `status` subresource, plus the discovery
+//! and OpenAPI documents served under the same prefixes.
+
+use super::admission;
+use super::body::{self, negotiate, respond, Encoding};
+use super::discovery;
+use super::error::{ApiError, ApiResult};
+use super::openapi;
+use super::patch::{apply_patch, PatchError, PatchType};
+use super::registry::Registry;
+use super::table;
+use super::watch;
+use super::ApiState;
+use crate::store::{DeleteOptions, Deleted, ListOptions, Propagation, StoreError};
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use flotilla_api::kinds::ResourceType;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Query parameters of resource requests.
+pub type Params = HashMap<String, String>;
+
+/// What a resource path addresses.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The kind.
+    pub rt: ResourceType,
+    /// Namespace from the path, if any.
+    pub namespace: Option<String>,
+    /// Object name, if any.
+    pub name: Option<String>,
+    /// Subresource (`status`), if any.
+    pub subresource: Option<String>,
+}
+
+impl Target {
+    fn kind_label(&self) -> String {
+        if self.rt.kind.is_empty() {
+            self.rt.plural.clone()
+        } else {
+            self.rt.kind.clone()
+        }
+    }
+
+    fn store_err(&self, e: StoreError) -> ApiError {
+        ApiError::from_store(e, &self.rt.group, &self.rt.plural)
+    }
+}
+
+/// `GET /openapi/v3`.
+pub async fn openapi_index(State(state): State<ApiState>) -> Response {
+    axum::Json(openapi::index(&state.registry)).into_response()
+}
+
+/// `GET /openapi/v3/api/v1` and `/openapi/v3/apis/<group>/<version>`.
+pub async fn openapi_group_version(
+    State(state): State<ApiState>,
+    Path(gv): Path<String>,
+) -> ApiResult<Response> {
+    let segs: Vec<&str> = gv.split('/').collect();
+    let (group, version) = match segs.as_slice() {
+        ["api", v] => ("", *v),
+        ["apis", g, v] => (*g, *v),
+        _ => return Err(ApiError::no_route(&format!("/openapi/v3/{gv}"))),
+    };
+    openapi::group_version(&state.registry, group, version)
+        .map(|doc| axum::Json(doc).into_response())
+        .ok_or_else(|| ApiError::no_route(&format!("/openapi/v3/{gv}")))
+}
+
+/// `/api`.
+pub async fn dispatch_core_root() -> Response {
+    axum::Json(discovery::core_versions()).into_response()
+}
+
+/// `/apis`.
+pub async fn dispatch_apis_root(State(state): State<ApiState>) -> Response {
+    axum::Json(discovery::group_list(&state.registry)).into_response()
+}
+
+/// Everything under `/api/`.
+pub async fn dispatch_core(
+    State(state): State<ApiState>,
+    method: Method,
+    Path(rest): Path<String>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let segs: Vec<String> = rest
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let result = match segs.as_slice() {
+        [v] if v == "v1" => discovery::resource_list(&state.registry, "", "v1")
+            .map(|d| axum::Json(d).into_response())
+            .ok_or_else(|| ApiError::no_route(&format!("/api/{rest}"))),
+        [v, tail @ ..] if v == "v1" => {
+            match resolve(&state.registry, "", "v1", tail) {
+                Some(target) => serve(&state, method, target, params, headers, body).await,
+                None => Err(ApiError::no_route(&format!("/api/{rest}"))),
+            }
+        }
+        _ => Err(ApiError::no_route(&format!("/api/{rest}"))),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Everything under `/apis/`.
+pub async fn dispatch_apis(
+    State(state): State<ApiState>,
+    method: Method,
+    Path(rest): Path<String>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let segs: Vec<String> = rest
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let result = match segs.as_slice() {
+        [group] => state
+            .registry
+            .groups()
+            .get(group)
+            .map(|versions| axum::Json(discovery::group_doc(group, versions)).into_response())
+            .ok_or_else(|| ApiError::no_route(&format!("/apis/{rest}"))),
+        [group, version] => discovery::resource_list(&state.registry, group, version)
+            .map(|d| axum::Json(d).into_response())
+            .ok_or_else(|| ApiError::no_route(&format!("/apis/{rest}"))),
+        [group, version, tail @ ..] => match resolve(&state.registry, group, version, tail) {
+            Some(target) => serve(&state, method, target, params, headers, body).await,
+            None => Err(ApiError::no_route(&format!("/apis/{rest}"))),
+        },
+        [] => Ok(dispatch_apis_root(State(state.clone())).await),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Maps the path segments after the group-version to a target.
+fn resolve(registry: &Registry, group: &str, version: &str, tail: &[String]) -> Option<Target> {
+    let is_sub = |s: &String| s == "status" || s == "finalize";
+    let (namespace, rest): (Option<String>, &[String]) = match tail {
+        [ns_word, ns, rest @ ..] if ns_word == "namespaces" && !rest.is_empty() && !is_sub(&rest[0]) => {
+            (Some(ns.clone()), rest)
+        }
+        other => (None, other),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (p, None, None),
+        [p, n] => (p, Some(n.clone()), None),
+        [p, n, s] => (p, Some(n.clone()), Some(s.clone())),
+        _ => return None,
+    };
+    let rt = match registry.lookup(group, version, plural) {
+        Some(rt) => rt,
+        None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
+            // A free-form template of an undeclared kind.
+            Registry::adhoc(group, version, plural, namespace.is_some())
+        }
+        None => return None,
+    };
+    if namespace.is_some() && !rt.namespaced {
+        return None;
+    }
+    Some(Target {
+        rt,
+        namespace,
+        name,
+        subresource: sub,
+    })
+}
+
+async fn serve(
+    state: &ApiState,
+    method: Method,
+    target: Target,
+    params: Params,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    if let Some(sub) = &target.subresource {
+        if sub != "status" || !target.rt.status_subresource {
+            return Err(ApiError::no_route(&format!(
+                "{}/{}",
+                target.rt.plural, sub
+            )));
+        }
+    }
+    let encoding = negotiate(&headers)?;
+    let is_watch = params
+        .get("watch")
+        .is_some_and(|w| w == "true" || w == "1");
+    if method == Method::GET && is_watch {
+        return watch::serve(state, &target, &params, &headers).await;
+    }
+    let work = async {
+        match (&method, target.name.is_some()) {
+            (&Method::GET, true) => get(state, &target, &headers, encoding).await,
+            (&Method::GET, false) => list(state, &target, &params, &headers, encoding).await,
+            (&Method::POST, false) => create(state, &target, &params, &headers, body, encoding).await,
+            (&Method::PUT, true) => update(state, &target, &params, &headers, body, encoding).await,
+            (&Method::PATCH, true) => patch(state, &target, &params, &headers, body, encoding).await,
+            (&Method::DELETE, true) => delete(state, &target, &params, &headers, body, encoding).await,
+            (&Method::DELETE, false) => delete_collection(state, &target, &params, encoding).await,
+            (m, _) => Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({m})"
+            ))),
+        }
+    };
+    match tokio::time::timeout(state.limits.request_timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ApiError::Timeout(format!(
+            "the request did not finish within {}s",
+            state.limits.request_timeout.as_secs()
+        ))),
+    }
+}
+
+fn accept(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+async fn get(
+    state: &ApiState,
+    target: &Target,
+    headers: &HeaderMap,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let name = target.name.as_deref().unwrap_or_default();
+    let obj = state
+        .store
+        .get(&target.rt, target.namespace.as_deref(), name)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    if table::wants_table(&accept(headers)) {
+        let rv = resource_version_of(&obj);
+        let t = table::table(
+            &target.rt.group,
+            &kind_of(target, &obj),
+            std::slice::from_ref(&obj),
+            rv,
+            None,
+            state.clock.now(),
+        );
+        return Ok(respond(StatusCode::OK, &t, encoding));
+    }
+    Ok(respond(StatusCode::OK, &obj, encoding))
+}
+
+fn kind_of(target: &Target, obj: &Value) -> String {
+    obj.get("kind")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| target.kind_label())
+}
+
+fn resource_version_of(obj: &Value) -> u64 {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Builds list options from `labelSelector`, `fieldSelector`, `limit` and `continue`.
+pub fn list_options(params: &Params) -> ApiResult<ListOptions> {
+    let filter = admission::selector_filter(
+        params.get("labelSelector").map(String::as_str),
+        params.get("fieldSelector").map(String::as_str),
+    )?;
+    let limit = match params.get("limit").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(l) => Some(l.parse::<usize>().map_err(|_| {
+            ApiError::BadRequest(format!("limit: invalid value {l:?}: must be a positive integer"))
+        })?),
+    };
+    Ok(ListOptions {
+        filter,
+        limit,
+        continue_token: params.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+async fn list(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let opts = list_options(params)?;
+    let page = state
+        .store
+        .list(&target.rt, target.namespace.as_deref(), &opts)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    let kind = target.kind_label();
+    if table::wants_table(&accept(headers)) {
+        let t = table::table(
+            &target.rt.group,
+            &kind,
+            &page.items,
+            page.resource_version,
+            page.continue_token.as_deref(),
+            state.clock.now(),
+        );
+        return Ok(respond(StatusCode::OK, &t, encoding));
+    }
+    let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(c) = &page.continue_token {
+        metadata["continue"] = json!(c);
+    }
+    if let Some(r) = page.remaining {
+        metadata["remainingItemCount"] = json!(r);
+    }
+    let list = json!({
+        "kind": format!("{kind}List"),
+        "apiVersion": target.rt.api_version(),
+        "metadata": metadata,
+        "items": page.items,
+    });
+    Ok(respond(StatusCode::OK, &list, encoding))
+}
+
+/// Reads and parses an object body (JSON or YAML).
+async fn read_object(state: &ApiState, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+    let format = body::object_format(&body::content_type(headers))?;
+    let bytes = body::read(body, state.limits.max_body_bytes).await?;
+    let value = body::parse(&bytes, format)?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON or YAML object".into(),
+        ));
+    }
+    Ok(value)
+}
+
+/// Fills in apiVersion/kind from the path and checks that the body belongs there.
+fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> ApiResult<()> {
+    let rt = &target.rt;
+    let want_api = rt.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => obj["apiVersion"] = json!(want_api),
+        Some(a) if a == want_api => {}
+        Some(a) => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({a}) does not match the expected API version ({want_api})"
+            )))
+        }
+    }
+    match (obj.get("kind").and_then(Value::as_str), rt.kind.as_str()) {
+        (None | Some(""), "") => {
+            return Err(ApiError::BadRequest(
+                "kind: Required value: the object must say its kind".into(),
+            ))
+        }
+        (None | Some(""), k) => obj["kind"] = json!(k),
+        (Some(got), want) if !want.is_empty() && got != want => {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({got}) does not match the expected kind ({want})"
+            )))
+        }
+        _ => {}
+    }
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        if obj.get("metadata").is_some() {
+            return Err(ApiError::BadRequest("metadata: must be an object".into()));
+        }
+        obj["metadata"] = json!({});
+    }
+    let meta_ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .map(String::from);
+    match (&target.namespace, meta_ns, rt.namespaced) {
+        (Some(path_ns), Some(body_ns), _) if !body_ns.is_empty() && &body_ns != path_ns => {
+            return Err(ApiError::BadRequest(format!(
+                "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({path_ns})"
+            )))
+        }
+        (Some(path_ns), _, _) => obj["metadata"]["namespace"] = json!(path_ns),
+        (None, Some(body_ns), true) if !body_ns.is_empty() => {}
+        (None, _, true) => {
+            return Err(ApiError::BadRequest(
+                "metadata.namespace: Required value: a namespaced object needs a namespace".into(),
+            ))
+        }
+        (None, Some(ns), false) if !ns.is_empty() => {
+            if let Some(m) = obj["metadata"].as_object_mut() {
+                m.remove("namespace");
+            }
+        }
+        _ => {}
+    }
+    if name_from_path {
+        let path_name = target.name.as_deref().unwrap_or_default();
+        match obj.pointer("/metadata/name").and_then(Value::as_str) {
+            None | Some("") => obj["metadata"]["name"] = json!(path_name),
+            Some(n) if n == path_name => {}
+            Some(n) => {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({path_name})"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn dry_run(params: &Params) -> bool {
+    params.get("dryRun").is_some_and(|d| d == "All")
+}
+
+async fn create(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let mut obj = read_object(state, headers, body).await?;
+    check_identity(target, &mut obj, false)?;
+    let created = create_object(state, target, params, obj).await?;
+    Ok(respond(StatusCode::CREATED, &created, encoding))
+}
+
+async fn create_object(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    mut obj: Value,
+) -> ApiResult<Value> {
+    let rt = rt_with_kind(target, &obj);
+    admission::check_strict(params, &rt, &obj)?;
+    admission::admit(state, &rt, &mut obj, None)?;
+    if dry_run(params) {
+        return Ok(obj);
+    }
+    let created = state
+        .store
+        .create(&rt, obj)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    admission::after_write(state, &rt, &created);
+    Ok(created)
+}
+
+/// For free-form kinds the kind comes from the body.
+fn rt_with_kind(target: &Target, obj: &Value) -> ResourceType {
+    let mut rt = target.rt.clone();
+    if rt.kind.is_empty() {
+        rt.kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+    }
+    rt
+}
+
+async fn update(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let mut obj = read_object(state, headers, body).await?;
+    check_identity(target, &mut obj, true)?;
+    let rt = rt_with_kind(target, &obj);
+    admission::check_strict(params, &rt, &obj)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    let old = state
+        .store
+        .get(&rt, target.namespace.as_deref(), name)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    let updated = write_update(state, target, &rt, params, obj, &old).await?;
+    Ok(respond(StatusCode::OK, &updated, encoding))
+}
+
+async fn write_update(
+    state: &ApiState,
+    target: &Target,
+    rt: &ResourceType,
+    params: &Params,
+    mut obj: Value,
+    old: &Value,
+) -> ApiResult<Value> {
+    let is_status = target.subresource.as_deref() == Some("status");
+    if !is_status {
+        admission::admit(state, rt, &mut obj, Some(old))?;
+    }
+    if dry_run(params) {
+        return Ok(obj);
+    }
+    let result = if is_status {
+        state.store.update_status(rt, obj).await
+    } else {
+        state.store.update(rt, obj).await
+    };
+    let updated = result.map_err(|e| target.store_err(e))?;
+    admission::after_write(state, rt, &updated);
+    Ok(updated)
+}
+
+async fn patch(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let ct = body::content_type(headers);
+    let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
+        ApiError::UnsupportedMediaType(format!(
+            "the patch type {ct:?} is not supported: use application/merge-patch+json, \
+             application/json-patch+json, application/strategic-merge-patch+json or \
+             application/apply-patch+yaml"
+        ))
+    })?;
+    let bytes = body::read(body, state.limits.max_body_bytes).await?;
+    let format = if kind == PatchType::Apply {
+        body::BodyFormat::Yaml
+    } else {
+        body::BodyFormat::Json
+    };
+    let patch_body = body::parse(&bytes, format)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    // The patch may carry its own resourceVersion precondition; otherwise retry on conflicts.
+    let pinned = patch_body.pointer("/metadata/resourceVersion").is_some();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let live = match state
+            .store
+            .get(&target.rt, target.namespace.as_deref(), name)
+            .await
+        {
+            Ok(live) => live,
+            Err(StoreError::NotFound { .. }) if kind == PatchType::Apply => {
+                let mut obj = patch_body.clone();
+                if !obj.is_object() {
+                    return Err(ApiError::BadRequest(
+                        "an apply patch must be an object".into(),
+                    ));
+                }
+                check_identity(target, &mut obj, true)?;
+                let created = create_object(state, target, params, obj).await?;
+                return Ok(respond(StatusCode::CREATED, &created, encoding));
+            }
+            Err(e) => return Err(target.store_err(e)),
+        };
+        let mut patched = live.clone();
+        apply_patch(&mut patched, &patch_body, kind).map_err(|e| match e {
+            PatchError::Malformed(m) => ApiError::BadRequest(m),
+            PatchError::Failed(m) => ApiError::invalid(
+                &target.kind_label(),
+                &target.rt.group,
+                name,
+                vec![super::error::Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: m,
+                    field: "patch".into(),
+                }],
+            ),
+        })?;
+        if !patched.is_object() {
+            return Err(ApiError::BadRequest("the patch did not leave an object".into()));
+        }
+        check_identity(target, &mut patched, true)?;
+        if !pinned {
+            patched["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
+        }
+        let rt = rt_with_kind(target, &patched);
+        if kind == PatchType::Apply {
+            admission::check_strict(params, &rt, &patch_body)?;
+        }
+        match write_update(state, target, &rt, params, patched, &live).await {
+            Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
+            Err(e) => return Err(e),
+            Ok(updated) => return Ok(respond(StatusCode::OK, &updated, encoding)),
+        }
+    }
+}
+
+/// Reads delete options from the query and an optional `DeleteOptions` body.
+async fn delete_options(
+    state: &ApiState,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<DeleteOptions> {
+    let bytes = body::read(body, state.limits.max_body_bytes).await?;
+    let mut opts = DeleteOptions::default();
+    let mut policy = params.get("propagationPolicy").cloned();
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
+        let format = body::object_format(&body::content_type(headers))?;
+        let doc = body::parse(&bytes, format)?;
+        if let Some(p) = doc.get("propagationPolicy").and_then(Value::as_str) {
+            policy = Some(p.to_string());
+        }
+        if doc.get("orphanDependents").and_then(Value::as_bool) == Some(true) && policy.is_none() {
+            policy = Some("Orphan".into());
+        }
+        opts.precondition_uid = doc
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(String::from);
+        if let Some(rv) = doc
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            opts.precondition_resource_version = Some(rv.parse().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "preconditions.resourceVersion: invalid value {rv:?}"
+                ))
+            })?);
+        }
+    }
+    opts.propagation = match policy.as_deref() {
+        None | Some("") | Some("Background") => Propagation::Background,
+        Some("Foreground") => Propagation::Foreground,
+        Some("Orphan") => Propagation::Orphan,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "propagationPolicy: Unsupported value: {other:?}: supported values: \"Background\", \"Foreground\", \"Orphan\""
+            )))
+        }
+    };
+    Ok(opts)
+}
+
+async fn delete(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let opts = delete_options(state, params, headers, body).await?;
+    let name = target.name.as_deref().unwrap_or_default();
+    if dry_run(params) {
+        let obj = state
+            .store
+            .get(&target.rt, target.namespace.as_deref(), name)
+            .await
+            .map_err(|e| target.store_err(e))?;
+        return Ok(respond(StatusCode::OK, &obj, encoding));
+    }
+    let outcome = state
+        .store
+        .delete(&target.rt, target.namespace.as_deref(), name, &opts)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
+    let obj = match outcome {
+        Deleted::Gone(obj) => {
+            admission::after_delete(state, &target.rt, name);
+            obj
+        }
+        Deleted::Pending(obj) => obj,
+    };
+    Ok(respond(StatusCode::OK, &obj, encoding))
+}
+
+async fn delete_collection(
+    state: &ApiState,
+    target: &Target,
+    params: &Params,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let mut opts = list_options(params)?;
+    opts.limit = None;
+    let page = state
+        .store
+        .list(&target.rt, target.namespace.as_deref(), &opts)
+        .await
+        .map_err(|e| target.store_err(e))?;
+    let mut deleted = Vec::new();
+    for item in page.items {
+        let ns = item
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match state
+            .store
+            .delete(&target.rt, ns.as_deref(), &name, &DeleteOptions::default())
+            .await
+        {
+            Ok(Deleted::Gone(o)) => {
+                admission::after_delete(state, &target.rt, &name);
+                deleted.push(o)
+            }
+            Ok(Deleted::Pending(o)) => deleted.push(o),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(target.store_err(e)),
+        }
+    }
+    let list = json!({
+        "kind": format!("{}List", target.kind_label()),
+        "apiVersion": target.rt.api_version(),
+        "metadata": {},
+        "items": deleted,
+    });
+    Ok(respond(StatusCode::OK, &list, encoding))
+}

@@ -1,0 +1,346 @@
+//! `meta.k8s.io/v1 Table` answers for `kubectl get`: per-kind columns (clusters show NAME,
+//! VERSION, MODE, READY, AGE as Karmada prints them), NAME and AGE for everything else.
+//! Columns with priority 1 appear only with `-o wide`.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+/// Whether an Accept header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        first.contains("as=Table") && first.contains("g=meta.k8s.io")
+    })
+}
+
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    priority: u8,
+    description: &'static str,
+    cell: fn(&Value, DateTime<Utc>) -> Value,
+}
+
+fn text(obj: &Value, pointer: &str) -> Value {
+    obj.pointer(pointer)
+        .map(|v| match v {
+            Value::String(s) => Value::String(s.clone()),
+            Value::Null => Value::String(String::new()),
+            other => Value::String(other.to_string()),
+        })
+        .unwrap_or_else(|| Value::String(String::new()))
+}
+
+fn condition_status(obj: &Value, kind: &str) -> Value {
+    let status = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("");
+    Value::String(status.to_string())
+}
+
+fn name_cell(obj: &Value, _: DateTime<Utc>) -> Value {
+    text(obj, "/metadata/name")
+}
+
+fn age_cell(obj: &Value, now: DateTime<Utc>) -> Value {
+    let created = obj
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+    match created {
+        Some(t) => Value::String(human_duration(now - t.with_timezone(&Utc))),
+        None => Value::String("<unknown>".into()),
+    }
+}
+
+/// Kubernetes' short human form of a duration: `45s`, `5m3s`, `2h10m`, `3d4h`, `2y`.
+pub fn human_duration(d: chrono::Duration) -> String {
+    let secs = d.num_seconds().max(0);
+    if secs < 120 {
+        return format!("{secs}s");
+    }
+    let minutes = secs / 60;
+    if minutes < 10 {
+        let s = secs % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    let days = hours / 24;
+    if days < 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{days}d")
+        } else {
+            format!("{days}d{h}h")
+        };
+    }
+    if days < 365 * 2 {
+        return format!("{days}d");
+    }
+    format!("{}y", days / 365)
+}
+
+fn columns(group: &str, kind: &str) -> Vec<Column> {
+    let name = Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+        cell: name_cell,
+    };
+    let age = Column {
+        name: "Age",
+        kind: "string",
+        priority: 0,
+        description: "Time since creation.",
+        cell: age_cell,
+    };
+    let mut out = vec![name];
+    match (group, kind) {
+        ("cluster.karmada.io", "Cluster") => {
+            out.push(Column {
+                name: "Version",
+                kind: "string",
+                priority: 0,
+                description: "Kubernetes version of the member.",
+                cell: |o, _| text(o, "/status/kubernetesVersion"),
+            });
+            out.push(Column {
+                name: "Mode",
+                kind: "string",
+                priority: 0,
+                description: "Push or Pull.",
+                cell: |o, _| text(o, "/spec/syncMode"),
+            });
+            out.push(Column {
+                name: "Ready",
+                kind: "string",
+                priority: 0,
+                description: "The Ready condition.",
+                cell: |o, _| condition_status(o, "Ready"),
+            });
+            out.push(age);
+            out.push(Column {
+                name: "API-Endpoint",
+                kind: "string",
+                priority: 1,
+                description: "Push members' endpoint.",
+                cell: |o, _| text(o, "/spec/apiEndpoint"),
+            });
+            out.push(Column {
+                name: "Region",
+                kind: "string",
+                priority: 1,
+                description: "Region of the member.",
+                cell: |o, _| text(o, "/spec/region"),
+            });
+        }
+        ("work.karmada.io", "ResourceBinding" | "ClusterResourceBinding") => {
+            out.push(Column {
+                name: "Scheduled",
+                kind: "string",
+                priority: 0,
+                description: "The Scheduled condition.",
+                cell: |o, _| condition_status(o, "Scheduled"),
+            });
+            out.push(Column {
+                name: "FullyApplied",
+                kind: "string",
+                priority: 0,
+                description: "The FullyApplied condition.",
+                cell: |o, _| condition_status(o, "FullyApplied"),
+            });
+            out.push(age);
+            out.push(Column {
+                name: "Clusters",
+                kind: "string",
+                priority: 1,
+                description: "Target clusters and their replicas.",
+                cell: |o, _| {
+                    let targets = o
+                        .pointer("/spec/clusters")
+                        .and_then(Value::as_array)
+                        .map(|cs| {
+                            cs.iter()
+                                .map(|c| {
+                                    format!(
+                                        "{}:{}",
+                                        c["name"].as_str().unwrap_or(""),
+                                        c["replicas"].as_i64().unwrap_or(0)
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .unwrap_or_default();
+                    Value::String(targets)
+                },
+            });
+        }
+        ("work.karmada.io", "Work") => {
+            out.push(Column {
+                name: "Workload-Kind",
+                kind: "string",
+                priority: 0,
+                description: "Kind of the first manifest.",
+                cell: |o, _| text(o, "/spec/workload/manifests/0/kind"),
+            });
+            out.push(Column {
+                name: "Applied",
+                kind: "string",
+                priority: 0,
+                description: "The Applied condition.",
+                cell: |o, _| condition_status(o, "Applied"),
+            });
+            out.push(age);
+        }
+        ("policy.karmada.io", "PropagationPolicy" | "ClusterPropagationPolicy") => {
+            out.push(Column {
+                name: "Conflict-Resolution",
+                kind: "string",
+                priority: 0,
+                description: "What happens when a resource exists on the member.",
+                cell: |o, _| {
+                    let v = text(o, "/spec/conflictResolution");
+                    if v == "" {
+                        Value::String("Abort".into())
+                    } else {
+                        v
+                    }
+                },
+            });
+            out.push(Column {
+                name: "Priority",
+                kind: "integer",
+                priority: 0,
+                description: "Explicit priority.",
+                cell: |o, _| json!(o.pointer("/spec/priority").and_then(Value::as_i64).unwrap_or(0)),
+            });
+            out.push(age);
+        }
+        _ => out.push(age),
+    }
+    out
+}
+
+/// Builds a Table of `items` (all of one kind) for `kubectl get`.
+pub fn table(
+    group: &str,
+    kind: &str,
+    items: &[Value],
+    resource_version: u64,
+    continue_token: Option<&str>,
+    now: DateTime<Utc>,
+) -> Value {
+    let cols = columns(group, kind);
+    let definitions: Vec<Value> = cols
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name, "type": c.kind, "format": if c.name == "Name" { "name" } else { "" },
+                "description": c.description, "priority": c.priority,
+            })
+        })
+        .collect();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|obj| {
+            let cells: Vec<Value> = cols.iter().map(|c| (c.cell)(obj, now)).collect();
+            json!({
+                "cells": cells,
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+                },
+            })
+        })
+        .collect();
+    let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+    if let Some(c) = continue_token {
+        metadata["continue"] = json!(c);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn human_durations_like_kubectl() {
+        let table = [
+            (5, "5s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (600, "10m"),
+            (3 * 3600 + 600, "3h10m"),
+            (20 * 3600, "20h"),
+            (3 * 86400 + 3600, "3d1h"),
+            (30 * 86400, "30d"),
+            (800 * 86400, "2y"),
+        ];
+        for (secs, want) in table {
+            assert_eq!(human_duration(chrono::Duration::seconds(secs)), want);
+        }
+    }
+
+    #[test]
+    fn cluster_table_has_mode_and_ready() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 10, 0).unwrap();
+        let cluster = json!({
+            "metadata": {"name": "member1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"syncMode": "Push"},
+            "status": {"kubernetesVersion": "v1.32.0", "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let t = table("cluster.karmada.io", "Cluster", &[cluster], 7, None, now);
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Name", "Version", "Mode", "Ready", "Age"]);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["member1", "v1.32.0", "Push", "True", "10m", "", ""])
+        );
+        assert_eq!(t["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn table_accept_detection() {
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wants_table("application/json"));
+    }
+}

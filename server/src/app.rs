@@ -1,0 +1,324 @@
+//! Starting and stopping the control plane: data directory, admin token and kubeconfig, the
+//! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS), and
+//! graceful shutdown (in-flight requests finish, the store is flushed). Tests start it on port
+//! 0 through [`start`] and stop it through the returned [`ServerHandle`].
+
+use crate::api::{self, auth, ApiState, Limits};
+use crate::clock::{SharedClock, SystemClock};
+use crate::store::{
+    KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
+};
+use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_api::kinds::well_known;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Which storage engine to use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// sled under `<data-dir>/store` (durable; the default).
+    Sled,
+    /// In memory (lost at exit; for tests and demos).
+    Memory,
+}
+
+/// Everything the server needs to start.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Where the store, the admin token and the kubeconfig live.
+    pub data_dir: PathBuf,
+    /// Storage engine.
+    pub engine: Engine,
+    /// PEM certificate and key for HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Defaulting parameters (default tolerations).
+    pub defaulting: DefaultingConfig,
+    /// Request limits.
+    pub limits: Limits,
+    /// How many watch events the store keeps for resuming watches.
+    pub event_log_capacity: usize,
+}
+
+impl ServerConfig {
+    /// Defaults: 127.0.0.1:7070, ./flotilla-data, sled, HTTP.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            data_dir: data_dir.into(),
+            engine: Engine::Sled,
+            tls: None,
+            defaulting: DefaultingConfig::default(),
+            limits: Limits::default(),
+            event_log_capacity: 10_000,
+        }
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The data directory or a file in it could not be written.
+    #[error("cannot prepare {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store did not open (e.g. written by a newer Flotilla).
+    #[error("cannot open the store")]
+    Store(#[source] StoreError),
+    /// The listen address is taken or not allowed.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key is unusable.
+    #[error("cannot load the TLS certificate and key")]
+    Tls(#[source] std::io::Error),
+    /// Metrics could not be registered.
+    #[error("cannot register metrics")]
+    Metrics(#[source] prometheus::Error),
+}
+
+/// A running server.
+pub struct ServerHandle {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The admin bearer token.
+    pub admin_token: String,
+    /// The store (for in-process tests).
+    pub store: Arc<dyn Store>,
+    shutdown: Option<oneshot::Sender<()>>,
+    stopping: tokio::sync::watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The server's base URL.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// Stops accepting, lets in-flight requests finish, then flushes and closes the store.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        let _ = self.stopping.send(true);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let served = (&mut self.task)
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Err(e) = self.store.close().await {
+            tracing::error!(error = %e, "closing the store failed");
+        }
+        served
+    }
+}
+
+fn data_err(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
+    move |source| StartError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads `<data-dir>/admin.token`, creating it (mode 0600) with a fresh token at first start.
+pub fn ensure_admin_token(data_dir: &Path) -> Result<String, StartError> {
+    let path = data_dir.join("admin.token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(data_err(&path)(e)),
+    }
+    let token = auth::generate_token();
+    write_private(&path, &token).map_err(data_err(&path))?;
+    Ok(token)
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    let mut f = opts.open(&tmp)?;
+    f.write_all(content.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The kubeconfig that lets kubectl talk to this server with the admin token.
+pub fn kubeconfig(server_url: &str, token: &str, ca_pem: Option<&str>) -> String {
+    use base64::Engine as _;
+    let cluster = match ca_pem {
+        Some(pem) => format!(
+            "    certificate-authority-data: {}\n    server: {server_url}\n",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
+        None => format!("    server: {server_url}\n"),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: flotilla\n  cluster:\n{cluster}\
+         users:\n- name: flotilla-admin\n  user:\n    token: {token}\n\
+         contexts:\n- name: flotilla\n  context:\n    cluster: flotilla\n    user: flotilla-admin\n    namespace: default\n\
+         current-context: flotilla\n"
+    )
+}
+
+/// Opens the store as configured; migrations run here, before anything is served.
+pub async fn open_store(
+    config: &ServerConfig,
+    clock: SharedClock,
+) -> Result<Arc<dyn Store>, StartError> {
+    let store_config = StoreConfig {
+        clock,
+        event_log_capacity: config.event_log_capacity,
+        ..StoreConfig::default()
+    };
+    let store: Arc<dyn Store> = match config.engine {
+        Engine::Sled => {
+            let path = config.data_dir.join("store");
+            KvStore::<SledEngine>::open_sled(&path, store_config).map_err(StartError::Store)?
+        }
+        Engine::Memory => KvStore::<MemoryEngine>::memory(store_config),
+    };
+    Ok(store)
+}
+
+/// The API's state over an opened store (not yet marked ready).
+pub fn api_state(
+    config: &ServerConfig,
+    store: Arc<dyn Store>,
+    registry: Arc<api::registry::Registry>,
+    admin_token: &str,
+    clock: SharedClock,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<ApiState, StartError> {
+    Ok(ApiState {
+        store,
+        registry,
+        auth: auth::Authenticator::new(admin_token.to_string()),
+        metrics: api::metrics::Metrics::new().map_err(StartError::Metrics)?,
+        defaulting: config.defaulting.clone(),
+        clock,
+        limits: config.limits.clone(),
+        ready: Arc::new(AtomicBool::new(false)),
+        shutdown,
+    })
+}
+
+/// Starts the server.
+pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
+    let admin_token = ensure_admin_token(&config.data_dir)?;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let store = open_store(&config, clock.clone()).await?;
+
+    let registry = Arc::new(api::registry::Registry::new());
+    let crds = store
+        .list(&well_known::custom_resource_definitions(), None, &ListOptions::default())
+        .await
+        .map_err(StartError::Store)?;
+    for crd in &crds.items {
+        if let Err(e) = registry.register_crd(crd) {
+            tracing::warn!(error = %e, "a stored CRD does not register");
+        }
+    }
+
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let state = api_state(
+        &config,
+        store.clone(),
+        registry,
+        &admin_token,
+        clock,
+        stopping_rx,
+    )?;
+    let ready = state.ready.clone();
+    let app = api::router(state);
+
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| {
+        StartError::Listen {
+            addr: config.listen,
+            source,
+        }
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let (scheme, task, ca_pem) = match &config.tls {
+        None => {
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| {
+                StartError::Listen {
+                    addr: config.listen,
+                    source,
+                }
+            })?;
+            let task = tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx.await;
+                    })
+                    .await
+            });
+            ("http", task, None)
+        }
+        Some((cert, key)) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                .await
+                .map_err(StartError::Tls)?;
+            let ca_pem = std::fs::read_to_string(cert).map_err(StartError::Tls)?;
+            let handle = axum_server::Handle::new();
+            let stopper = handle.clone();
+            tokio::spawn(async move {
+                let _ = rx.await;
+                stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+            });
+            let server = axum_server::from_tcp_rustls(listener, tls).handle(handle);
+            let task = tokio::spawn(async move { server.serve(app.into_make_service()).await });
+            ("https", task, Some(ca_pem))
+        }
+    };
+    let url = format!("{scheme}://{addr}");
+    let kubeconfig_path = config.data_dir.join("kubeconfig");
+    write_private(
+        &kubeconfig_path,
+        &kubeconfig(&url, &admin_token, ca_pem.as_deref()),
+    )
+    .map_err(data_err(&kubeconfig_path))?;
+    ready.store(true, Ordering::SeqCst);
+    tracing::info!(%addr, scheme, data_dir = %config.data_dir.display(), "flotilla-server is serving");
+    Ok(ServerHandle {
+        addr,
+        scheme,
+        admin_token,
+        store,
+        shutdown: Some(tx),
+        stopping: stopping_tx,
+        task,
+    })
+}

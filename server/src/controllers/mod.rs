@@ -1,0 +1,11 @@
+//! Controllers: one module per decision, each a level-triggered `reconcile(key)` over a work
+//! queue fed by store watches and a periodic resync (see [`runtime`]). Controllers talk to each
+//! other only through the store.
+
+pub mod queue;
+pub mod runtime;
+
+pub use runtime::{
+    object_key, spawn, split_key, Action, ControllerConfig, ControllerHandle, ControllerMetrics,
+    Reconciler, ReconcileError, Source,
+};

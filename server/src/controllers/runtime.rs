@@ -1,0 +1,327 @@
+//! How a controller runs: its store watches (with relist after a 410 or a dropped stream) and a
+//! periodic resync feed keys into a [`WorkQueue`]; workers call the controller's level-triggered
+//! `reconcile(key)`, which answers "done" or "look again after T". Errors are retried with
+//! backoff; a write conflict is just a retry. Queue depth, reconciles, errors and latency are
+//! metrics.
+
+use super::queue::{Backoff, WorkQueue};
+use crate::store::{ListOptions, Store, StoreError, WatchEvent, WatchOptions};
+use async_trait::async_trait;
+use flotilla_api::kinds::ResourceType;
+use futures::StreamExt;
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// What a reconcile asks for next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Converged; wait for the next change.
+    Done,
+    /// Look again after this long (the only way a controller waits for a timeout).
+    RequeueAfter(Duration),
+}
+
+/// A failed reconcile; the key is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The store failed or a write conflicted.
+    #[error("store")]
+    Store(#[from] StoreError),
+    /// An object could not be decoded.
+    #[error("cannot decode {what}: {message}")]
+    Decode { what: String, message: String },
+    /// Anything else, with context.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A controller: one kind of decision, converged per key.
+#[async_trait]
+pub trait Reconciler: Send + Sync + 'static {
+    /// Name for logs and metrics.
+    fn name(&self) -> &'static str;
+    /// Reads the world for `key` and converges it.
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError>;
+}
+
+/// Maps a watched object to the keys it concerns.
+pub type KeyMapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
+
+/// The usual key of an object: `namespace/name`, or `name` when cluster-scoped.
+pub fn object_key(obj: &Value) -> Option<String> {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str)?;
+    Some(
+        match obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|ns| !ns.is_empty())
+        {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        },
+    )
+}
+
+/// Splits a key into namespace and name.
+pub fn split_key(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, key),
+    }
+}
+
+/// One watched kind and how its objects map to keys.
+#[derive(Clone)]
+pub struct Source {
+    /// The kind.
+    pub resource: ResourceType,
+    /// Object to keys.
+    pub keys: KeyMapper,
+}
+
+impl Source {
+    /// Watches a kind whose objects are the controller's keys.
+    pub fn primary(resource: ResourceType) -> Self {
+        Self {
+            resource,
+            keys: Arc::new(|obj| object_key(obj).into_iter().collect()),
+        }
+    }
+
+    /// Watches a kind whose objects map to keys through `keys`.
+    pub fn mapped(
+        resource: ResourceType,
+        keys: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            resource,
+            keys: Arc::new(keys),
+        }
+    }
+}
+
+/// How to run a controller.
+#[derive(Clone)]
+pub struct ControllerConfig {
+    /// What feeds the queue.
+    pub sources: Vec<Source>,
+    /// How often every source is relisted and every key queued again.
+    pub resync: Duration,
+    /// Concurrent reconciles (never two for one key).
+    pub workers: usize,
+    /// Retry backoff.
+    pub backoff: Backoff,
+}
+
+impl ControllerConfig {
+    /// One worker, a 5-minute resync, default backoff.
+    pub fn new(sources: Vec<Source>) -> Self {
+        Self {
+            sources,
+            resync: Duration::from_secs(300),
+            workers: 1,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// Controller metrics, shared by every controller of a server.
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    reconciles: IntCounterVec,
+    latency: HistogramVec,
+    depth: IntGaugeVec,
+}
+
+impl ControllerMetrics {
+    /// Registers the controller metrics in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let reconciles = IntCounterVec::new(
+            Opts::new(
+                "flotilla_controller_reconciles_total",
+                "Reconciles by controller and result (done, requeue, error).",
+            ),
+            &["controller", "result"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "flotilla_controller_reconcile_duration_seconds",
+                "Reconcile latency by controller.",
+            ),
+            &["controller"],
+        )?;
+        let depth = IntGaugeVec::new(
+            Opts::new("flotilla_controller_queue_depth", "Keys waiting per controller."),
+            &["controller"],
+        )?;
+        registry.register(Box::new(reconciles.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(depth.clone()))?;
+        Ok(Self {
+            reconciles,
+            latency,
+            depth,
+        })
+    }
+}
+
+/// A running controller.
+pub struct ControllerHandle {
+    /// Its queue (tests and other components may add keys).
+    pub queue: WorkQueue,
+    tasks: JoinSet<()>,
+}
+
+impl ControllerHandle {
+    /// Stops the controller and waits for its tasks.
+    pub async fn stop(mut self) {
+        self.queue.shut_down();
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Starts a controller: watch and resync tasks plus workers. It stops when `stop` turns true
+/// or through the handle.
+pub fn spawn(
+    store: Arc<dyn Store>,
+    reconciler: Arc<dyn Reconciler>,
+    config: ControllerConfig,
+    metrics: Option<ControllerMetrics>,
+    stop: watch::Receiver<bool>,
+) -> ControllerHandle {
+    let queue = WorkQueue::new(config.backoff);
+    let mut tasks = JoinSet::new();
+    for source in config.sources.clone() {
+        tasks.spawn(feed(store.clone(), source, queue.clone(), reconciler.name()));
+    }
+    tasks.spawn(resync(
+        store.clone(),
+        config.sources.clone(),
+        queue.clone(),
+        config.resync,
+    ));
+    for _ in 0..config.workers.max(1) {
+        tasks.spawn(work(reconciler.clone(), queue.clone(), metrics.clone()));
+    }
+    let q = queue.clone();
+    let mut stop = stop;
+    tasks.spawn(async move {
+        let _ = stop.wait_for(|s| *s).await;
+        q.shut_down();
+    });
+    ControllerHandle { queue, tasks }
+}
+
+async fn enqueue_all(store: &Arc<dyn Store>, source: &Source, queue: &WorkQueue) -> Option<u64> {
+    match store
+        .list(&source.resource, None, &ListOptions::default())
+        .await
+    {
+        Ok(page) => {
+            for obj in &page.items {
+                for key in (source.keys)(obj) {
+                    queue.add(key);
+                }
+            }
+            Some(page.resource_version)
+        }
+        Err(e) => {
+            tracing::warn!(resource = %source.resource.qualified_name(), error = %e, "list failed");
+            None
+        }
+    }
+}
+
+/// Lists, then watches from the list's version; relists after the stream ends or expires.
+async fn feed(store: Arc<dyn Store>, source: Source, queue: WorkQueue, controller: &'static str) {
+    loop {
+        let Some(rv) = enqueue_all(&store, &source, &queue).await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let opts = WatchOptions {
+            namespace: None,
+            filter: None,
+            from: Some(rv),
+        };
+        let mut events = match store.watch(&source.resource, opts).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(controller, error = %e, "watch failed; relisting");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(WatchEvent { object, .. }) => {
+                    for key in (source.keys)(&object) {
+                        queue.add(key);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(controller, error = %e, "watch ended; relisting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn resync(store: Arc<dyn Store>, sources: Vec<Source>, queue: WorkQueue, every: Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tick.tick().await;
+        for source in &sources {
+            enqueue_all(&store, source, &queue).await;
+        }
+    }
+}
+
+async fn work(
+    reconciler: Arc<dyn Reconciler>,
+    queue: WorkQueue,
+    metrics: Option<ControllerMetrics>,
+) {
+    let name = reconciler.name();
+    while let Some(key) = queue.next().await {
+        let start = Instant::now();
+        let result = reconciler.reconcile(&key).await;
+        let label = match &result {
+            Ok(Action::Done) => {
+                queue.forget(&key);
+                "done"
+            }
+            Ok(Action::RequeueAfter(after)) => {
+                queue.forget(&key);
+                queue.add_after(key.clone(), *after);
+                "requeue"
+            }
+            Err(ReconcileError::Store(StoreError::Conflict { .. })) => {
+                tracing::debug!(controller = name, key = %key, "write conflict; retrying");
+                queue.add_rate_limited(&key);
+                "conflict"
+            }
+            Err(e) => {
+                tracing::warn!(controller = name, key = %key, error = %crate::api::error::error_chain(e), "reconcile failed");
+                queue.add_rate_limited(&key);
+                "error"
+            }
+        };
+        queue.done(&key);
+        if let Some(m) = &metrics {
+            m.reconciles.with_label_values(&[name, label]).inc();
+            m.latency
+                .with_label_values(&[name])
+                .observe(start.elapsed().as_secs_f64());
+            m.depth
+                .with_label_values(&[name])
+                .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! `flotilla-server`: parses flags, sets up logging, starts the control plane and stops it
+//! gracefully on SIGTERM or Ctrl-C.
+
+use clap::{Parser, ValueEnum};
+use flotilla_server::app::{self, Engine, ServerConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Plain,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum StoreEngine {
+    Sled,
+    Memory,
+}
+
+/// Flotilla's control plane.
+#[derive(Debug, Parser)]
+#[command(name = "flotilla-server", version)]
+struct Flags {
+    /// Address to serve the API on.
+    #[arg(long, env = "FLOTILLA_LISTEN", default_value = "127.0.0.1:7070")]
+    listen: SocketAddr,
+    /// Directory of the store, admin token and kubeconfig.
+    #[arg(long, env = "FLOTILLA_DATA_DIR", default_value = "./flotilla-data")]
+    data_dir: PathBuf,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "plain")]
+    log_format: LogFormat,
+    /// Storage engine (memory loses everything at exit).
+    #[arg(long, value_enum, default_value = "sled")]
+    store: StoreEngine,
+    /// PEM certificate for HTTPS (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS (with --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Largest accepted request body in bytes.
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    max_request_bytes: usize,
+    /// Deadline of a non-watch request, in seconds.
+    #[arg(long, default_value_t = 60)]
+    request_timeout_seconds: u64,
+    /// Watch events kept for resuming watches (older resourceVersions answer 410).
+    #[arg(long, default_value_t = 10_000)]
+    event_log_capacity: usize,
+    /// tolerationSeconds of the not-ready NoExecute toleration added to policies.
+    #[arg(long, default_value_t = 300)]
+    default_not_ready_toleration_seconds: i64,
+    /// tolerationSeconds of the unreachable NoExecute toleration added to policies.
+    #[arg(long, default_value_t = 300)]
+    default_unreachable_toleration_seconds: i64,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let flags = Flags::parse();
+    init_logging(flags.log_format);
+    let mut config = ServerConfig::new(flags.data_dir);
+    config.listen = flags.listen;
+    config.engine = match flags.store {
+        StoreEngine::Sled => Engine::Sled,
+        StoreEngine::Memory => Engine::Memory,
+    };
+    config.tls = flags.tls_cert.zip(flags.tls_key);
+    config.event_log_capacity = flags.event_log_capacity;
+    config.limits.max_body_bytes = flags.max_request_bytes;
+    config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
+    config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;
+    config.defaulting.unreachable_toleration_seconds =
+        flags.default_unreachable_toleration_seconds;
+    let server = app::start(config).await?;
+    println!("flotilla-server listening on {}", server.url());
+    terminated().await;
+    tracing::info!("shutting down");
+    server.shutdown().await?;
+    Ok(())
+}

@@ -1,0 +1,464 @@
+//! The API through the router: every verb, content type and error of docs/api.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use common::{assert_status, TestApi};
+use serde_json::{json, Value};
+
+const PP: &str = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies";
+const DEPLOY: &str = "/apis/apps/v1/namespaces/default/deployments";
+const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
+
+fn policy(name: &str) -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": "default", "labels": {"team": "a"}},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+            "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}
+        }
+    })
+}
+
+fn deployment(name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    })
+}
+
+#[tokio::test]
+async fn public_endpoints_need_no_token_and_everything_else_does() {
+    let api = TestApi::new().await;
+    for path in ["/healthz", "/readyz", "/version"] {
+        let req = axum::http::Request::get(path).body(Body::empty()).unwrap();
+        let resp = tower::ServiceExt::oneshot(api.router.clone(), req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+    }
+    for (path, auth) in [
+        ("/api/v1/namespaces/default/configmaps", None),
+        ("/apis", Some("Bearer wrong")),
+        ("/metrics", Some("Basic abc")),
+    ] {
+        let mut req = axum::http::Request::get(path);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = tower::ServiceExt::oneshot(api.router.clone(), req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{path}");
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        assert_status(&serde_json::from_slice(&bytes).unwrap(), 401, "Unauthorized");
+    }
+}
+
+#[tokio::test]
+async fn discovery_lists_karmada_and_kubernetes_kinds() {
+    let api = TestApi::new().await;
+    let (s, v) = api.call("GET", "/version", None).await;
+    assert_eq!((s, v["major"].as_str()), (StatusCode::OK, Some("1")));
+    let (_, apis) = api.call("GET", "/apis", None).await;
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    for g in ["apps", "cluster.karmada.io", "policy.karmada.io", "work.karmada.io", "batch"] {
+        assert!(groups.contains(&g), "{g} in {groups:?}");
+    }
+    let (_, list) = api.call("GET", "/apis/work.karmada.io/v1alpha2", None).await;
+    let rb = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "resourcebindings")
+        .unwrap();
+    assert_eq!(rb["shortNames"], json!(["rb"]));
+    assert_eq!(rb["kind"], "ResourceBinding");
+    assert_eq!(rb["namespaced"], true);
+    let (_, core) = api.call("GET", "/api/v1", None).await;
+    assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "configmaps"));
+    let (s, body) = api.call("GET", "/apis/nope.io/v1", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_status(&body, 404, "NotFound");
+    let (s, idx) = api.call("GET", "/openapi/v3", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let url = idx["paths"]["apis/policy.karmada.io/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, doc) = api.call("GET", &url, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(doc["paths"].as_object().unwrap().len() >= 2);
+}
+
+#[tokio::test]
+async fn create_get_list_update_delete_with_defaults() {
+    let api = TestApi::new().await;
+    let (s, created) = api.call("POST", PP, Some(policy("p1"))).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert!(created["metadata"]["uid"].as_str().is_some());
+    assert_eq!(created["metadata"]["generation"], 1);
+    // Flotilla's default tolerations were added.
+    let tolerations = created["spec"]["placement"]["clusterTolerations"].as_array().unwrap();
+    assert!(tolerations.iter().any(|t| t["key"] == "cluster.karmada.io/not-ready"
+        && t["effect"] == "NoExecute" && t["tolerationSeconds"] == 300));
+    let (s, got) = api.call("GET", &format!("{PP}/p1"), None).await;
+    assert_eq!((s, &got), (StatusCode::OK, &created));
+    let (s, list) = api.call("GET", PP, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["kind"], "PropagationPolicyList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+
+    let mut changed = got.clone();
+    changed["spec"]["priority"] = json!(5);
+    let (s, updated) = api.call("PUT", &format!("{PP}/p1"), Some(changed.clone())).await;
+    assert_eq!(s, StatusCode::OK, "{updated}");
+    assert_eq!(updated["metadata"]["generation"], 2);
+    // The same write again with the old resourceVersion is a conflict.
+    let (s, body) = api.call("PUT", &format!("{PP}/p1"), Some(changed)).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_status(&body, 409, "Conflict");
+
+    let (s, _) = api.call("DELETE", &format!("{PP}/p1"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, body) = api.call("GET", &format!("{PP}/p1"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_status(&body, 404, "NotFound");
+    assert_eq!(body["details"]["name"], "p1");
+}
+
+#[tokio::test]
+async fn yaml_bodies_and_yaml_answers() {
+    let api = TestApi::new().await;
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: \"1\"\n";
+    let (s, text) = api
+        .send("POST", "/api/v1/namespaces/default/configmaps", Some("application/yaml"), yaml, &[])
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{text}");
+    let (s, text) = api
+        .send("GET", "/api/v1/namespaces/default/configmaps/cm1", None, Body::empty(), &[("accept", "application/yaml")])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(text.contains("name: cm1") && text.contains("namespace: default"), "{text}");
+}
+
+#[tokio::test]
+async fn errors_are_status_objects_with_the_right_codes() {
+    let api = TestApi::new().await;
+    api.call("POST", PP, Some(policy("dup"))).await;
+    let (s, body) = api.call("POST", PP, Some(policy("dup"))).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_status(&body, 409, "AlreadyExists");
+
+    let (s, text) = api.send("POST", PP, Some("application/json"), "{not json", &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_status(&serde_json::from_str(&text).unwrap(), 400, "BadRequest");
+
+    let (s, text) = api.send("POST", PP, Some("text/plain"), "x", &[]).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_status(&serde_json::from_str(&text).unwrap(), 415, "UnsupportedMediaType");
+
+    let (s, text) = api
+        .send("GET", PP, None, Body::empty(), &[("accept", "application/vnd.kubernetes.protobuf")])
+        .await;
+    assert_eq!(s, StatusCode::NOT_ACCEPTABLE);
+    assert_status(&serde_json::from_str(&text).unwrap(), 406, "NotAcceptable");
+
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+                     "data": {"x": "y".repeat(4 * 1024 * 1024)}});
+    let (s, text) = api
+        .send("POST", "/api/v1/namespaces/default/configmaps", Some("application/json"), big.to_string(), &[])
+        .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_status(&serde_json::from_str(&text).unwrap(), 413, "RequestEntityTooLarge");
+
+    let (s, body) = api.call("POST", &format!("{PP}/named"), Some(policy("named"))).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_status(&body, 405, "MethodNotAllowed");
+
+    let mut wrong_ns = policy("p");
+    wrong_ns["metadata"]["namespace"] = json!("other");
+    let (s, body) = api.call("POST", PP, Some(wrong_ns)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(body["message"].as_str().unwrap().contains("namespace"), "{body}");
+
+    let mut wrong_kind = policy("p");
+    wrong_kind["kind"] = json!("Deployment");
+    let (s, _) = api.call("POST", PP, Some(wrong_kind)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn invalid_policies_are_422_with_the_field_named() {
+    let api = TestApi::new().await;
+    let mut both = policy("both");
+    both["spec"]["placement"]["clusterAffinities"] =
+        json!([{"affinityName": "a", "clusterNames": ["member1"]}]);
+    let (s, body) = api.call("POST", PP, Some(both)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_status(&body, 422, "Invalid");
+    let causes = body["details"]["causes"].as_array().unwrap();
+    assert!(causes.iter().any(|c| c["field"].as_str().unwrap().starts_with("spec.placement")), "{body}");
+
+    let mut spread = policy("spread");
+    spread["spec"]["placement"]["spreadConstraints"] =
+        json!([{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 2}]);
+    let (s, body) = api.call("POST", PP, Some(spread)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("spreadConstraints[0]"), "{body}");
+
+    let mut bad_name = policy("Bad_Name");
+    bad_name["metadata"]["name"] = json!("Bad_Name");
+    let (s, body) = api.call("POST", PP, Some(bad_name)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("metadata.name"), "{body}");
+
+    // Nothing was stored by any of them.
+    let (_, list) = api.call("GET", PP, None).await;
+    assert_eq!(list["items"], json!([]));
+}
+
+#[tokio::test]
+async fn strict_field_validation_rejects_unknown_fields_of_own_kinds() {
+    let api = TestApi::new().await;
+    let mut p = policy("strict");
+    p["spec"]["placment"] = json!({});
+    let (s, body) = api.call("POST", &format!("{PP}?fieldValidation=Strict"), Some(p.clone())).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("placment"), "{body}");
+    // Without Strict the unknown field is accepted (and dropped by the typed kind).
+    let (s, _) = api.call("POST", PP, Some(p)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    // Templates are free-form: Strict accepts any field.
+    let mut d = deployment("free", 1);
+    d["spec"]["somethingNew"] = json!(true);
+    let (s, created) = api.call("POST", &format!("{DEPLOY}?fieldValidation=Strict"), Some(d)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(created["spec"]["somethingNew"], true);
+}
+
+#[tokio::test]
+async fn every_patch_type() {
+    let api = TestApi::new().await;
+    api.call("POST", DEPLOY, Some(deployment("web", 2))).await;
+    let path = format!("{DEPLOY}/web");
+    let (s, v) = api.patch(&path, "application/merge-patch+json", json!({"spec": {"replicas": 3}})).await;
+    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(3)));
+    let (s, v) = api
+        .patch(&path, "application/json-patch+json", json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]))
+        .await;
+    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(4)));
+    let (s, v) = api
+        .patch(&path, "application/strategic-merge-patch+json",
+               json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["spec"]["template"]["spec"]["containers"], json!([{"name": "c", "image": "nginx:2"}]));
+    // Server-side apply creates when missing and merges when present.
+    let (s, v) = api
+        .patch(&format!("{DEPLOY}/applied?fieldManager=kubectl"), "application/apply-patch+yaml", deployment("applied", 1))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = api
+        .patch(&format!("{DEPLOY}/applied?fieldManager=kubectl"), "application/apply-patch+yaml", deployment("applied", 5))
+        .await;
+    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(5)));
+    // Failing JSON patch test op: 422; unknown patch type: 415; missing object: 404.
+    let (s, _) = api
+        .patch(&path, "application/json-patch+json", json!([{"op": "test", "path": "/spec/replicas", "value": 99}]))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, _) = api.patch(&path, "application/xml", json!({})).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (s, _) = api.patch(&format!("{DEPLOY}/missing"), "application/merge-patch+json", json!({})).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn status_subresource_is_separate_from_spec() {
+    let api = TestApi::new().await;
+    let (_, d) = api.call("POST", DEPLOY, Some(deployment("s", 1))).await;
+    let mut with_status = d.clone();
+    with_status["status"] = json!({"readyReplicas": 1});
+    let (s, v) = api.call("PUT", &format!("{DEPLOY}/s/status"), Some(with_status.clone())).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"]["readyReplicas"], 1);
+    assert_eq!(v["metadata"]["generation"], 1);
+    // A main-resource update cannot change status.
+    let mut main = v.clone();
+    main["status"] = json!({"readyReplicas": 7});
+    main["spec"]["replicas"] = json!(2);
+    let (_, v) = api.call("PUT", &format!("{DEPLOY}/s"), Some(main)).await;
+    assert_eq!(v["status"]["readyReplicas"], 1);
+    assert_eq!(v["metadata"]["generation"], 2);
+    let (s, v) = api
+        .patch(&format!("{DEPLOY}/s/status"), "application/merge-patch+json", json!({"status": {"readyReplicas": 2}}))
+        .await;
+    assert_eq!((s, v["status"]["readyReplicas"].clone()), (StatusCode::OK, json!(2)));
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/s/scale"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let api = TestApi::new().await;
+    let mut d = deployment("fin", 1);
+    d["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    api.call("POST", DEPLOY, Some(d)).await;
+    let (s, v) = api.call("DELETE", &format!("{DEPLOY}/fin"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["metadata"]["deletionTimestamp"].is_string(), "{v}");
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/fin"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = api
+        .patch(&format!("{DEPLOY}/fin"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/fin"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn owner_deletion_collects_dependents_unless_orphaned() {
+    let api = TestApi::new().await;
+    let (_, owner) = api.call("POST", DEPLOY, Some(deployment("owner", 1))).await;
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+            "name": "owner", "uid": owner["metadata"]["uid"]}]}});
+    let cms = "/api/v1/namespaces/default/configmaps";
+    api.call("POST", cms, Some(cm("dep1"))).await;
+    let (s, _) = api.call("DELETE", &format!("{DEPLOY}/owner?propagationPolicy=Orphan"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, kept) = api.call("GET", &format!("{cms}/dep1"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(kept["metadata"]["ownerReferences"].as_array().is_none_or(|r| r.is_empty()), "{kept}");
+
+    let (_, owner) = api.call("POST", DEPLOY, Some(deployment("owner", 1))).await;
+    let mut c = cm("dep2");
+    c["metadata"]["ownerReferences"][0]["uid"] = owner["metadata"]["uid"].clone();
+    api.call("POST", cms, Some(c)).await;
+    api.call("DELETE", &format!("{DEPLOY}/owner"), None).await;
+    let gone = async {
+        for _ in 0..200 {
+            let (s, _) = api.call("GET", &format!("{cms}/dep2"), None).await;
+            if s == StatusCode::NOT_FOUND {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        false
+    };
+    assert!(gone.await, "dependent collected after background deletion of its owner");
+    let (s, body) = api.call("DELETE", &format!("{DEPLOY}/x?propagationPolicy=Sideways"), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test]
+async fn selectors_and_pagination() {
+    let api = TestApi::new().await;
+    for i in 0..5 {
+        let mut d = deployment(&format!("d{i}"), 1);
+        d["metadata"]["labels"]["tier"] = json!(if i % 2 == 0 { "even" } else { "odd" });
+        api.call("POST", DEPLOY, Some(d)).await;
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    let (_, v) = api.call("GET", &format!("{DEPLOY}?labelSelector=tier%3Deven"), None).await;
+    assert_eq!(names(&v), ["d0", "d2", "d4"]);
+    let (_, v) = api.call("GET", &format!("{DEPLOY}?labelSelector=tier%20in%20(odd),app!%3Dd1"), None).await;
+    assert_eq!(names(&v), ["d3"]);
+    let (_, v) = api.call("GET", &format!("{DEPLOY}?fieldSelector=metadata.name%3Dd2"), None).await;
+    assert_eq!(names(&v), ["d2"]);
+    let (s, body) = api.call("GET", &format!("{DEPLOY}?labelSelector=a%20in%20(b"), None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let mut seen = Vec::new();
+    let mut path = format!("{DEPLOY}?limit=2");
+    loop {
+        let (_, page) = api.call("GET", &path, None).await;
+        seen.extend(names(&page));
+        match page["metadata"]["continue"].as_str() {
+            Some(c) if !c.is_empty() => path = format!("{DEPLOY}?limit=2&continue={c}"),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, ["d0", "d1", "d2", "d3", "d4"]);
+    // All namespaces.
+    let (_, v) = api.call("GET", "/apis/apps/v1/deployments", None).await;
+    assert_eq!(names(&v).len(), 5);
+}
+
+#[tokio::test]
+async fn tables_for_kubectl_get() {
+    let api = TestApi::new().await;
+    let cluster = json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": "member1"}, "spec": {"syncMode": "Pull"}});
+    let (s, body) = api.call("POST", CLUSTERS, Some(cluster)).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let (s, text) = api.send("GET", CLUSTERS, None, Body::empty(), &[("accept", accept)]).await;
+    assert_eq!(s, StatusCode::OK);
+    let t: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["rows"][0]["cells"][0], "member1");
+    assert_eq!(t["rows"][0]["cells"][2], "Pull");
+}
+
+#[tokio::test]
+async fn crds_register_kinds_and_free_form_kinds_work_without_one() {
+    let api = TestApi::new().await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "flinkdeployments.flink.apache.org"},
+        "spec": {"group": "flink.apache.org", "scope": "Namespaced",
+                 "names": {"plural": "flinkdeployments", "singular": "flinkdeployment", "kind": "FlinkDeployment"},
+                 "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}}}]}});
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (s, body) = api.call("POST", crds, Some(crd)).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, list) = api.call("GET", "/apis/flink.apache.org/v1beta1", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["resources"][0]["kind"], "FlinkDeployment");
+    let flink = json!({"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+        "metadata": {"name": "foo"}, "spec": {"job": {"parallelism": 2, "jarURI": "local:///x.jar"}}});
+    let path = "/apis/flink.apache.org/v1beta1/namespaces/default/flinkdeployments";
+    let (s, created) = api.call("POST", path, Some(flink)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(created["spec"]["job"]["parallelism"], 2);
+    // A bad CRD names its field.
+    let (s, body) = api
+        .call("POST", crds, Some(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "x.y.io"}, "spec": {"group": "y.io", "names": {"plural": "x", "kind": "X"}, "versions": [{"name": "v1"}]}})))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("spec.scope"), "{body}");
+    // curl can POST a kind no CRD declares.
+    let widget = json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}});
+    let (s, created) = api.call("POST", "/apis/example.io/v1/namespaces/default/widgets", Some(widget)).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let (s, got) = api.call("GET", "/apis/example.io/v1/namespaces/default/widgets/w", None).await;
+    assert_eq!((s, got["spec"]["size"].clone()), (StatusCode::OK, json!(3)));
+    // ... but core kinds are only the known ones.
+    let (s, _) = api.call("GET", "/api/v1/namespaces/default/gizmos", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn metrics_count_requests() {
+    let api = TestApi::new().await;
+    api.call("GET", DEPLOY, None).await;
+    let (s, text) = api.send("GET", "/metrics", None, Body::empty(), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(text.contains("flotilla_apiserver_requests_total{code=\"200\",resource=\"deployments\",verb=\"list\"}"), "{text}");
+    assert!(text.contains("flotilla_apiserver_request_duration_seconds"));
+}

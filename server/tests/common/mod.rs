@@ -1,0 +1,107 @@
+//! Shared set-up for API tests: a router over an in-memory store, called without a socket.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use flotilla_server::api::{self, registry::Registry};
+use flotilla_server::app::{self, Engine, ServerConfig};
+use flotilla_server::clock::{SharedClock, SystemClock};
+use flotilla_server::store::Store;
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+pub const TOKEN: &str = "test-admin-token";
+
+pub struct TestApi {
+    pub router: Router,
+    pub store: Arc<dyn Store>,
+}
+
+impl TestApi {
+    pub async fn new() -> Self {
+        Self::with_config(|_| {}).await
+    }
+
+    pub async fn with_config(tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+        let mut config = ServerConfig::new("/nonexistent");
+        config.engine = Engine::Memory;
+        tweak(&mut config);
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store = app::open_store(&config, clock.clone()).await.unwrap();
+        let state = app::api_state(
+            &config,
+            store.clone(),
+            Arc::new(Registry::new()),
+            TOKEN,
+            clock,
+            tokio::sync::watch::channel(false).1,
+        )
+        .unwrap();
+        state.ready.store(true, Ordering::SeqCst);
+        TestApi {
+            router: api::router(state),
+            store,
+        }
+    }
+
+    /// Sends a request with the admin token and returns status, headers' content type and body.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, String) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {TOKEN}"));
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        let resp = self
+            .router
+            .clone()
+            .oneshot(req.body(body.into()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&bytes).to_string())
+    }
+
+    /// JSON request, JSON answer.
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let (ct, b) = match body {
+            Some(v) => (Some("application/json"), Body::from(v.to_string())),
+            None => (None, Body::empty()),
+        };
+        let (status, text) = self.send(method, path, ct, b, &[]).await;
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    pub async fn patch(&self, path: &str, ct: &str, body: Value) -> (StatusCode, Value) {
+        let (status, text) = self
+            .send("PATCH", path, Some(ct), Body::from(body.to_string()), &[])
+            .await;
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+}
+
+/// Asserts a Kubernetes Status body with the given code and reason.
+pub fn assert_status(body: &Value, code: u16, reason: &str) {
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+}

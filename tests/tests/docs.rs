@@ -1,0 +1,69 @@
+//! The docs' examples are tests: every ```sh block of the pages below runs, top to bottom,
+//! against a fresh `flotilla-server` with FLOTILLA, TOKEN and KUBECONFIG set, and must exit 0.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flotilla_tests::{kubectl_available, Server};
+use std::path::Path;
+use std::process::Command;
+
+/// The ```sh blocks of a markdown file, with the line each starts on.
+fn sh_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        match &mut current {
+            None if line.trim_start() == "```sh" => current = Some((i + 1, String::new())),
+            Some(_) if line.trim_start() == "```" => out.extend(current.take()),
+            Some((_, body)) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+fn run_page(page: &str) {
+    if !kubectl_available() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(page);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let blocks = sh_blocks(&text);
+    assert!(!blocks.is_empty(), "{page} has no sh examples");
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]).unwrap();
+    for (line, block) in blocks {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &block])
+            .env("FLOTILLA", &server.url)
+            .env("TOKEN", &server.token)
+            .env("KUBECONFIG", server.kubeconfig())
+            .env("KUBECACHEDIR", home.path().join("kube-cache"))
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{page}:{line}: example failed\n--- block ---\n{block}--- stdout ---\n{}--- stderr ---\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn api_page_examples_run() {
+    run_page("api.md");
+}
+
+#[test]
+fn sh_block_extraction() {
+    let md = "text\n```sh\necho a\n```\n```yaml\nx: 1\n```\n```sh\necho b\necho c\n```\n";
+    assert_eq!(
+        sh_blocks(md),
+        vec![(2, "echo a\n".to_string()), (8, "echo b\necho c\n".to_string())]
+    );
+}
