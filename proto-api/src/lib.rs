@@ -5,11 +5,16 @@
 //!   (metadata, timestamps, conditions) and [`quantity`] (resource quantities).
 //! - Deciding with them: [`selector`] (label and field selectors), [`affinity`] (does a cluster
 //!   match a cluster affinity), [`taint_toleration`] (which taints are tolerated, for how long).
+//! - Admitting them: [`admission::admit`] decodes, defaults ([`defaulting`]) and validates
+//!   ([`validation`]) an object before the API stores it; [`validation::strict_unknown_fields`]
+//!   serves `fieldValidation=Strict`.
 //! - [`kinds`]: the table of kinds the API serves.
 
+pub mod admission;
 pub mod affinity;
 pub mod binding;
 pub mod cluster;
+pub mod defaulting;
 pub mod event;
 pub mod kinds;
 pub mod meta;
@@ -17,8 +22,13 @@ pub mod names;
 pub mod policy;
 pub mod quantity;
 pub mod selector;
+mod shape;
 pub mod taint_toleration;
+pub mod validation;
 pub mod work;
 
+pub use admission::{admit, AdmittedKind};
+pub use defaulting::DefaultingConfig;
 pub use meta::{Condition, ConditionStatus, Object, ObjectMeta, OwnerReference, Time};
 pub use quantity::{Quantity, ResourceList};
+pub use validation::{FieldError, FieldErrorKind, ValidationErrors};
