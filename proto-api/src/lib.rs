@@ -1,5 +1,34 @@
 //! `flotilla-api`: Flotilla's API types, serde-compatible with Karmada's YAML, plus the pure
-//! helpers that go with them (kinds table, defaulting, validation, selectors, taint and
-//! toleration matching, quantities). No I/O: server and agent both depend on this crate.
+//! helpers that go with them. No I/O: server and agent both depend on this crate.
+//!
+//! - Objects: [`cluster`], [`policy`], [`binding`], [`work`], [`event`], sharing [`meta`]
+//!   (metadata, timestamps, conditions) and [`quantity`] (resource quantities).
+//! - Deciding with them: [`selector`] (label and field selectors), [`affinity`] (does a cluster
+//!   match a cluster affinity), [`taint_toleration`] (which taints are tolerated, for how long).
+//! - Admitting them: [`admission::admit`] decodes, defaults ([`defaulting`]) and validates
+//!   ([`validation`]) an object before the API stores it; [`validation::strict_unknown_fields`]
+//!   serves `fieldValidation=Strict`.
+//! - [`kinds`]: the table of kinds the API serves.
 
+pub mod admission;
+pub mod affinity;
+pub mod binding;
+pub mod cluster;
+pub mod defaulting;
+pub mod event;
 pub mod kinds;
+pub mod meta;
+pub mod names;
+pub mod policy;
+pub mod quantity;
+pub mod selector;
+mod shape;
+pub mod taint_toleration;
+pub mod validation;
+pub mod work;
+
+pub use admission::{admit, AdmittedKind};
+pub use defaulting::DefaultingConfig;
+pub use meta::{Condition, ConditionStatus, Object, ObjectMeta, OwnerReference, Time};
+pub use quantity::{Quantity, ResourceList};
+pub use validation::{FieldError, FieldErrorKind, ValidationErrors};

@@ -1,0 +1,132 @@
+//! Failover behaviour of a policy (`spec.failover`): what happens to a workload when its
+//! application turns unhealthy on a cluster or the cluster itself fails, and how the old copy
+//! is purged. Both purge-mode spellings (the guide's `Immediately`/`Graciously` and Karmada
+//! v1.15+'s `Directly`/`Gracefully`) are accepted and kept as written.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// How the copy on the cluster a workload leaves is removed. Each spelling is kept as written;
+/// use [`PurgeMode::is_immediate`] and [`PurgeMode::is_graceful`] to decide behaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PurgeMode {
+    /// Remove the old copy first (guide spelling).
+    Immediately,
+    /// Remove the old copy first (Karmada v1.15+ spelling).
+    Directly,
+    /// Keep the old copy until the new placement is healthy or the grace period ends (guide
+    /// spelling, Flotilla's default).
+    Graciously,
+    /// As `Graciously` (Karmada v1.15+ spelling).
+    Gracefully,
+    /// Keep the old copy until a human lifts `suppressDeletion` or removes the task.
+    Never,
+}
+
+impl PurgeMode {
+    /// `Immediately` or `Directly`.
+    pub fn is_immediate(&self) -> bool {
+        matches!(self, PurgeMode::Immediately | PurgeMode::Directly)
+    }
+
+    /// `Graciously` or `Gracefully`.
+    pub fn is_graceful(&self) -> bool {
+        matches!(self, PurgeMode::Graciously | PurgeMode::Gracefully)
+    }
+
+    /// `Never`.
+    pub fn is_never(&self) -> bool {
+        matches!(self, PurgeMode::Never)
+    }
+
+    /// The wire spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PurgeMode::Immediately => "Immediately",
+            PurgeMode::Directly => "Directly",
+            PurgeMode::Graciously => "Graciously",
+            PurgeMode::Gracefully => "Gracefully",
+            PurgeMode::Never => "Never",
+        }
+    }
+}
+
+impl fmt::Display for PurgeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `spec.failover`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FailoverBehavior {
+    /// Application failover; `None` disables it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationFailoverBehavior>,
+    /// Cluster failover settings for this policy; `None` uses the server-wide defaults.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterFailoverBehavior>,
+}
+
+/// `spec.failover.application`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ApplicationFailoverBehavior {
+    /// When an unhealthy application is failed over.
+    pub decision_conditions: DecisionConditions,
+    /// What happens to the old copy (default `Graciously`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purge_mode: Option<PurgeMode>,
+    /// How long the old copy is kept at most (graceful modes only; default 600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i32>,
+    /// State carried to the new cluster as labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_preservation: Option<StatePreservation>,
+}
+
+/// `decisionConditions`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DecisionConditions {
+    /// How long the application must stay unhealthy (default 300; 0 = at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i32>,
+}
+
+/// `spec.failover.cluster`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClusterFailoverBehavior {
+    /// What happens to the old copy (default `Graciously`; `Never` keeps it with
+    /// `suppressDeletion`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purge_mode: Option<PurgeMode>,
+    /// Overrides the server-wide graceful eviction timeout for this policy's tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i32>,
+    /// State carried to the new cluster as labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_preservation: Option<StatePreservation>,
+}
+
+/// `statePreservation`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StatePreservation {
+    /// One label per rule.
+    pub rules: Vec<StatePreservationRule>,
+}
+
+/// One state-preservation rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StatePreservationRule {
+    /// Label key injected on the new cluster's manifest.
+    pub alias_label_name: String,
+    /// Kubernetes JSONPath evaluated on the workload's status (`{ .jobStatus.jobID }`).
+    #[serde(rename = "jsonPath")]
+    pub json_path: String,
+}
