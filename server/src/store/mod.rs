@@ -6,6 +6,23 @@
 //! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every
 //! field; typed views live in `flotilla-api`.
 
+pub mod engine;
+mod gc;
+mod group_commit;
+pub mod kv_store;
+pub mod memory_engine;
+mod meta;
+pub mod sled_engine;
+mod watch;
+
+pub use engine::{Engine, EngineError};
+pub use kv_store::{
+    KvStore, MemoryStore, SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY,
+};
+pub use memory_engine::MemoryEngine;
+pub use meta::FOREGROUND_FINALIZER;
+pub use sled_engine::{SledEngine, SledOptions};
+
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
 use futures::stream::BoxStream;
@@ -59,7 +76,7 @@ pub struct ListOptions {
 /// One page of a list.
 #[derive(Clone, Debug, Default)]
 pub struct ObjectList {
-    /// The objects, ordered by namespace then name.
+    /// The objects, ordered by storage key (`namespace/name` bytes, as etcd orders them).
     pub items: Vec<Value>,
     /// The store's resourceVersion when the list was read; a watch from it misses nothing.
     pub resource_version: u64,

@@ -1,0 +1,1066 @@
+//! [`KvStore`]: the [`Store`] trait implemented once over any [`Engine`].
+//!
+//! Write path: take the write lock, read what the rule needs, build a [`Txn`] of object
+//! changes, and commit it as one atomic [`WriteBatch`] (objects, their events, the trimmed
+//! oldest events, the resourceVersion counter and any new kind record). The in-memory
+//! mirrors (event ring, owner index, counter) change only after the engine accepted the batch.
+//! The lock is released before the durable wait ([`super::group_commit`]), so writers queue
+//! for memory work only and share fsyncs.
+//!
+//! Reads (`get`, `list`) go to the engine without the lock; watches read the event ring.
+
+use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
+use super::gc::{GcJob, GcQueue, ObjRef, OwnerIndex};
+use super::group_commit::{GroupCommit, Ticket};
+use super::memory_engine::MemoryEngine;
+use super::meta::{self, invalid, FOREGROUND_FINALIZER};
+use super::sled_engine::{SledEngine, SledOptions};
+use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
+use super::{
+    DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, StoreError,
+    WatchOptions, WatchStream,
+};
+use crate::clock::{SharedClock, SystemClock};
+use async_trait::async_trait;
+use base64::Engine as _;
+use flotilla_api::kinds::ResourceType;
+use flotilla_migrations::{
+    MigrationError, EVENTS_TREE, META_TREE, RESOURCE_TYPE_PREFIX, RESOURCE_VERSION_KEY,
+};
+use parking_lot::{Mutex, MutexGuard};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Default number of events the watch log keeps.
+pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 10_000;
+
+/// Entries read per engine scan by `list` and at open.
+const SCAN_CHUNK: usize = 1024;
+
+/// Names tried for one `generateName` before giving up.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// Version tag of continue tokens.
+const CONTINUE_TAG: &str = "k1:";
+
+/// The reason Kubernetes gives for a stale resourceVersion.
+const STALE_REASON: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// How a store is opened.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// Source of creationTimestamp and deletionTimestamp.
+    pub clock: SharedClock,
+    /// Events kept for watches (at least 1); a watch from an older resourceVersion is Expired.
+    pub event_log_capacity: usize,
+    /// Options of the sled engine (ignored by others).
+    pub sled: SledOptions,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
+            sled: SledOptions::default(),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The default configuration with another clock.
+    pub fn with_clock(clock: SharedClock) -> Self {
+        Self {
+            clock,
+            ..Self::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("event_log_capacity", &self.event_log_capacity)
+            .field("sled", &self.sled)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of a store, for metrics and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Flushes to disk done by group commit.
+    pub durable_flushes: u64,
+    /// Writes acknowledged by those flushes.
+    pub grouped_writes: u64,
+    /// Events retained for watches.
+    pub retained_events: u64,
+    /// resourceVersion of the oldest retained event.
+    pub oldest_event: Option<u64>,
+}
+
+/// A store over sled.
+pub type SledStore = KvStore<SledEngine>;
+/// A store in memory.
+pub type MemoryStore = KvStore<MemoryEngine>;
+
+/// State that only writers touch, under the write lock.
+pub(crate) struct WriteState {
+    /// The last resourceVersion handed out.
+    pub(crate) rv: u64,
+    /// Every kind ever stored, by storage name.
+    pub(crate) kinds: HashMap<String, ResourceType>,
+    pub(crate) owners: OwnerIndex,
+}
+
+/// Object changes committed together, each with its own resourceVersion.
+#[derive(Default)]
+pub(crate) struct Txn {
+    changes: Vec<Change>,
+}
+
+struct Change {
+    res: ResourceType,
+    key: String,
+    /// The new state, or the last state for a removal.
+    object: Value,
+    event_type: EventType,
+}
+
+impl Txn {
+    /// Stores `object` under `key` (Added or Modified).
+    pub(crate) fn put(&mut self, res: &ResourceType, key: &str, object: Value, event: EventType) {
+        self.changes.push(Change {
+            res: res.clone(),
+            key: key.to_string(),
+            object,
+            event_type: event,
+        });
+    }
+
+    /// Removes `key`; `last` is the state the Deleted event carries.
+    pub(crate) fn remove(&mut self, res: &ResourceType, key: &str, last: Value) {
+        self.changes.push(Change {
+            res: res.clone(),
+            key: key.to_string(),
+            object: last,
+            event_type: EventType::Deleted,
+        });
+    }
+
+    fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+/// What a commit produced: the objects as stored (with their resourceVersions), in the order
+/// of the changes, and what to await for durability.
+pub(crate) struct Committed {
+    objects: Vec<Value>,
+    ticket: Option<Ticket>,
+}
+
+impl Committed {
+    fn last(mut self) -> (Value, Option<Ticket>) {
+        (self.objects.pop().unwrap_or(Value::Null), self.ticket)
+    }
+}
+
+/// Kubernetes object semantics over an [`Engine`]. See the module and the [`Store`] trait.
+pub struct KvStore<E: Engine> {
+    engine: Arc<E>,
+    clock: SharedClock,
+    state: Mutex<WriteState>,
+    /// The last resourceVersion whose batch the engine applied.
+    applied_rv: Arc<AtomicU64>,
+    log: Arc<EventLog>,
+    commit: Option<GroupCommit>,
+    pub(crate) gc: GcQueue,
+    closed: AtomicBool,
+}
+
+impl<E: Engine> std::fmt::Debug for KvStore<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KvStore")
+            .field("engine", &self.engine.name())
+            .field("resource_version", &self.applied_rv.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine_error(err: EngineError) -> StoreError {
+    StoreError::Engine(Box::new(err))
+}
+
+fn schema_error(err: MigrationError) -> StoreError {
+    match err {
+        MigrationError::Engine(source) => StoreError::Engine(source),
+        other => StoreError::Schema(other.to_string()),
+    }
+}
+
+fn corrupt(tree: &str, key: &[u8], message: impl Into<String>) -> StoreError {
+    engine_error(EngineError::Corrupt {
+        tree: tree.to_string(),
+        key: String::from_utf8_lossy(key).into_owned(),
+        message: message.into(),
+    })
+}
+
+fn encode(tree: &str, value: &impl serde::Serialize) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|source| {
+        engine_error(EngineError::Encode {
+            tree: tree.to_string(),
+            source,
+        })
+    })
+}
+
+fn decode_object(tree: &str, key: &[u8], bytes: &[u8]) -> Result<Value, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| corrupt(tree, key, e.to_string()))
+}
+
+fn encode_continue(key: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CONTINUE_TAG}{key}"))
+}
+
+fn decode_continue(token: &str, prefix: &str) -> Result<String, StoreError> {
+    let bad = || invalid("continue", "not a continue token of this list");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let key = text.strip_prefix(CONTINUE_TAG).ok_or_else(bad)?;
+    if !key.starts_with(prefix) {
+        return Err(bad());
+    }
+    Ok(key.to_string())
+}
+
+fn conflict(res: &ResourceType, name: &str, reason: impl Into<String>) -> StoreError {
+    StoreError::Conflict {
+        resource: res.qualified_name(),
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn not_found(res: &ResourceType, name: &str) -> StoreError {
+    StoreError::NotFound {
+        resource: res.qualified_name(),
+        name: name.to_string(),
+    }
+}
+
+fn set_resource_version(obj: &mut Value, rv: u64) -> Result<(), StoreError> {
+    meta::set_meta(obj, "resourceVersion", Some(Value::String(rv.to_string())))
+}
+
+/// Fills `apiVersion` and `kind` when the object lacks them.
+fn fill_type_meta(obj: &mut Value, api_version: &str, kind: &str) -> Result<(), StoreError> {
+    let map = meta::object_mut(obj)?;
+    for (field, value) in [("apiVersion", api_version), ("kind", kind)] {
+        let missing = map
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if missing {
+            map.insert(field.to_string(), Value::String(value.to_string()));
+        }
+    }
+    Ok(())
+}
+
+impl KvStore<SledEngine> {
+    /// Opens (or creates) a sled store in the directory `path`, migrating it first.
+    pub fn open_sled(path: &Path, config: StoreConfig) -> Result<Arc<Self>, StoreError> {
+        let engine = SledEngine::open(path, &config.sled).map_err(engine_error)?;
+        tracing::info!(path = %path.display(), "opening the sled store");
+        Self::open(engine, config)
+    }
+}
+
+impl KvStore<MemoryEngine> {
+    /// An empty store in memory (tests, tools).
+    ///
+    /// # Panics
+    /// If the store's background threads cannot be started, or a migration fails on an empty
+    /// store (a bug in the migration).
+    pub fn memory(config: StoreConfig) -> Arc<Self> {
+        Self::open(MemoryEngine::new(), config)
+            .unwrap_or_else(|e| panic!("cannot open an empty in-memory store: {e}"))
+    }
+}
+
+impl<E: Engine> KvStore<E> {
+    /// Opens a store over `engine`: runs the migrations, reloads the counter, the kinds, the
+    /// event log and the owner index, starts group commit (persistent engines) and garbage
+    /// collection, and queues the collection work a crash may have interrupted.
+    pub fn open(engine: E, config: StoreConfig) -> Result<Arc<Self>, StoreError> {
+        let started = Instant::now();
+        let migrated = flotilla_migrations::run(&mut RawEngine(&engine)).map_err(schema_error)?;
+        let engine = Arc::new(engine);
+        let capacity = config.event_log_capacity.max(1);
+
+        let mut rv = match engine
+            .get(META_TREE, RESOURCE_VERSION_KEY.as_bytes())
+            .map_err(engine_error)?
+        {
+            None => 0,
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    corrupt(META_TREE, RESOURCE_VERSION_KEY.as_bytes(), "not a number")
+                })?,
+        };
+
+        let mut kinds = HashMap::new();
+        let scan = Scan {
+            prefix: RESOURCE_TYPE_PREFIX.as_bytes(),
+            ..Scan::default()
+        };
+        for (key, bytes) in engine.scan(META_TREE, scan).map_err(engine_error)? {
+            let res: ResourceType = serde_json::from_slice(&bytes)
+                .map_err(|e| corrupt(META_TREE, &key, e.to_string()))?;
+            kinds.insert(res.storage_name(), res);
+        }
+
+        let mut events = Vec::new();
+        for (key, bytes) in engine
+            .scan(EVENTS_TREE, Scan::default())
+            .map_err(engine_error)?
+        {
+            events.push(watch::decode_event(&key, &bytes).map_err(engine_error)?);
+        }
+        if let Some(last) = events.last() {
+            if last.resource_version > rv {
+                tracing::warn!(
+                    counter = rv,
+                    last_event = last.resource_version,
+                    "the resourceVersion counter is behind the event log; moving it forward"
+                );
+                rv = last.resource_version;
+            }
+        }
+        if events.len() > capacity {
+            let excess = events.len() - capacity;
+            let mut batch = WriteBatch::new();
+            for e in events.drain(..excess) {
+                batch.remove(EVENTS_TREE, event_key(e.resource_version));
+            }
+            engine.apply(&batch).map_err(engine_error)?;
+            engine.durable_flush().map_err(engine_error)?;
+        }
+
+        let mut owners = OwnerIndex::default();
+        let mut objects = 0u64;
+        for res in kinds.values() {
+            let tree = res.storage_name();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let chunk = engine
+                    .scan(
+                        &tree,
+                        Scan {
+                            prefix: b"",
+                            start_after: after.as_deref(),
+                            limit: Some(SCAN_CHUNK),
+                        },
+                    )
+                    .map_err(engine_error)?;
+                let n = chunk.len();
+                for (key, bytes) in chunk {
+                    #[derive(serde::Deserialize)]
+                    struct Head {
+                        metadata: Option<Value>,
+                    }
+                    let head: Head = serde_json::from_slice(&bytes)
+                        .map_err(|e| corrupt(&tree, &key, e.to_string()))?;
+                    let head = serde_json::json!({ "metadata": head.metadata });
+                    let r = ObjRef {
+                        resource: tree.clone(),
+                        key: String::from_utf8_lossy(&key).into_owned(),
+                    };
+                    owners.put(&r, &head);
+                    objects += 1;
+                    after = Some(key);
+                }
+                if n < SCAN_CHUNK {
+                    break;
+                }
+            }
+        }
+        let recovery = owners.recovery_jobs();
+
+        let log = Arc::new(EventLog::new(events, capacity, rv));
+        let applied_rv = Arc::new(AtomicU64::new(rv));
+        let commit = if engine.is_persistent() {
+            Some(
+                GroupCommit::start(engine.clone(), applied_rv.clone(), log.durable_sender())
+                    .map_err(engine_error)?,
+            )
+        } else {
+            None
+        };
+        let store = Arc::new(Self {
+            engine,
+            clock: config.clock,
+            state: Mutex::new(WriteState { rv, kinds, owners }),
+            applied_rv,
+            log,
+            commit,
+            gc: GcQueue::default(),
+            closed: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&store);
+        store
+            .gc
+            .start(move |job| match weak.upgrade() {
+                Some(store) => {
+                    store.run_gc_job(job);
+                    true
+                }
+                None => false,
+            })
+            .map_err(|source| {
+                engine_error(EngineError::Thread {
+                    name: "store-gc",
+                    source,
+                })
+            })?;
+        tracing::info!(
+            engine = store.engine.name(),
+            schema_from = migrated.from,
+            schema_to = migrated.to,
+            resource_version = rv,
+            kinds = store.state.lock().kinds.len(),
+            objects,
+            events = store.log.len(),
+            gc_jobs = recovery.len(),
+            duration_ms = started.elapsed().as_millis() as u64,
+            "store opened"
+        );
+        store.gc.push(recovery);
+        Ok(store)
+    }
+
+    /// The engine (for tools and tests).
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// True when no garbage collection work is queued or running.
+    pub fn gc_idle(&self) -> bool {
+        self.gc.is_idle()
+    }
+
+    /// Counters for metrics and benchmarks.
+    pub fn stats(&self) -> StoreStats {
+        let (durable_flushes, grouped_writes) = self
+            .commit
+            .as_ref()
+            .map(GroupCommit::stats)
+            .unwrap_or_default();
+        StoreStats {
+            durable_flushes,
+            grouped_writes,
+            retained_events: self.log.len() as u64,
+            oldest_event: self.log.oldest(),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The write lock, refused once the store is closed.
+    pub(crate) fn write_lock(&self) -> Result<MutexGuard<'_, WriteState>, StoreError> {
+        let guard = self.state.lock();
+        if self.is_closed() {
+            return Err(engine_error(EngineError::Closed));
+        }
+        Ok(guard)
+    }
+
+    /// Reads one object by storage key.
+    pub(crate) fn read_object(
+        &self,
+        res: &ResourceType,
+        key: &str,
+    ) -> Result<Option<Value>, StoreError> {
+        let tree = res.storage_name();
+        match self
+            .engine
+            .get(&tree, key.as_bytes())
+            .map_err(engine_error)?
+        {
+            None => Ok(None),
+            Some(bytes) => decode_object(&tree, key.as_bytes(), &bytes).map(Some),
+        }
+    }
+
+    /// Commits a transaction under the write lock: one atomic batch, then the in-memory
+    /// mirrors, then the durability ticket and the collection jobs.
+    pub(crate) fn commit_locked(
+        &self,
+        st: &mut WriteState,
+        txn: Txn,
+    ) -> Result<Committed, StoreError> {
+        let mut batch = WriteBatch::new();
+        let mut rv = st.rv;
+        let mut new_kinds: Vec<ResourceType> = Vec::new();
+        let mut events = Vec::with_capacity(txn.changes.len());
+        let mut refs = Vec::with_capacity(txn.changes.len());
+        for change in txn.changes {
+            rv += 1;
+            let tree = change.res.storage_name();
+            let known = st.kinds.get(&tree) == Some(&change.res) || new_kinds.contains(&change.res);
+            if !known {
+                batch.put(
+                    META_TREE,
+                    format!("{RESOURCE_TYPE_PREFIX}{tree}"),
+                    encode(META_TREE, &change.res)?,
+                );
+                new_kinds.push(change.res.clone());
+            }
+            let mut object = change.object;
+            set_resource_version(&mut object, rv)?;
+            if change.event_type == EventType::Deleted {
+                batch.remove(&tree, change.key.as_bytes());
+            } else {
+                batch.put(&tree, change.key.as_bytes(), encode(&tree, &object)?);
+            }
+            let event = LoggedEvent {
+                resource_version: rv,
+                event_type: change.event_type,
+                resource: tree.clone(),
+                key: change.key.clone(),
+                object: Arc::new(object),
+            };
+            batch.put(
+                EVENTS_TREE,
+                event_key(rv),
+                watch::encode_event(&event).map_err(engine_error)?,
+            );
+            refs.push(ObjRef {
+                resource: tree,
+                key: change.key,
+            });
+            events.push(event);
+        }
+        if events.is_empty() {
+            return Ok(Committed {
+                objects: Vec::new(),
+                ticket: None,
+            });
+        }
+        batch.put(META_TREE, RESOURCE_VERSION_KEY, rv.to_string());
+        let new_rvs: Vec<u64> = events.iter().map(|e| e.resource_version).collect();
+        let trimmed = self.log.trim_plan(&new_rvs);
+        for old in &trimmed {
+            batch.remove(EVENTS_TREE, event_key(*old));
+        }
+
+        self.engine.apply(&batch).map_err(engine_error)?;
+
+        // The batch is in: move the mirrors.
+        st.rv = rv;
+        for res in new_kinds {
+            st.kinds.insert(res.storage_name(), res);
+        }
+        let mut jobs: Vec<GcJob> = Vec::new();
+        let mut objects = Vec::with_capacity(events.len());
+        for (event, r) in events.iter().zip(&refs) {
+            if event.event_type == EventType::Deleted {
+                jobs.extend(st.owners.remove(r, &event.object));
+            } else {
+                jobs.extend(st.owners.put(r, &event.object));
+            }
+            tracing::debug!(
+                resource = %r.resource,
+                key = %r.key,
+                resource_version = event.resource_version,
+                event = ?event.event_type,
+                "object written"
+            );
+            objects.push((*event.object).clone());
+        }
+        self.log.append(events, trimmed.len());
+        self.applied_rv.store(rv, Ordering::Release);
+        let ticket = match &self.commit {
+            Some(commit) => Some(commit.enqueue()),
+            None => {
+                self.log.publish_durable(rv);
+                None
+            }
+        };
+        self.gc.push(jobs);
+        Ok(Committed { objects, ticket })
+    }
+
+    /// Waits until a commit is durable.
+    async fn durable(&self, ticket: Option<Ticket>) -> Result<(), StoreError> {
+        let Some(ticket) = ticket else {
+            return Ok(());
+        };
+        match ticket.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(engine_error(EngineError::Flush(e))),
+            Err(_) => Err(engine_error(EngineError::Closed)),
+        }
+    }
+
+    fn create_locked(
+        &self,
+        st: &mut WriteState,
+        res: &ResourceType,
+        mut obj: Value,
+    ) -> Result<(Value, Option<Ticket>), StoreError> {
+        meta::object_mut(&mut obj)?;
+        meta::validate_metadata(&obj)?;
+        let namespace = if res.namespaced {
+            meta::namespace(&obj).map(str::to_string)
+        } else {
+            None
+        };
+        let (name, key) = match meta::name(&obj).map(str::to_string) {
+            Some(name) => {
+                let key = meta::object_key(res, namespace.as_deref(), &name)?;
+                if self.read_object(res, &key)?.is_some() {
+                    return Err(StoreError::AlreadyExists {
+                        resource: res.qualified_name(),
+                        name,
+                    });
+                }
+                (name, key)
+            }
+            None => {
+                let Some(prefix) = meta::meta_str(&obj, "generateName")
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                else {
+                    return Err(invalid("metadata.name", "name or generateName is required"));
+                };
+                let mut found = None;
+                for _ in 0..GENERATE_NAME_ATTEMPTS {
+                    let name = format!("{prefix}{}", meta::generated_suffix());
+                    let key = meta::object_key(res, namespace.as_deref(), &name)?;
+                    if self.read_object(res, &key)?.is_none() {
+                        found = Some((name, key));
+                        break;
+                    }
+                }
+                found.ok_or_else(|| StoreError::AlreadyExists {
+                    resource: res.qualified_name(),
+                    name: format!("{prefix}*"),
+                })?
+            }
+        };
+
+        fill_type_meta(&mut obj, &res.api_version(), &res.kind)?;
+        let now = meta::timestamp(self.clock.now());
+        let uid = uuid::Uuid::new_v4().to_string();
+        meta::set_meta(&mut obj, "name", Some(Value::String(name)))?;
+        meta::set_meta(&mut obj, "namespace", namespace.map(Value::String))?;
+        meta::set_meta(&mut obj, "uid", Some(Value::String(uid)))?;
+        meta::set_meta(&mut obj, "creationTimestamp", Some(Value::String(now)))?;
+        meta::set_meta(&mut obj, "generation", Some(Value::from(1)))?;
+        meta::set_meta(&mut obj, "deletionTimestamp", None)?;
+        meta::set_meta(&mut obj, "deletionGracePeriodSeconds", None)?;
+        if res.status_subresource {
+            meta::object_mut(&mut obj)?.remove("status");
+        }
+        let mut txn = Txn::default();
+        txn.put(res, &key, obj, EventType::Added);
+        Ok(self.commit_locked(st, txn)?.last())
+    }
+
+    /// Reads the stored object an update names and checks its preconditions.
+    fn stored_for_update(
+        &self,
+        res: &ResourceType,
+        obj: &Value,
+    ) -> Result<(String, String, Value), StoreError> {
+        if !obj.is_object() {
+            return Err(invalid("", "an object must be a JSON object"));
+        }
+        meta::validate_metadata(obj)?;
+        let Some(name) = meta::name(obj).map(str::to_string) else {
+            return Err(invalid("metadata.name", "required"));
+        };
+        let namespace = if res.namespaced {
+            meta::namespace(obj)
+        } else {
+            None
+        };
+        let key = meta::object_key(res, namespace, &name)?;
+        let stored = self
+            .read_object(res, &key)?
+            .ok_or_else(|| not_found(res, &name))?;
+        if let Some(wanted) = meta::resource_version(obj)? {
+            let current = meta::resource_version(&stored)?.unwrap_or(0);
+            if wanted != current {
+                return Err(conflict(res, &name, STALE_REASON));
+            }
+        }
+        if let (Some(wanted), Some(current)) = (meta::uid(obj), meta::uid(&stored)) {
+            if wanted != current {
+                return Err(conflict(
+                    res,
+                    &name,
+                    format!(
+                        "Precondition failed: UID in precondition: {wanted}, UID in object meta: {current}"
+                    ),
+                ));
+            }
+        }
+        Ok((name, key, stored))
+    }
+
+    fn update_locked(
+        &self,
+        st: &mut WriteState,
+        res: &ResourceType,
+        obj: Value,
+        status_only: bool,
+    ) -> Result<(Value, Option<Ticket>), StoreError> {
+        let (_name, key, stored) = self.stored_for_update(res, &obj)?;
+        let new = if status_only {
+            let mut new = stored.clone();
+            meta::keep_status(&mut new, &obj)?;
+            new
+        } else {
+            let mut new = obj;
+            for field in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+                "resourceVersion",
+            ] {
+                meta::keep_meta(&mut new, &stored, field)?;
+            }
+            let api_version = stored
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .map_or_else(|| res.api_version(), str::to_string);
+            let kind = stored
+                .get("kind")
+                .and_then(Value::as_str)
+                .map_or_else(|| res.kind.clone(), str::to_string);
+            fill_type_meta(&mut new, &api_version, &kind)?;
+            if res.status_subresource {
+                meta::keep_status(&mut new, &stored)?;
+            }
+            if !meta::same_outside_metadata_and_status(&new, &stored) {
+                let generation = meta::generation(&stored) + 1;
+                meta::set_meta(&mut new, "generation", Some(Value::from(generation)))?;
+            }
+            new
+        };
+        if new == stored {
+            return Ok((stored, None));
+        }
+        let mut txn = Txn::default();
+        if meta::is_deleting(&stored) {
+            let before = meta::finalizers(&stored);
+            let after = meta::finalizers(&new);
+            if let Some(added) = after.iter().find(|f| !before.contains(f)) {
+                return Err(invalid(
+                    "metadata.finalizers",
+                    format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers [{added}]"
+                    ),
+                ));
+            }
+            if after.is_empty() {
+                tracing::debug!(resource = %res.storage_name(), key = %key, "last finalizer removed");
+                txn.remove(res, &key, new);
+                return Ok(self.commit_locked(st, txn)?.last());
+            }
+        }
+        txn.put(res, &key, new, EventType::Modified);
+        Ok(self.commit_locked(st, txn)?.last())
+    }
+
+    /// Removes every owner reference to `uid` from its dependents, into `txn`.
+    fn orphan_into(&self, st: &WriteState, uid: &str, txn: &mut Txn) -> Result<(), StoreError> {
+        for r in st.owners.dependents_of(uid) {
+            let Some(res) = st.kinds.get(&r.resource) else {
+                continue;
+            };
+            let Some(mut dependent) = self.read_object(res, &r.key)? else {
+                continue;
+            };
+            if meta::remove_owner_reference(&mut dependent, uid)? {
+                txn.put(res, &r.key, dependent, EventType::Modified);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the object at `key` under the write lock (see [`Store::delete`]).
+    pub(crate) fn delete_locked(
+        &self,
+        st: &mut WriteState,
+        res: &ResourceType,
+        key: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<(Deleted, Option<Ticket>), StoreError> {
+        let stored = self
+            .read_object(res, key)?
+            .ok_or_else(|| not_found(res, name))?;
+        if let Some(wanted) = &opts.precondition_uid {
+            let current = meta::uid(&stored).unwrap_or_default();
+            if wanted != current {
+                return Err(conflict(
+                    res,
+                    name,
+                    format!(
+                        "Precondition failed: UID in precondition: {wanted}, UID in object meta: {current}"
+                    ),
+                ));
+            }
+        }
+        if let Some(wanted) = opts.precondition_resource_version {
+            let current = meta::resource_version(&stored)?.unwrap_or(0);
+            if wanted != current {
+                return Err(conflict(
+                    res,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {current}"
+                    ),
+                ));
+            }
+        }
+        let uid = meta::uid(&stored).unwrap_or_default().to_string();
+        let mut txn = Txn::default();
+        if opts.propagation == Propagation::Orphan {
+            self.orphan_into(st, &uid, &mut txn)?;
+        }
+        if meta::is_deleting(&stored) {
+            // Already on its way out; only orphaning can still change something.
+            let ticket = if txn.is_empty() {
+                None
+            } else {
+                self.commit_locked(st, txn)?.ticket
+            };
+            return Ok((Deleted::Pending(stored), ticket));
+        }
+        let mut finalizers = meta::finalizers(&stored);
+        let wait_for_dependents = opts.propagation == Propagation::Foreground
+            && !st.owners.dependents_of(&uid).is_empty();
+        if wait_for_dependents && !finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
+            finalizers.push(FOREGROUND_FINALIZER.to_string());
+        }
+        if finalizers.is_empty() {
+            txn.remove(res, key, stored);
+            let (last, ticket) = self.commit_locked(st, txn)?.last();
+            return Ok((Deleted::Gone(last), ticket));
+        }
+        let mut obj = stored;
+        let generation = meta::generation(&obj) + 1;
+        meta::set_finalizers(&mut obj, &finalizers)?;
+        let now = meta::timestamp(self.clock.now());
+        meta::set_meta(&mut obj, "deletionTimestamp", Some(Value::String(now)))?;
+        meta::set_meta(&mut obj, "deletionGracePeriodSeconds", Some(Value::from(0)))?;
+        meta::set_meta(&mut obj, "generation", Some(Value::from(generation)))?;
+        txn.put(res, key, obj, EventType::Modified);
+        let (pending, ticket) = self.commit_locked(st, txn)?.last();
+        Ok((Deleted::Pending(pending), ticket))
+    }
+}
+
+impl<E: Engine> Drop for KvStore<E> {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+        self.gc.shutdown();
+        if let Some(commit) = &self.commit {
+            commit.shutdown();
+        }
+        self.log.close();
+    }
+}
+
+#[async_trait]
+impl<E: Engine> Store for KvStore<E> {
+    async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.create_locked(&mut st, res, obj)?
+        };
+        self.durable(ticket).await?;
+        Ok(value)
+    }
+
+    async fn get(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, StoreError> {
+        let key = meta::object_key(res, namespace, name)?;
+        self.read_object(res, &key)?
+            .ok_or_else(|| not_found(res, name))
+    }
+
+    async fn list(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList, StoreError> {
+        // Read the counter first: a watch from it may repeat a change seen here, never miss one.
+        let resource_version = self.applied_rv.load(Ordering::Acquire);
+        let tree = res.storage_name();
+        let prefix = meta::namespace_prefix(res, namespace);
+        let mut after = match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) => Some(decode_continue(token, &prefix)?.into_bytes()),
+            None => None,
+        };
+        let limit = opts.limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut more = false;
+        'scan: loop {
+            let chunk_size = match limit {
+                Some(l) => (l - items.len() + 1).clamp(1, SCAN_CHUNK),
+                None => SCAN_CHUNK,
+            };
+            let chunk = self
+                .engine
+                .scan(
+                    &tree,
+                    Scan {
+                        prefix: prefix.as_bytes(),
+                        start_after: after.as_deref(),
+                        limit: Some(chunk_size),
+                    },
+                )
+                .map_err(engine_error)?;
+            let n = chunk.len();
+            for (key, bytes) in chunk {
+                if limit.is_some_and(|l| items.len() >= l) {
+                    more = true;
+                    break 'scan;
+                }
+                let obj = decode_object(&tree, &key, &bytes)?;
+                after = Some(key);
+                if opts.filter.as_ref().is_none_or(|f| f(&obj)) {
+                    items.push(obj);
+                }
+            }
+            if n < chunk_size {
+                break;
+            }
+        }
+        let continue_token = match (more, after) {
+            (true, Some(key)) => Some(encode_continue(&String::from_utf8_lossy(&key))),
+            _ => None,
+        };
+        Ok(ObjectList {
+            items,
+            resource_version,
+            continue_token,
+            remaining: None,
+        })
+    }
+
+    async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, false)?
+        };
+        self.durable(ticket).await?;
+        Ok(value)
+    }
+
+    async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, true)?
+        };
+        self.durable(ticket).await?;
+        Ok(value)
+    }
+
+    async fn delete(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, StoreError> {
+        let key = meta::object_key(res, namespace, name)?;
+        let (deleted, ticket) = {
+            let mut st = self.write_lock()?;
+            self.delete_locked(&mut st, res, &key, name, opts)?
+        };
+        self.durable(ticket).await?;
+        Ok(deleted)
+    }
+
+    async fn watch(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<WatchStream, StoreError> {
+        let from = match opts.from {
+            Some(from) => {
+                self.log.check_from(from)?;
+                from
+            }
+            None => self.log.durable_rv(),
+        };
+        let selector = Selector {
+            resource: res.storage_name(),
+            namespace: opts.namespace.filter(|n| res.namespaced && !n.is_empty()),
+            filter: opts.filter,
+        };
+        Ok(watch::stream(self.log.clone(), from, selector))
+    }
+
+    async fn current_resource_version(&self) -> Result<u64, StoreError> {
+        Ok(self.applied_rv.load(Ordering::Acquire))
+    }
+
+    async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut kinds: Vec<String> = self.state.lock().kinds.keys().cloned().collect();
+        kinds.sort();
+        let mut counts = Vec::new();
+        for kind in kinds {
+            let n = self.engine.len(&kind).map_err(engine_error)?;
+            if n > 0 {
+                counts.push((kind, n));
+            }
+        }
+        Ok(counts)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        {
+            let _st = self.state.lock();
+            self.closed.store(true, Ordering::Release);
+        }
+        self.gc.shutdown();
+        if let Some(commit) = &self.commit {
+            commit.shutdown();
+        }
+        self.log.close();
+        tracing::info!(
+            engine = self.engine.name(),
+            resource_version = self.applied_rv.load(Ordering::Acquire),
+            "store closed"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! The sled engine: one sled `Tree` per tree name, batches applied with one multi-tree sled
+//! transaction (atomic across trees, also after a crash), durability by `Db::flush`.
+//!
+//! sled 0.34 is kept behind [`Engine`] on purpose: it is embedded and simple, but its disk use
+//! grows and its latency is uneven (garage left it for LMDB), so the store must be able to move
+//! to another engine without touching Kubernetes semantics. `docs/store.md` has its figures.
+
+use super::engine::{Engine, EngineError, Entry, Scan, WriteBatch};
+use parking_lot::RwLock;
+use sled::transaction::{TransactionError, TransactionalTree};
+use sled::Transactional;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::Path;
+
+/// sled's own tree, which the store does not use.
+const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+
+/// Options of [`SledEngine::open`].
+#[derive(Clone, Debug, Default)]
+pub struct SledOptions {
+    /// sled's page cache size in bytes (sled's default, 1 GiB, when `None`).
+    pub cache_capacity_bytes: Option<u64>,
+}
+
+/// An engine over a sled database in a directory.
+pub struct SledEngine {
+    db: sled::Db,
+    trees: RwLock<HashMap<String, sled::Tree>>,
+}
+
+impl std::fmt::Debug for SledEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledEngine").finish_non_exhaustive()
+    }
+}
+
+fn sled_err(op: &'static str) -> impl FnOnce(sled::Error) -> EngineError {
+    move |source| EngineError::Sled { op, source }
+}
+
+impl SledEngine {
+    /// Opens (or creates) the database in `path`.
+    pub fn open(path: &Path, options: &SledOptions) -> Result<Self, EngineError> {
+        std::fs::create_dir_all(path).map_err(|source| EngineError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut config = sled::Config::new().path(path);
+        if let Some(bytes) = options.cache_capacity_bytes {
+            config = config.cache_capacity(bytes);
+        }
+        let db = config.open().map_err(sled_err("open the database"))?;
+        Ok(Self {
+            db,
+            trees: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// Bytes the database takes on disk.
+    pub fn size_on_disk(&self) -> Result<u64, EngineError> {
+        self.db.size_on_disk().map_err(sled_err("measure its size"))
+    }
+
+    /// The tree if it exists; never creates one.
+    fn existing(&self, name: &str) -> Result<Option<sled::Tree>, EngineError> {
+        if let Some(tree) = self.trees.read().get(name) {
+            return Ok(Some(tree.clone()));
+        }
+        if !self.db.tree_names().iter().any(|n| n == name.as_bytes()) {
+            return Ok(None);
+        }
+        self.open_tree(name).map(Some)
+    }
+
+    /// The tree, created if needed.
+    fn open_tree(&self, name: &str) -> Result<sled::Tree, EngineError> {
+        if let Some(tree) = self.trees.read().get(name) {
+            return Ok(tree.clone());
+        }
+        let tree = self.db.open_tree(name).map_err(sled_err("open a tree"))?;
+        self.trees.write().insert(name.to_string(), tree.clone());
+        Ok(tree)
+    }
+}
+
+impl Engine for SledEngine {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn is_persistent(&self) -> bool {
+        true
+    }
+
+    fn tree_names(&self) -> Result<Vec<String>, EngineError> {
+        let mut names: Vec<String> = self
+            .db
+            .tree_names()
+            .into_iter()
+            .filter(|n| n != SLED_DEFAULT_TREE)
+            .map(|n| String::from_utf8_lossy(&n).into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn get(&self, tree: &str, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        let Some(t) = self.existing(tree)? else {
+            return Ok(None);
+        };
+        Ok(t.get(key).map_err(sled_err("read"))?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, tree: &str, scan: Scan<'_>) -> Result<Vec<Entry>, EngineError> {
+        let Some(t) = self.existing(tree)? else {
+            return Ok(Vec::new());
+        };
+        let lower = match scan.start_after {
+            Some(after) if after >= scan.prefix => Bound::Excluded(after.to_vec()),
+            _ => Bound::Included(scan.prefix.to_vec()),
+        };
+        let mut out = Vec::new();
+        let limit = scan.limit.unwrap_or(usize::MAX);
+        for item in t.range::<Vec<u8>, _>((lower, Bound::Unbounded)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(sled_err("scan"))?;
+            if !k.starts_with(scan.prefix) {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn len(&self, tree: &str) -> Result<u64, EngineError> {
+        Ok(self.existing(tree)?.map_or(0, |t| t.len() as u64))
+    }
+
+    fn apply(&self, batch: &WriteBatch) -> Result<(), EngineError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // The distinct trees of the batch, and each op's index among them.
+        let mut names: Vec<&str> = Vec::new();
+        let mut slots = Vec::with_capacity(batch.len());
+        for op in &batch.ops {
+            let slot = match names.iter().position(|n| *n == op.tree) {
+                Some(i) => i,
+                None => {
+                    names.push(&op.tree);
+                    names.len() - 1
+                }
+            };
+            slots.push(slot);
+        }
+        let trees = names
+            .iter()
+            .map(|n| self.open_tree(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = trees
+            .as_slice()
+            .transaction(|txs: &Vec<TransactionalTree>| {
+                for (op, slot) in batch.ops.iter().zip(&slots) {
+                    let tx = &txs[*slot];
+                    match &op.value {
+                        Some(value) => {
+                            tx.insert(op.key.as_slice(), value.as_slice())?;
+                        }
+                        None => {
+                            tx.remove(op.key.as_slice())?;
+                        }
+                    }
+                }
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            });
+        match result {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Storage(source)) => Err(EngineError::Sled {
+                op: "apply a batch",
+                source,
+            }),
+            // The closure never aborts.
+            Err(TransactionError::Abort(())) => Err(EngineError::Sled {
+                op: "apply a batch",
+                source: sled::Error::Unsupported("transaction aborted".to_string()),
+            }),
+        }
+    }
+
+    fn durable_flush(&self) -> Result<(), EngineError> {
+        self.db.flush().map_err(sled_err("flush to disk"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sled_engine_conformance() {
+        let dirs = parking_lot::Mutex::new(Vec::new());
+        crate::store::engine::conformance::run(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
+            dirs.lock().push(dir);
+            engine
+        });
+    }
+
+    #[test]
+    fn sled_engine_keeps_flushed_batches_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let e = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
+            let mut b = WriteBatch::new();
+            b.put("a", "k", "v");
+            b.put("b", "k", "w");
+            e.apply(&b).unwrap();
+            e.durable_flush().unwrap();
+        }
+        let e = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
+        assert_eq!(e.get("a", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(e.get("b", b"k").unwrap().as_deref(), Some(&b"w"[..]));
+        assert_eq!(e.tree_names().unwrap(), ["a", "b"]);
+    }
+}

@@ -1,0 +1,356 @@
+//! The bounded event log and watch streams.
+//!
+//! Every write appends one event per changed object to tree `events` (key: the
+//! resourceVersion as 20 zero-padded digits) in the same atomic batch as the object, and trims
+//! the oldest events beyond the capacity in that batch. [`EventLog`] mirrors the tree in memory
+//! (reloaded at open), so a watch never reads the engine.
+//!
+//! Watchers do not get events pushed into a channel of their own. A `tokio::sync::watch`
+//! carries the newest *durable* resourceVersion; each watcher keeps a cursor and reads the ring
+//! after it. Nothing is lost, a slow watcher never slows writers, and order is strictly by
+//! resourceVersion. A watcher whose cursor falls behind the trimmed log ends with `Expired`.
+
+use super::engine::EngineError;
+use super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchStream};
+use flotilla_migrations::EVENTS_TREE;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Events a watcher copies out of the ring per lock.
+const READ_BATCH: usize = 256;
+
+/// One event of the log.
+#[derive(Clone, Debug)]
+pub(crate) struct LoggedEvent {
+    pub(crate) resource_version: u64,
+    pub(crate) event_type: EventType,
+    /// Storage name of the kind.
+    pub(crate) resource: String,
+    /// Storage key of the object.
+    pub(crate) key: String,
+    /// The object after the change (for Deleted: its last state).
+    pub(crate) object: Arc<Value>,
+}
+
+impl LoggedEvent {
+    fn namespace(&self) -> Option<&str> {
+        self.object
+            .get("metadata")?
+            .get("namespace")?
+            .as_str()
+            .filter(|s| !s.is_empty())
+    }
+}
+
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    resource: &'a str,
+    key: &'a str,
+    object: &'a Value,
+}
+
+#[derive(Deserialize)]
+struct Record {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    resource: String,
+    key: String,
+    object: Value,
+}
+
+/// The key of an event: its resourceVersion as 20 zero-padded digits.
+pub(crate) fn event_key(resource_version: u64) -> String {
+    format!("{resource_version:020}")
+}
+
+/// The JSON of an event in tree `events`.
+pub(crate) fn encode_event(event: &LoggedEvent) -> Result<Vec<u8>, EngineError> {
+    serde_json::to_vec(&RecordRef {
+        event_type: event.event_type,
+        resource: &event.resource,
+        key: &event.key,
+        object: &event.object,
+    })
+    .map_err(|source| EngineError::Encode {
+        tree: EVENTS_TREE.to_string(),
+        source,
+    })
+}
+
+/// Reads an event of tree `events`.
+pub(crate) fn decode_event(key: &[u8], value: &[u8]) -> Result<LoggedEvent, EngineError> {
+    let corrupt = |message: String| EngineError::Corrupt {
+        tree: EVENTS_TREE.to_string(),
+        key: String::from_utf8_lossy(key).into_owned(),
+        message,
+    };
+    let resource_version = std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(|| corrupt("key is not a resourceVersion".to_string()))?;
+    let record: Record = serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+    Ok(LoggedEvent {
+        resource_version,
+        event_type: record.event_type,
+        resource: record.resource,
+        key: record.key,
+        object: Arc::new(record.object),
+    })
+}
+
+/// The in-memory mirror of tree `events` and the durable-resourceVersion channel.
+pub(crate) struct EventLog {
+    ring: RwLock<VecDeque<Arc<LoggedEvent>>>,
+    capacity: usize,
+    durable: Arc<watch::Sender<u64>>,
+    closed: AtomicBool,
+}
+
+impl EventLog {
+    /// A log holding `events` (ascending), keeping at most `capacity` (at least 1), with
+    /// everything up to `durable_rv` visible to watchers.
+    pub(crate) fn new(events: Vec<LoggedEvent>, capacity: usize, durable_rv: u64) -> Self {
+        let (durable, _) = watch::channel(durable_rv);
+        Self {
+            ring: RwLock::new(events.into_iter().map(Arc::new).collect()),
+            capacity: capacity.max(1),
+            durable: Arc::new(durable),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The sender of the newest durable resourceVersion (for the committer).
+    pub(crate) fn durable_sender(&self) -> Arc<watch::Sender<u64>> {
+        self.durable.clone()
+    }
+
+    /// Publishes `rv` as durable (never moves backwards).
+    pub(crate) fn publish_durable(&self, rv: u64) {
+        self.durable.send_if_modified(|current| {
+            let newer = rv > *current;
+            if newer {
+                *current = rv;
+            }
+            newer
+        });
+    }
+
+    /// The newest durable resourceVersion.
+    pub(crate) fn durable_rv(&self) -> u64 {
+        *self.durable.borrow()
+    }
+
+    /// The resourceVersion of the oldest retained event.
+    pub(crate) fn oldest(&self) -> Option<u64> {
+        self.ring.read().front().map(|e| e.resource_version)
+    }
+
+    /// Number of retained events.
+    pub(crate) fn len(&self) -> usize {
+        self.ring.read().len()
+    }
+
+    /// The resourceVersions to drop from the log when `adding` new ones (`new_rvs`) are
+    /// appended: the oldest beyond the capacity, possibly some of the new ones.
+    pub(crate) fn trim_plan(&self, new_rvs: &[u64]) -> Vec<u64> {
+        let ring = self.ring.read();
+        let excess = (ring.len() + new_rvs.len()).saturating_sub(self.capacity);
+        ring.iter()
+            .map(|e| e.resource_version)
+            .chain(new_rvs.iter().copied())
+            .take(excess)
+            .collect()
+    }
+
+    /// Appends events already written to the tree and drops the `trimmed` oldest.
+    pub(crate) fn append(&self, events: Vec<LoggedEvent>, trimmed: usize) {
+        let mut ring = self.ring.write();
+        ring.extend(events.into_iter().map(Arc::new));
+        for _ in 0..trimmed {
+            ring.pop_front();
+        }
+    }
+
+    /// Stops every watch stream once it has delivered what is durable.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.durable.send_modify(|_| {});
+    }
+
+    /// Events with `after < rv <= upto`, at most `max`; `Err(oldest)` when some of them
+    /// were trimmed already.
+    fn read_after(&self, after: u64, upto: u64, max: usize) -> Result<Vec<Arc<LoggedEvent>>, u64> {
+        let ring = self.ring.read();
+        let Some(front) = ring.front() else {
+            return Ok(Vec::new());
+        };
+        if upto > after && front.resource_version > after + 1 {
+            return Err(front.resource_version);
+        }
+        let start = ring.partition_point(|e| e.resource_version <= after);
+        Ok(ring
+            .range(start..)
+            .take_while(|e| e.resource_version <= upto)
+            .take(max)
+            .cloned()
+            .collect())
+    }
+
+    /// Checks that a watch from `from` can be served.
+    pub(crate) fn check_from(&self, from: u64) -> Result<(), StoreError> {
+        let ring = self.ring.read();
+        match ring.front() {
+            Some(front) if front.resource_version > from.saturating_add(1) => {
+                Err(StoreError::Expired {
+                    requested: from,
+                    oldest: front.resource_version,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What one watcher wants.
+pub(crate) struct Selector {
+    pub(crate) resource: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) filter: Option<ObjectFilter>,
+}
+
+impl Selector {
+    fn matches(&self, event: &LoggedEvent) -> bool {
+        event.resource == self.resource
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| event.namespace() == Some(ns))
+            && self.filter.as_ref().is_none_or(|f| f(&event.object))
+    }
+}
+
+struct Watcher {
+    log: Arc<EventLog>,
+    durable: watch::Receiver<u64>,
+    cursor: u64,
+    selector: Selector,
+    pending: VecDeque<WatchEvent>,
+    done: bool,
+}
+
+impl Watcher {
+    async fn next(mut self) -> Option<(Result<WatchEvent, StoreError>, Self)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if self.done {
+                return None;
+            }
+            let durable = *self.durable.borrow_and_update();
+            if durable > self.cursor {
+                match self.log.read_after(self.cursor, durable, READ_BATCH) {
+                    Err(oldest) => {
+                        self.done = true;
+                        let requested = self.cursor;
+                        return Some((Err(StoreError::Expired { requested, oldest }), self));
+                    }
+                    Ok(events) if events.is_empty() => self.cursor = durable,
+                    Ok(events) => {
+                        for event in events {
+                            self.cursor = event.resource_version;
+                            if self.selector.matches(&event) {
+                                self.pending.push_back(WatchEvent {
+                                    event_type: event.event_type,
+                                    object: event.object.clone(),
+                                    resource_version: event.resource_version,
+                                });
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            if self.log.closed.load(Ordering::Acquire) || self.durable.changed().await.is_err() {
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// A stream of the events after `from` that `selector` matches.
+pub(crate) fn stream(log: Arc<EventLog>, from: u64, selector: Selector) -> WatchStream {
+    let durable = log.durable.subscribe();
+    let watcher = Watcher {
+        log,
+        durable,
+        cursor: from,
+        selector,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    Box::pin(futures::stream::unfold(watcher, Watcher::next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(rv: u64) -> LoggedEvent {
+        LoggedEvent {
+            resource_version: rv,
+            event_type: EventType::Added,
+            resource: "core/configmaps".to_string(),
+            key: format!("ns/c{rv}"),
+            object: Arc::new(json!({"metadata": {"name": format!("c{rv}"), "namespace": "ns"}})),
+        }
+    }
+
+    #[test]
+    fn events_round_trip_through_their_json() {
+        let e = event(7);
+        let bytes = encode_event(&e).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with(r#"{"type":"ADDED","resource":"core/configmaps","key":"ns/c7""#));
+        let back = decode_event(event_key(7).as_bytes(), &bytes).unwrap();
+        assert_eq!(back.resource_version, 7);
+        assert_eq!(back.object, e.object);
+        assert_eq!(event_key(7), "00000000000000000007");
+        assert!(decode_event(b"x", &bytes).is_err());
+    }
+
+    #[test]
+    fn trimming_keeps_the_newest_capacity_events() {
+        let log = EventLog::new((1..=3).map(event).collect(), 4, 3);
+        assert_eq!(log.trim_plan(&[4]), Vec::<u64>::new());
+        assert_eq!(log.trim_plan(&[4, 5, 6]), [1, 2]);
+        assert_eq!(log.trim_plan(&[4, 5, 6, 7, 8, 9]), [1, 2, 3, 4, 5]);
+        log.append((4..=6).map(event).collect(), 2);
+        assert_eq!(log.oldest(), Some(3));
+        assert_eq!(log.len(), 4);
+        assert!(log.check_from(2).is_ok());
+        assert!(matches!(
+            log.check_from(1),
+            Err(StoreError::Expired {
+                requested: 1,
+                oldest: 3
+            })
+        ));
+        assert_eq!(log.read_after(1, 6, 10).unwrap_err(), 3);
+        let got: Vec<u64> = log
+            .read_after(3, 5, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.resource_version)
+            .collect();
+        assert_eq!(got, [4, 5]);
+    }
+}
