@@ -1,6 +1,7 @@
 //! Decoding JSON into typed objects with errors that name the field at fault. JSON `null` in
-//! an object means "absent" (as Go's decoder treats it), so such keys are dropped before
-//! decoding. serde reports where decoding stopped as a column in the JSON text; the text is
+//! an object means "absent" (as Go's decoder treats it): when the value does not decode as it
+//! is, null keys are dropped and it is decoded again (a first attempt as-is keeps the nulls of
+//! raw JSON parts such as Work manifests). serde reports where decoding stopped as a column in the JSON text; the text is
 //! scanned up to that column to rebuild the path (`spec.placement.spreadConstraints[0]`).
 
 use serde::de::DeserializeOwned;
@@ -31,6 +32,9 @@ pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
             "",
             "the object must be a JSON object",
         ));
+    }
+    if let Ok(typed) = serde_json::from_value(value.clone()) {
+        return Ok(typed);
     }
     let text = strip_nulls(value).to_string();
     serde_json::from_str(&text).map_err(|e| decode_error(&text, &e))

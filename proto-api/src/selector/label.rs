@@ -454,7 +454,8 @@ impl<'a> Parser<'a> {
                     expect_value = true;
                 }
                 (Token::Close, _) => {
-                    if expect_value && !values.is_empty() {
+                    // As in Kubernetes, `()` and a trailing comma stand for the empty value.
+                    if expect_value {
                         values.push(String::new());
                     }
                     return Ok(values);
@@ -502,6 +503,8 @@ mod tests {
             ("app=nginx,tier=db", "app=nginx,tier=db", false),
             ("empty=", "empty=", true),
             ("app=", "app=", false),
+            ("empty in ()", "empty in ()", true),
+            ("app in (nginx,)", "app in (,nginx)", true),
             (
                 "app.kubernetes.io/name in (a)",
                 "app.kubernetes.io/name in (a)",
@@ -522,7 +525,7 @@ mod tests {
             ("app=nginx,", "expected a label key"),
             (",app", "expected a label key"),
             ("app in nginx", "expected '('"),
-            ("app in ()", "values set can't be empty"),
+            ("app in", "expected '('"),
             ("app in (a b)", "expected ',' or ')'"),
             ("app in (a", "expected a value"),
             ("app nginx", "expected one of"),
