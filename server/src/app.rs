@@ -26,6 +26,24 @@ pub enum Engine {
     Memory,
 }
 
+/// How the API is served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tls {
+    /// Plain HTTP. kubectl does not send bearer tokens over plain HTTP, so only curl and
+    /// other clients can authenticate.
+    Plain,
+    /// HTTPS with a self-signed certificate generated at first start
+    /// (`<data-dir>/tls.crt`, `<data-dir>/tls.key`); the kubeconfig trusts it. The default.
+    SelfSigned,
+    /// HTTPS with the given PEM certificate and key.
+    Files {
+        /// Certificate (chain) in PEM.
+        cert: PathBuf,
+        /// Private key in PEM.
+        key: PathBuf,
+    },
+}
+
 /// Everything the server needs to start.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -35,8 +53,8 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Storage engine.
     pub engine: Engine,
-    /// PEM certificate and key for HTTPS.
-    pub tls: Option<(PathBuf, PathBuf)>,
+    /// HTTP or HTTPS, and with which certificate.
+    pub tls: Tls,
     /// Defaulting parameters (default tolerations).
     pub defaulting: DefaultingConfig,
     /// Request limits.
@@ -46,13 +64,13 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults: 127.0.0.1:7070, ./flotilla-data, sled, HTTP.
+    /// Defaults: 127.0.0.1:7070, sled, HTTPS with a self-signed certificate.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             data_dir: data_dir.into(),
             engine: Engine::Sled,
-            tls: None,
+            tls: Tls::SelfSigned,
             defaulting: DefaultingConfig::default(),
             limits: Limits::default(),
             event_log_capacity: 10_000,
@@ -83,6 +101,9 @@ pub enum StartError {
     /// The TLS certificate or key is unusable.
     #[error("cannot load the TLS certificate and key")]
     Tls(#[source] std::io::Error),
+    /// The self-signed certificate could not be generated.
+    #[error("cannot generate a self-signed certificate: {0}")]
+    Certificate(String),
     /// Metrics could not be registered.
     #[error("cannot register metrics")]
     Metrics(#[source] prometheus::Error),
@@ -180,6 +201,32 @@ pub fn kubeconfig(server_url: &str, token: &str, ca_pem: Option<&str>) -> String
     )
 }
 
+/// Returns `<data-dir>/tls.crt` and `tls.key`, generating a self-signed certificate for
+/// 127.0.0.1, ::1, localhost and the listen address at first start.
+pub fn ensure_self_signed(
+    data_dir: &Path,
+    listen: SocketAddr,
+) -> Result<(PathBuf, PathBuf), StartError> {
+    let cert = data_dir.join("tls.crt");
+    let key = data_dir.join("tls.key");
+    if cert.exists() && key.exists() {
+        return Ok((cert, key));
+    }
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
+        names.push(listen.ip().to_string());
+    }
+    let generated = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| StartError::Certificate(e.to_string()))?;
+    write_private(&key, &generated.signing_key.serialize_pem()).map_err(data_err(&key))?;
+    write_private(&cert, &generated.cert.pem()).map_err(data_err(&cert))?;
+    Ok((cert, key))
+}
+
 /// Opens the store as configured; migrations run here, before anything is served.
 pub async fn open_store(
     config: &ServerConfig,
@@ -231,7 +278,11 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
 
     let registry = Arc::new(api::registry::Registry::new());
     let crds = store
-        .list(&well_known::custom_resource_definitions(), None, &ListOptions::default())
+        .list(
+            &well_known::custom_resource_definitions(),
+            None,
+            &ListOptions::default(),
+        )
         .await
         .map_err(StartError::Store)?;
     for crd in &crds.items {
@@ -252,12 +303,11 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let ready = state.ready.clone();
     let app = api::router(state);
 
-    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| {
-        StartError::Listen {
+    let listener =
+        std::net::TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
             addr: config.listen,
             source,
-        }
-    })?;
+        })?;
     listener
         .set_nonblocking(true)
         .map_err(|source| StartError::Listen {
@@ -269,7 +319,12 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         source,
     })?;
     let (tx, rx) = oneshot::channel::<()>();
-    let (scheme, task, ca_pem) = match &config.tls {
+    let tls_files = match &config.tls {
+        Tls::Plain => None,
+        Tls::SelfSigned => Some(ensure_self_signed(&config.data_dir, config.listen)?),
+        Tls::Files { cert, key } => Some((cert.clone(), key.clone())),
+    };
+    let (scheme, task, ca_pem) = match tls_files {
         None => {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| {
                 StartError::Listen {
@@ -288,17 +343,22 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         }
         Some((cert, key)) => {
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
                 .await
                 .map_err(StartError::Tls)?;
-            let ca_pem = std::fs::read_to_string(cert).map_err(StartError::Tls)?;
+            let ca_pem = std::fs::read_to_string(&cert).map_err(StartError::Tls)?;
             let handle = axum_server::Handle::new();
             let stopper = handle.clone();
             tokio::spawn(async move {
                 let _ = rx.await;
                 stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
             });
-            let server = axum_server::from_tcp_rustls(listener, tls).handle(handle);
+            let server = axum_server::from_tcp_rustls(listener, tls)
+                .map_err(|source| StartError::Listen {
+                    addr: config.listen,
+                    source,
+                })?
+                .handle(handle);
             let task = tokio::spawn(async move { server.serve(app.into_make_service()).await });
             ("https", task, Some(ca_pem))
         }

@@ -2,7 +2,7 @@
 //! gracefully on SIGTERM or Ctrl-C.
 
 use clap::{Parser, ValueEnum};
-use flotilla_server::app::{self, Engine, ServerConfig};
+use flotilla_server::app::{self, Engine, ServerConfig, Tls};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,12 +35,16 @@ struct Flags {
     /// Storage engine (memory loses everything at exit).
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreEngine,
-    /// PEM certificate for HTTPS (with --tls-key).
-    #[arg(long, requires = "tls_key")]
+    /// PEM certificate for HTTPS (with --tls-key). Without it the server serves HTTPS with a
+    /// self-signed certificate it generates in the data directory.
+    #[arg(long, requires = "tls_key", conflicts_with = "plain_http")]
     tls_cert: Option<PathBuf>,
     /// PEM private key for HTTPS (with --tls-cert).
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS (kubectl sends no token over plain HTTP).
+    #[arg(long)]
+    plain_http: bool,
     /// Largest accepted request body in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_request_bytes: usize,
@@ -100,13 +104,16 @@ async fn main() -> anyhow::Result<()> {
         StoreEngine::Sled => Engine::Sled,
         StoreEngine::Memory => Engine::Memory,
     };
-    config.tls = flags.tls_cert.zip(flags.tls_key);
+    config.tls = match (flags.plain_http, flags.tls_cert, flags.tls_key) {
+        (true, _, _) => Tls::Plain,
+        (false, Some(cert), Some(key)) => Tls::Files { cert, key },
+        _ => Tls::SelfSigned,
+    };
     config.event_log_capacity = flags.event_log_capacity;
     config.limits.max_body_bytes = flags.max_request_bytes;
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;
-    config.defaulting.unreachable_toleration_seconds =
-        flags.default_unreachable_toleration_seconds;
+    config.defaulting.unreachable_toleration_seconds = flags.default_unreachable_toleration_seconds;
     let server = app::start(config).await?;
     println!("flotilla-server listening on {}", server.url());
     terminated().await;

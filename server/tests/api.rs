@@ -40,7 +40,9 @@ async fn public_endpoints_need_no_token_and_everything_else_does() {
     let api = TestApi::new().await;
     for path in ["/healthz", "/readyz", "/version"] {
         let req = axum::http::Request::get(path).body(Body::empty()).unwrap();
-        let resp = tower::ServiceExt::oneshot(api.router.clone(), req).await.unwrap();
+        let resp = tower::ServiceExt::oneshot(api.router.clone(), req)
+            .await
+            .unwrap();
         assert_eq!(resp.status(), StatusCode::OK, "{path}");
     }
     for (path, auth) in [
@@ -56,8 +58,14 @@ async fn public_endpoints_need_no_token_and_everything_else_does() {
             .await
             .unwrap();
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{path}");
-        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-        assert_status(&serde_json::from_slice(&bytes).unwrap(), 401, "Unauthorized");
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_status(
+            &serde_json::from_slice(&bytes).unwrap(),
+            401,
+            "Unauthorized",
+        );
     }
 }
 
@@ -73,10 +81,18 @@ async fn discovery_lists_karmada_and_kubernetes_kinds() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    for g in ["apps", "cluster.karmada.io", "policy.karmada.io", "work.karmada.io", "batch"] {
+    for g in [
+        "apps",
+        "cluster.karmada.io",
+        "policy.karmada.io",
+        "work.karmada.io",
+        "batch",
+    ] {
         assert!(groups.contains(&g), "{g} in {groups:?}");
     }
-    let (_, list) = api.call("GET", "/apis/work.karmada.io/v1alpha2", None).await;
+    let (_, list) = api
+        .call("GET", "/apis/work.karmada.io/v1alpha2", None)
+        .await;
     let rb = list["resources"]
         .as_array()
         .unwrap()
@@ -87,7 +103,11 @@ async fn discovery_lists_karmada_and_kubernetes_kinds() {
     assert_eq!(rb["kind"], "ResourceBinding");
     assert_eq!(rb["namespaced"], true);
     let (_, core) = api.call("GET", "/api/v1", None).await;
-    assert!(core["resources"].as_array().unwrap().iter().any(|r| r["name"] == "configmaps"));
+    assert!(core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "configmaps"));
     let (s, body) = api.call("GET", "/apis/nope.io/v1", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_status(&body, 404, "NotFound");
@@ -110,9 +130,14 @@ async fn create_get_list_update_delete_with_defaults() {
     assert!(created["metadata"]["uid"].as_str().is_some());
     assert_eq!(created["metadata"]["generation"], 1);
     // Flotilla's default tolerations were added.
-    let tolerations = created["spec"]["placement"]["clusterTolerations"].as_array().unwrap();
-    assert!(tolerations.iter().any(|t| t["key"] == "cluster.karmada.io/not-ready"
-        && t["effect"] == "NoExecute" && t["tolerationSeconds"] == 300));
+    let tolerations = created["spec"]["placement"]["clusterTolerations"]
+        .as_array()
+        .unwrap();
+    assert!(tolerations
+        .iter()
+        .any(|t| t["key"] == "cluster.karmada.io/not-ready"
+            && t["effect"] == "NoExecute"
+            && t["tolerationSeconds"] == 300));
     let (s, got) = api.call("GET", &format!("{PP}/p1"), None).await;
     assert_eq!((s, &got), (StatusCode::OK, &created));
     let (s, list) = api.call("GET", PP, None).await;
@@ -122,7 +147,9 @@ async fn create_get_list_update_delete_with_defaults() {
 
     let mut changed = got.clone();
     changed["spec"]["priority"] = json!(5);
-    let (s, updated) = api.call("PUT", &format!("{PP}/p1"), Some(changed.clone())).await;
+    let (s, updated) = api
+        .call("PUT", &format!("{PP}/p1"), Some(changed.clone()))
+        .await;
     assert_eq!(s, StatusCode::OK, "{updated}");
     assert_eq!(updated["metadata"]["generation"], 2);
     // The same write again with the old resourceVersion is a conflict.
@@ -143,14 +170,29 @@ async fn yaml_bodies_and_yaml_answers() {
     let api = TestApi::new().await;
     let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm1\ndata:\n  a: \"1\"\n";
     let (s, text) = api
-        .send("POST", "/api/v1/namespaces/default/configmaps", Some("application/yaml"), yaml, &[])
+        .send(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some("application/yaml"),
+            yaml,
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{text}");
     let (s, text) = api
-        .send("GET", "/api/v1/namespaces/default/configmaps/cm1", None, Body::empty(), &[("accept", "application/yaml")])
+        .send(
+            "GET",
+            "/api/v1/namespaces/default/configmaps/cm1",
+            None,
+            Body::empty(),
+            &[("accept", "application/yaml")],
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
-    assert!(text.contains("name: cm1") && text.contains("namespace: default"), "{text}");
+    assert!(
+        text.contains("name: cm1") && text.contains("namespace: default"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -161,16 +203,28 @@ async fn errors_are_status_objects_with_the_right_codes() {
     assert_eq!(s, StatusCode::CONFLICT);
     assert_status(&body, 409, "AlreadyExists");
 
-    let (s, text) = api.send("POST", PP, Some("application/json"), "{not json", &[]).await;
+    let (s, text) = api
+        .send("POST", PP, Some("application/json"), "{not json", &[])
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert_status(&serde_json::from_str(&text).unwrap(), 400, "BadRequest");
 
     let (s, text) = api.send("POST", PP, Some("text/plain"), "x", &[]).await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert_status(&serde_json::from_str(&text).unwrap(), 415, "UnsupportedMediaType");
+    assert_status(
+        &serde_json::from_str(&text).unwrap(),
+        415,
+        "UnsupportedMediaType",
+    );
 
     let (s, text) = api
-        .send("GET", PP, None, Body::empty(), &[("accept", "application/vnd.kubernetes.protobuf")])
+        .send(
+            "GET",
+            PP,
+            None,
+            Body::empty(),
+            &[("accept", "application/vnd.kubernetes.protobuf")],
+        )
         .await;
     assert_eq!(s, StatusCode::NOT_ACCEPTABLE);
     assert_status(&serde_json::from_str(&text).unwrap(), 406, "NotAcceptable");
@@ -178,12 +232,24 @@ async fn errors_are_status_objects_with_the_right_codes() {
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
                      "data": {"x": "y".repeat(4 * 1024 * 1024)}});
     let (s, text) = api
-        .send("POST", "/api/v1/namespaces/default/configmaps", Some("application/json"), big.to_string(), &[])
+        .send(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some("application/json"),
+            big.to_string(),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_status(&serde_json::from_str(&text).unwrap(), 413, "RequestEntityTooLarge");
+    assert_status(
+        &serde_json::from_str(&text).unwrap(),
+        413,
+        "RequestEntityTooLarge",
+    );
 
-    let (s, body) = api.call("POST", &format!("{PP}/named"), Some(policy("named"))).await;
+    let (s, body) = api
+        .call("POST", &format!("{PP}/named"), Some(policy("named")))
+        .await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
     assert_status(&body, 405, "MethodNotAllowed");
 
@@ -191,7 +257,10 @@ async fn errors_are_status_objects_with_the_right_codes() {
     wrong_ns["metadata"]["namespace"] = json!("other");
     let (s, body) = api.call("POST", PP, Some(wrong_ns)).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(body["message"].as_str().unwrap().contains("namespace"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("namespace"),
+        "{body}"
+    );
 
     let mut wrong_kind = policy("p");
     wrong_kind["kind"] = json!("Deployment");
@@ -209,20 +278,34 @@ async fn invalid_policies_are_422_with_the_field_named() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_status(&body, 422, "Invalid");
     let causes = body["details"]["causes"].as_array().unwrap();
-    assert!(causes.iter().any(|c| c["field"].as_str().unwrap().starts_with("spec.placement")), "{body}");
+    assert!(
+        causes
+            .iter()
+            .any(|c| c["field"].as_str().unwrap().starts_with("spec.placement")),
+        "{body}"
+    );
 
     let mut spread = policy("spread");
     spread["spec"]["placement"]["spreadConstraints"] =
         json!([{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 2}]);
     let (s, body) = api.call("POST", PP, Some(spread)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("spreadConstraints[0]"), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("spreadConstraints[0]"),
+        "{body}"
+    );
 
     let mut bad_name = policy("Bad_Name");
     bad_name["metadata"]["name"] = json!("Bad_Name");
     let (s, body) = api.call("POST", PP, Some(bad_name)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("metadata.name"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("metadata.name"),
+        "{body}"
+    );
 
     // Nothing was stored by any of them.
     let (_, list) = api.call("GET", PP, None).await;
@@ -234,16 +317,27 @@ async fn strict_field_validation_rejects_unknown_fields_of_own_kinds() {
     let api = TestApi::new().await;
     let mut p = policy("strict");
     p["spec"]["placment"] = json!({});
-    let (s, body) = api.call("POST", &format!("{PP}?fieldValidation=Strict"), Some(p.clone())).await;
+    let (s, body) = api
+        .call(
+            "POST",
+            &format!("{PP}?fieldValidation=Strict"),
+            Some(p.clone()),
+        )
+        .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("placment"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("placment"),
+        "{body}"
+    );
     // Without Strict the unknown field is accepted (and dropped by the typed kind).
     let (s, _) = api.call("POST", PP, Some(p)).await;
     assert_eq!(s, StatusCode::CREATED);
     // Templates are free-form: Strict accepts any field.
     let mut d = deployment("free", 1);
     d["spec"]["somethingNew"] = json!(true);
-    let (s, created) = api.call("POST", &format!("{DEPLOY}?fieldValidation=Strict"), Some(d)).await;
+    let (s, created) = api
+        .call("POST", &format!("{DEPLOY}?fieldValidation=Strict"), Some(d))
+        .await;
     assert_eq!(s, StatusCode::CREATED);
     assert_eq!(created["spec"]["somethingNew"], true);
 }
@@ -253,35 +347,75 @@ async fn every_patch_type() {
     let api = TestApi::new().await;
     api.call("POST", DEPLOY, Some(deployment("web", 2))).await;
     let path = format!("{DEPLOY}/web");
-    let (s, v) = api.patch(&path, "application/merge-patch+json", json!({"spec": {"replicas": 3}})).await;
-    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(3)));
     let (s, v) = api
-        .patch(&path, "application/json-patch+json", json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]))
+        .patch(
+            &path,
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 3}}),
+        )
         .await;
-    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(4)));
+    assert_eq!(
+        (s, v["spec"]["replicas"].clone()),
+        (StatusCode::OK, json!(3))
+    );
+    let (s, v) = api
+        .patch(
+            &path,
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/spec/replicas", "value": 4}]),
+        )
+        .await;
+    assert_eq!(
+        (s, v["spec"]["replicas"].clone()),
+        (StatusCode::OK, json!(4))
+    );
     let (s, v) = api
         .patch(&path, "application/strategic-merge-patch+json",
                json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}}))
         .await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(v["spec"]["template"]["spec"]["containers"], json!([{"name": "c", "image": "nginx:2"}]));
+    assert_eq!(
+        v["spec"]["template"]["spec"]["containers"],
+        json!([{"name": "c", "image": "nginx:2"}])
+    );
     // Server-side apply creates when missing and merges when present.
     let (s, v) = api
-        .patch(&format!("{DEPLOY}/applied?fieldManager=kubectl"), "application/apply-patch+yaml", deployment("applied", 1))
+        .patch(
+            &format!("{DEPLOY}/applied?fieldManager=kubectl"),
+            "application/apply-patch+yaml",
+            deployment("applied", 1),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let (s, v) = api
-        .patch(&format!("{DEPLOY}/applied?fieldManager=kubectl"), "application/apply-patch+yaml", deployment("applied", 5))
+        .patch(
+            &format!("{DEPLOY}/applied?fieldManager=kubectl"),
+            "application/apply-patch+yaml",
+            deployment("applied", 5),
+        )
         .await;
-    assert_eq!((s, v["spec"]["replicas"].clone()), (StatusCode::OK, json!(5)));
+    assert_eq!(
+        (s, v["spec"]["replicas"].clone()),
+        (StatusCode::OK, json!(5))
+    );
     // Failing JSON patch test op: 422; unknown patch type: 415; missing object: 404.
     let (s, _) = api
-        .patch(&path, "application/json-patch+json", json!([{"op": "test", "path": "/spec/replicas", "value": 99}]))
+        .patch(
+            &path,
+            "application/json-patch+json",
+            json!([{"op": "test", "path": "/spec/replicas", "value": 99}]),
+        )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     let (s, _) = api.patch(&path, "application/xml", json!({})).await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let (s, _) = api.patch(&format!("{DEPLOY}/missing"), "application/merge-patch+json", json!({})).await;
+    let (s, _) = api
+        .patch(
+            &format!("{DEPLOY}/missing"),
+            "application/merge-patch+json",
+            json!({}),
+        )
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
 
@@ -291,7 +425,13 @@ async fn status_subresource_is_separate_from_spec() {
     let (_, d) = api.call("POST", DEPLOY, Some(deployment("s", 1))).await;
     let mut with_status = d.clone();
     with_status["status"] = json!({"readyReplicas": 1});
-    let (s, v) = api.call("PUT", &format!("{DEPLOY}/s/status"), Some(with_status.clone())).await;
+    let (s, v) = api
+        .call(
+            "PUT",
+            &format!("{DEPLOY}/s/status"),
+            Some(with_status.clone()),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["status"]["readyReplicas"], 1);
     assert_eq!(v["metadata"]["generation"], 1);
@@ -303,9 +443,16 @@ async fn status_subresource_is_separate_from_spec() {
     assert_eq!(v["status"]["readyReplicas"], 1);
     assert_eq!(v["metadata"]["generation"], 2);
     let (s, v) = api
-        .patch(&format!("{DEPLOY}/s/status"), "application/merge-patch+json", json!({"status": {"readyReplicas": 2}}))
+        .patch(
+            &format!("{DEPLOY}/s/status"),
+            "application/merge-patch+json",
+            json!({"status": {"readyReplicas": 2}}),
+        )
         .await;
-    assert_eq!((s, v["status"]["readyReplicas"].clone()), (StatusCode::OK, json!(2)));
+    assert_eq!(
+        (s, v["status"]["readyReplicas"].clone()),
+        (StatusCode::OK, json!(2))
+    );
     let (s, _) = api.call("GET", &format!("{DEPLOY}/s/scale"), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
@@ -322,7 +469,11 @@ async fn finalizers_hold_deletion_until_removed() {
     let (s, _) = api.call("GET", &format!("{DEPLOY}/fin"), None).await;
     assert_eq!(s, StatusCode::OK);
     let (s, _) = api
-        .patch(&format!("{DEPLOY}/fin"), "application/merge-patch+json", json!({"metadata": {"finalizers": null}}))
+        .patch(
+            &format!("{DEPLOY}/fin"),
+            "application/merge-patch+json",
+            json!({"metadata": {"finalizers": null}}),
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
     let (s, _) = api.call("GET", &format!("{DEPLOY}/fin"), None).await;
@@ -333,16 +484,29 @@ async fn finalizers_hold_deletion_until_removed() {
 async fn owner_deletion_collects_dependents_unless_orphaned() {
     let api = TestApi::new().await;
     let (_, owner) = api.call("POST", DEPLOY, Some(deployment("owner", 1))).await;
-    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap",
+    let cm = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
-            "name": "owner", "uid": owner["metadata"]["uid"]}]}});
+            "name": "owner", "uid": owner["metadata"]["uid"]}]}})
+    };
     let cms = "/api/v1/namespaces/default/configmaps";
     api.call("POST", cms, Some(cm("dep1"))).await;
-    let (s, _) = api.call("DELETE", &format!("{DEPLOY}/owner?propagationPolicy=Orphan"), None).await;
+    let (s, _) = api
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/owner?propagationPolicy=Orphan"),
+            None,
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     let (s, kept) = api.call("GET", &format!("{cms}/dep1"), None).await;
     assert_eq!(s, StatusCode::OK);
-    assert!(kept["metadata"]["ownerReferences"].as_array().is_none_or(|r| r.is_empty()), "{kept}");
+    assert!(
+        kept["metadata"]["ownerReferences"]
+            .as_array()
+            .is_none_or(|r| r.is_empty()),
+        "{kept}"
+    );
 
     let (_, owner) = api.call("POST", DEPLOY, Some(deployment("owner", 1))).await;
     let mut c = cm("dep2");
@@ -359,8 +523,17 @@ async fn owner_deletion_collects_dependents_unless_orphaned() {
         }
         false
     };
-    assert!(gone.await, "dependent collected after background deletion of its owner");
-    let (s, body) = api.call("DELETE", &format!("{DEPLOY}/x?propagationPolicy=Sideways"), None).await;
+    assert!(
+        gone.await,
+        "dependent collected after background deletion of its owner"
+    );
+    let (s, body) = api
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/x?propagationPolicy=Sideways"),
+            None,
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
 }
 
@@ -373,15 +546,36 @@ async fn selectors_and_pagination() {
         api.call("POST", DEPLOY, Some(d)).await;
     }
     let names = |v: &Value| -> Vec<String> {
-        v["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
     };
-    let (_, v) = api.call("GET", &format!("{DEPLOY}?labelSelector=tier%3Deven"), None).await;
+    let (_, v) = api
+        .call("GET", &format!("{DEPLOY}?labelSelector=tier%3Deven"), None)
+        .await;
     assert_eq!(names(&v), ["d0", "d2", "d4"]);
-    let (_, v) = api.call("GET", &format!("{DEPLOY}?labelSelector=tier%20in%20(odd),app!%3Dd1"), None).await;
+    let (_, v) = api
+        .call(
+            "GET",
+            &format!("{DEPLOY}?labelSelector=tier%20in%20(odd),app!%3Dd1"),
+            None,
+        )
+        .await;
     assert_eq!(names(&v), ["d3"]);
-    let (_, v) = api.call("GET", &format!("{DEPLOY}?fieldSelector=metadata.name%3Dd2"), None).await;
+    let (_, v) = api
+        .call(
+            "GET",
+            &format!("{DEPLOY}?fieldSelector=metadata.name%3Dd2"),
+            None,
+        )
+        .await;
     assert_eq!(names(&v), ["d2"]);
-    let (s, body) = api.call("GET", &format!("{DEPLOY}?labelSelector=a%20in%20(b"), None).await;
+    let (s, body) = api
+        .call("GET", &format!("{DEPLOY}?labelSelector=a%20in%20(b"), None)
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
     let mut seen = Vec::new();
     let mut path = format!("{DEPLOY}?limit=2");
@@ -407,7 +601,9 @@ async fn tables_for_kubectl_get() {
     let (s, body) = api.call("POST", CLUSTERS, Some(cluster)).await;
     assert_eq!(s, StatusCode::CREATED, "{body}");
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-    let (s, text) = api.send("GET", CLUSTERS, None, Body::empty(), &[("accept", accept)]).await;
+    let (s, text) = api
+        .send("GET", CLUSTERS, None, Body::empty(), &[("accept", accept)])
+        .await;
     assert_eq!(s, StatusCode::OK);
     let t: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(t["kind"], "Table");
@@ -426,7 +622,9 @@ async fn crds_register_kinds_and_free_form_kinds_work_without_one() {
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     let (s, body) = api.call("POST", crds, Some(crd)).await;
     assert_eq!(s, StatusCode::CREATED, "{body}");
-    let (s, list) = api.call("GET", "/apis/flink.apache.org/v1beta1", None).await;
+    let (s, list) = api
+        .call("GET", "/apis/flink.apache.org/v1beta1", None)
+        .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(list["resources"][0]["kind"], "FlinkDeployment");
     let flink = json!({"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
@@ -441,15 +639,32 @@ async fn crds_register_kinds_and_free_form_kinds_work_without_one() {
             "metadata": {"name": "x.y.io"}, "spec": {"group": "y.io", "names": {"plural": "x", "kind": "X"}, "versions": [{"name": "v1"}]}})))
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("spec.scope"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("spec.scope"),
+        "{body}"
+    );
     // curl can POST a kind no CRD declares.
     let widget = json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}});
-    let (s, created) = api.call("POST", "/apis/example.io/v1/namespaces/default/widgets", Some(widget)).await;
+    let (s, created) = api
+        .call(
+            "POST",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            Some(widget),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{created}");
-    let (s, got) = api.call("GET", "/apis/example.io/v1/namespaces/default/widgets/w", None).await;
+    let (s, got) = api
+        .call(
+            "GET",
+            "/apis/example.io/v1/namespaces/default/widgets/w",
+            None,
+        )
+        .await;
     assert_eq!((s, got["spec"]["size"].clone()), (StatusCode::OK, json!(3)));
     // ... but core kinds are only the known ones.
-    let (s, _) = api.call("GET", "/api/v1/namespaces/default/gizmos", None).await;
+    let (s, _) = api
+        .call("GET", "/api/v1/namespaces/default/gizmos", None)
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
 

@@ -51,21 +51,48 @@ fn policy_breakers() -> Vec<(&'static str, Value)> {
         ("/spec/priority", json!("high")),
         ("/spec/placement", json!(5)),
         ("/spec/placement/clusterAffinity/clusterNames", json!(5)),
-        ("/spec/placement/clusterAffinities", json!([{"affinityName": "a"}])),
+        (
+            "/spec/placement/clusterAffinities",
+            json!([{"affinityName": "a"}]),
+        ),
         ("/spec/placement/spreadConstraints/0/minGroups", json!(-1)),
         ("/spec/placement/spreadConstraints/0/maxGroups", json!(-2)),
-        ("/spec/placement/spreadConstraints/0/spreadByField", json!("region")),
-        ("/spec/placement/spreadConstraints/0/spreadByLabel", json!("x")),
-        ("/spec/placement/replicaScheduling/replicaSchedulingType", json!("Sideways")),
-        ("/spec/placement/replicaScheduling/weightPreference/staticWeightList/0/weight", json!(0)),
-        ("/spec/placement/replicaScheduling/weightPreference/staticWeightList/0/weight", json!(-3)),
-        ("/spec/placement/clusterTolerations", json!([{"key": "a", "operator": "Lt", "value": "1"}])),
-        ("/spec/failover/application/decisionConditions/tolerationSeconds", json!(-1)),
+        (
+            "/spec/placement/spreadConstraints/0/spreadByField",
+            json!("region"),
+        ),
+        (
+            "/spec/placement/spreadConstraints/0/spreadByLabel",
+            json!("x"),
+        ),
+        (
+            "/spec/placement/replicaScheduling/replicaSchedulingType",
+            json!("Sideways"),
+        ),
+        (
+            "/spec/placement/replicaScheduling/weightPreference/staticWeightList/0/weight",
+            json!(0),
+        ),
+        (
+            "/spec/placement/replicaScheduling/weightPreference/staticWeightList/0/weight",
+            json!(-3),
+        ),
+        (
+            "/spec/placement/clusterTolerations",
+            json!([{"key": "a", "operator": "Lt", "value": "1"}]),
+        ),
+        (
+            "/spec/failover/application/decisionConditions/tolerationSeconds",
+            json!(-1),
+        ),
         ("/spec/failover/application/purgeMode", json!("Sometimes")),
         ("/spec/failover/application/gracePeriodSeconds", json!(30)),
         ("/spec/propagateDeps", json!(false)),
         ("/spec/preemption", json!("Sometimes")),
-        ("/spec/failover/cluster", json!({"purgeMode": "Graciously", "gracePeriodSeconds": -5})),
+        (
+            "/spec/failover/cluster",
+            json!({"purgeMode": "Graciously", "gracePeriodSeconds": -5}),
+        ),
     ]
 }
 
@@ -75,7 +102,10 @@ fn cluster_breakers() -> Vec<(&'static str, Value)> {
         ("/spec/syncMode", json!(null)),
         ("/spec/apiEndpoint", json!("http://user@host:1/?q=1")),
         ("/spec/taints/0/effect", json!("Sometimes")),
-        ("/spec/taints", json!([{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}])),
+        (
+            "/spec/taints",
+            json!([{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}]),
+        ),
         ("/spec/zones", json!("eu")),
         ("/metadata/namespace", json!(3)),
     ]
@@ -83,7 +113,11 @@ fn cluster_breakers() -> Vec<(&'static str, Value)> {
 
 fn set(mut v: Value, pointer: &str, new: Value) -> Value {
     let (parent, key) = pointer.rsplit_once('/').unwrap();
-    let target = if parent.is_empty() { &mut v } else { v.pointer_mut(parent).unwrap() };
+    let target = if parent.is_empty() {
+        &mut v
+    } else {
+        v.pointer_mut(parent).unwrap()
+    };
     match target {
         Value::Object(m) => {
             m.insert(key.to_string(), new);
@@ -101,7 +135,11 @@ async fn snapshot(api: &TestApi) -> (u64, Vec<Value>) {
     use flotilla_api::kinds::builtin_resources;
     let mut all = Vec::new();
     for rt in builtin_resources() {
-        let page = api.store.list(&rt, None, &ListOptions::default()).await.unwrap();
+        let page = api
+            .store
+            .list(&rt, None, &ListOptions::default())
+            .await
+            .unwrap();
         all.extend(page.items);
     }
     (api.store.current_resource_version().await.unwrap(), all)
@@ -112,7 +150,10 @@ async fn malformed_and_invalid_bodies_are_4xx_and_change_nothing() {
     let api = TestApi::new().await;
     // Seed objects that the bad requests aim at.
     assert_eq!(api.call("POST", PP, Some(valid_policy())).await.0, 201);
-    assert_eq!(api.call("POST", CLUSTERS, Some(valid_cluster())).await.0, 201);
+    assert_eq!(
+        api.call("POST", CLUSTERS, Some(valid_cluster())).await.0,
+        201
+    );
     let before = snapshot(&api).await;
 
     let mut rng = StdRng::seed_from_u64(0x5EED);
@@ -121,22 +162,60 @@ async fn malformed_and_invalid_bodies_are_4xx_and_change_nothing() {
     for i in 0..600 {
         // Random bytes, truncated JSON, non-objects, bad YAML.
         let n = rng.gen_range(1..64);
-        let junk: String = (0..n).map(|_| rng.gen_range(0x20u8..0x7f) as char).collect();
+        let junk: String = (0..n)
+            .map(|_| rng.gen_range(0x20u8..0x7f) as char)
+            .collect();
         bodies.push(("POST", PP.into(), "application/json".into(), junk.clone()));
-        bodies.push(("POST", CLUSTERS.into(), "application/yaml".into(), format!("{junk}: [\n")));
+        bodies.push((
+            "POST",
+            CLUSTERS.into(),
+            "application/yaml".into(),
+            format!("{junk}: [\n"),
+        ));
         let cut = rng.gen_range(1..valid.len() - 1);
-        bodies.push(("POST", PP.into(), "application/json".into(), valid[..cut].to_string()));
-        bodies.push(("PUT", format!("{PP}/keep"), "application/json".into(), valid[..cut].to_string()));
-        let scalar = [json!(1), json!("x"), json!([1, 2]), json!(null), json!(true)][i % 5].to_string();
+        bodies.push((
+            "POST",
+            PP.into(),
+            "application/json".into(),
+            valid[..cut].to_string(),
+        ));
+        bodies.push((
+            "PUT",
+            format!("{PP}/keep"),
+            "application/json".into(),
+            valid[..cut].to_string(),
+        ));
+        let scalar = [
+            json!(1),
+            json!("x"),
+            json!([1, 2]),
+            json!(null),
+            json!(true),
+        ][i % 5]
+            .to_string();
         bodies.push(("POST", RB.into(), "application/json".into(), scalar.clone()));
-        bodies.push(("PATCH", format!("{PP}/keep"), "application/merge-patch+json".into(), scalar.clone()));
-        bodies.push(("PATCH", format!("{PP}/keep"), "application/json-patch+json".into(), junk.clone()));
-        bodies.push(("PATCH", format!("{DEPLOY}/none"), "application/merge-patch+json".into(), "{}".into()));
+        bodies.push((
+            "PATCH",
+            format!("{PP}/keep"),
+            "application/merge-patch+json".into(),
+            scalar.clone(),
+        ));
+        bodies.push((
+            "PATCH",
+            format!("{PP}/keep"),
+            "application/json-patch+json".into(),
+            junk.clone(),
+        ));
+        bodies.push((
+            "PATCH",
+            format!("{DEPLOY}/none"),
+            "application/merge-patch+json".into(),
+            "{}".into(),
+        ));
     }
     for round in 0..20 {
         for (pointer, wrong) in policy_breakers() {
             let mut p = set(valid_policy(), pointer, wrong.clone());
-            p["metadata"]["name"] = p["metadata"]["name"].clone();
             if pointer != "/metadata/name" && pointer != "/metadata" {
                 p = set(p, "/metadata/name", json!(format!("new{round}")));
             }
@@ -147,20 +226,37 @@ async fn malformed_and_invalid_bodies_are_4xx_and_change_nothing() {
                 continue;
             }
             upd["metadata"]["name"] = json!("keep");
-            bodies.push(("PUT", format!("{PP}/keep"), "application/json".into(), upd.to_string()));
+            bodies.push((
+                "PUT",
+                format!("{PP}/keep"),
+                "application/json".into(),
+                upd.to_string(),
+            ));
             let mut patch = json!({});
             patch = set_deep(patch, pointer, wrong);
-            bodies.push(("PATCH", format!("{PP}/keep"), "application/merge-patch+json".into(), patch.to_string()));
+            bodies.push((
+                "PATCH",
+                format!("{PP}/keep"),
+                "application/merge-patch+json".into(),
+                patch.to_string(),
+            ));
         }
         for (pointer, wrong) in cluster_breakers() {
             let mut c = set(valid_cluster(), pointer, wrong);
             c["metadata"]["name"] = json!(format!("c{round}"));
-            bodies.push(("POST", CLUSTERS.into(), "application/json".into(), c.to_string()));
+            bodies.push((
+                "POST",
+                CLUSTERS.into(),
+                "application/json".into(),
+                c.to_string(),
+            ));
         }
     }
     assert!(bodies.len() >= 3000, "{} bodies", bodies.len());
     for (method, path, ct, body) in &bodies {
-        let (status, text) = api.send(method, path, Some(ct), Body::from(body.clone()), &[]).await;
+        let (status, text) = api
+            .send(method, path, Some(ct), Body::from(body.clone()), &[])
+            .await;
         assert!(
             status.is_client_error(),
             "{method} {path} ({ct}) with {body} answered {status}: {text}"

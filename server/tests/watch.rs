@@ -3,7 +3,7 @@
 //! and relists.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_server::app::{self, Engine, ServerConfig, ServerHandle};
+use flotilla_server::app::{self, Engine, ServerConfig, ServerHandle, Tls};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -15,6 +15,7 @@ async fn server(event_log_capacity: usize) -> (ServerHandle, tempfile::TempDir) 
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.engine = Engine::Memory;
+    config.tls = Tls::Plain;
     config.event_log_capacity = event_log_capacity;
     (app::start(config).await.unwrap(), dir)
 }
@@ -85,7 +86,10 @@ fn summary(events: &[Value]) -> Vec<(String, String, String)> {
         .map(|e| {
             (
                 e["type"].as_str().unwrap().to_string(),
-                e["object"]["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
                 e["object"]["data"]["v"].as_str().unwrap_or("").to_string(),
             )
         })
@@ -107,10 +111,16 @@ async fn watch_resumes_from_last_resource_version_without_missing_events() {
     let first = read_events(resp, 2).await;
     assert_eq!(
         summary(&first),
-        [("ADDED".into(), "a".into(), "1".into()), ("MODIFIED".into(), "a".into(), "2".into())]
+        [
+            ("ADDED".into(), "a".into(), "1".into()),
+            ("MODIFIED".into(), "a".into(), "2".into())
+        ]
     );
     // The client goes away; changes happen meanwhile.
-    let last_rv = first[1]["object"]["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let last_rv = first[1]["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     put_cm(&s, "b", "1").await;
     put_cm(&s, "a", "3").await;
     let resp = client()
@@ -121,7 +131,10 @@ async fn watch_resumes_from_last_resource_version_without_missing_events() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     let resumed = client()
-        .get(format!("{}{CMS}?watch=true&resourceVersion={last_rv}", s.url()))
+        .get(format!(
+            "{}{CMS}?watch=true&resourceVersion={last_rv}",
+            s.url()
+        ))
         .bearer_auth(&s.admin_token)
         .send()
         .await
@@ -151,12 +164,18 @@ async fn a_compacted_resource_version_is_410_and_the_client_relists() {
         .json()
         .await
         .unwrap();
-    let old_rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let old_rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for i in 1..=20 {
         put_cm(&s, "a", &i.to_string()).await;
     }
     let resp = client()
-        .get(format!("{}{CMS}?watch=true&resourceVersion={old_rv}", s.url()))
+        .get(format!(
+            "{}{CMS}?watch=true&resourceVersion={old_rv}",
+            s.url()
+        ))
         .bearer_auth(&s.admin_token)
         .send()
         .await
@@ -175,7 +194,10 @@ async fn a_compacted_resource_version_is_410_and_the_client_relists() {
         .await
         .unwrap();
     assert_eq!(list["items"][0]["data"]["v"], "20");
-    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let resp = client()
         .get(format!("{}{CMS}?watch=true&resourceVersion={rv}", s.url()))
         .bearer_auth(&s.admin_token)
@@ -185,7 +207,10 @@ async fn a_compacted_resource_version_is_410_and_the_client_relists() {
     assert_eq!(resp.status(), 200);
     put_cm(&s, "a", "21").await;
     let events = read_events(resp, 1).await;
-    assert_eq!(summary(&events), [("MODIFIED".into(), "a".into(), "21".into())]);
+    assert_eq!(
+        summary(&events),
+        [("MODIFIED".into(), "a".into(), "21".into())]
+    );
     s.shutdown().await.unwrap();
 }
 
@@ -195,11 +220,15 @@ async fn bookmarks_and_timeouts() {
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.engine = Engine::Memory;
+    config.tls = Tls::Plain;
     config.limits.bookmark_interval = Duration::from_millis(50);
     let s = app::start(config).await.unwrap();
     put_cm(&s, "a", "1").await;
     let resp = client()
-        .get(format!("{}{CMS}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1", s.url()))
+        .get(format!(
+            "{}{CMS}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1",
+            s.url()
+        ))
         .bearer_auth(&s.admin_token)
         .send()
         .await
@@ -207,15 +236,23 @@ async fn bookmarks_and_timeouts() {
     let events = read_events(resp, 2).await;
     assert_eq!(events[0]["type"], "ADDED");
     assert_eq!(events[1]["type"], "BOOKMARK");
-    assert!(events[1]["object"]["metadata"]["resourceVersion"].as_str().is_some());
+    assert!(events[1]["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some());
     // timeoutSeconds ends the stream.
     let resp = client()
-        .get(format!("{}{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1", s.url()))
+        .get(format!(
+            "{}{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1",
+            s.url()
+        ))
         .bearer_auth(&s.admin_token)
         .send()
         .await
         .unwrap();
-    let body = tokio::time::timeout(Duration::from_secs(10), resp.text()).await.unwrap().unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), resp.text())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(body.lines().count(), 1, "{body}");
     s.shutdown().await.unwrap();
 }

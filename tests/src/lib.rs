@@ -209,7 +209,11 @@ impl Kubectl {
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, failing after `within` with `what`.
-pub fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> Result<T> {
+pub fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Result<T> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(v) = check() {

@@ -28,7 +28,9 @@ fn run_page(page: &str) {
     if !kubectl_available() {
         return;
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(page);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs")
+        .join(page);
     let text = std::fs::read_to_string(&path).unwrap();
     let blocks = sh_blocks(&text);
     assert!(!blocks.is_empty(), "{page} has no sh examples");
@@ -41,6 +43,7 @@ fn run_page(page: &str) {
             .env("FLOTILLA", &server.url)
             .env("TOKEN", &server.token)
             .env("KUBECONFIG", server.kubeconfig())
+            .env("CURL_CA_BUNDLE", server.data_dir.join("tls.crt"))
             .env("KUBECACHEDIR", home.path().join("kube-cache"))
             .env("HOME", home.path())
             .output()
@@ -64,6 +67,9 @@ fn sh_block_extraction() {
     let md = "text\n```sh\necho a\n```\n```yaml\nx: 1\n```\n```sh\necho b\necho c\n```\n";
     assert_eq!(
         sh_blocks(md),
-        vec![(2, "echo a\n".to_string()), (8, "echo b\necho c\n".to_string())]
+        vec![
+            (2, "echo a\n".to_string()),
+            (8, "echo b\necho c\n".to_string())
+        ]
     );
 }

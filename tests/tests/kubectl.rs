@@ -42,6 +42,37 @@ spec:
   apiEndpoint: http://127.0.0.1:1
 "#;
 
+const OBJECTS: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: other
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cfg
+  namespace: other
+data:
+  a: "1"
+"#;
+
 fn start() -> Option<(Server, Kubectl, tempfile::TempDir)> {
     if !kubectl_available() {
         return None;
@@ -60,9 +91,13 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 
 #[test]
 fn scenarios_create_apply_and_server_side_apply() {
-    let Some((_server, k, dir)) = start() else { return };
+    let Some((_server, k, dir)) = start() else {
+        return;
+    };
     let Some(scenarios) = scenarios_dir() else {
-        eprintln!("!!!!!!!! ../shared/scenarios is missing: SKIPPING the scenario kubectl test !!!!!!!!");
+        eprintln!(
+            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the scenario kubectl test !!!!!!!!"
+        );
         return;
     };
     let crd = write(dir.path(), "crd.yaml", FLINK_CRD);
@@ -80,10 +115,13 @@ fn scenarios_create_apply_and_server_side_apply() {
         assert!(out.contains("created"), "{f}: {out}");
         // Client-side apply over a created object, twice (the second time with a change).
         k.run(&["apply", "-f", &f]).unwrap();
-        let changed = std::fs::read_to_string(file).unwrap().replace("tolerationSeconds: 120", "tolerationSeconds: 150");
+        let changed = std::fs::read_to_string(file)
+            .unwrap()
+            .replace("tolerationSeconds: 120", "tolerationSeconds: 150");
         let changed_path = write(dir.path(), "changed.yaml", &changed);
         k.run(&["apply", "-f", &changed_path]).unwrap();
-        k.run(&["apply", "--server-side", "--force-conflicts", "-f", &f]).unwrap();
+        k.run(&["apply", "--server-side", "--force-conflicts", "-f", &f])
+            .unwrap();
         let pp = k.run(&["get", "pp", "-o", "json"]).unwrap();
         let v: serde_json::Value = serde_json::from_str(&pp).unwrap();
         assert_eq!(v["items"].as_array().unwrap().len(), 1, "{f}: {pp}");
@@ -93,13 +131,17 @@ fn scenarios_create_apply_and_server_side_apply() {
     let f = files[1].to_string_lossy().to_string();
     assert!(k.run(&["apply", "-f", &f]).unwrap().contains("created"));
     assert!(k.run(&["apply", "-f", &f]).unwrap().contains("unchanged"));
-    let rb = k.run(&["get", "pp", "nginx-propagation", "-o", "yaml"]).unwrap();
+    let rb = k
+        .run(&["get", "pp", "nginx-propagation", "-o", "yaml"])
+        .unwrap();
     assert!(rb.contains("staticWeightList"), "{rb}");
 }
 
 #[test]
 fn get_in_every_form_watch_patch_delete() {
-    let Some((_server, k, dir)) = start() else { return };
+    let Some((_server, k, dir)) = start() else {
+        return;
+    };
     let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
     k.run(&["create", "-f", &cluster]).unwrap();
     let table = k.run(&["get", "clusters"]).unwrap();
@@ -107,38 +149,83 @@ fn get_in_every_form_watch_patch_delete() {
     for col in ["NAME", "VERSION", "MODE", "READY", "AGE"] {
         assert!(header.contains(col), "{table}");
     }
-    assert!(table.contains("member1") && table.contains("Push"), "{table}");
+    assert!(
+        table.contains("member1") && table.contains("Push"),
+        "{table}"
+    );
     let wide = k.run(&["get", "cluster", "-o", "wide"]).unwrap();
-    assert!(wide.contains("API-ENDPOINT") && wide.contains("http://127.0.0.1:1"), "{wide}");
+    assert!(
+        wide.contains("API-ENDPOINT") && wide.contains("http://127.0.0.1:1"),
+        "{wide}"
+    );
     let yaml = k.run(&["get", "cluster", "member1", "-o", "yaml"]).unwrap();
     assert!(yaml.contains("syncMode: Push"), "{yaml}");
-    let by_label = k.run(&["get", "clusters", "-l", "region=eu", "-o", "name"]).unwrap();
+    let by_label = k
+        .run(&["get", "clusters", "-l", "region=eu", "-o", "name"])
+        .unwrap();
     assert_eq!(by_label.trim(), "cluster.cluster.karmada.io/member1");
-    let none = k.run(&["get", "clusters", "-l", "region=us", "-o", "name"]).unwrap();
+    let none = k
+        .run(&["get", "clusters", "-l", "region=us", "-o", "name"])
+        .unwrap();
     assert_eq!(none.trim(), "");
 
-    k.run(&["create", "deployment", "web", "--image=nginx", "--replicas=2"]).unwrap();
-    k.run(&["create", "namespace", "other"]).unwrap();
-    k.run(&["create", "configmap", "cfg", "-n", "other", "--from-literal=a=1"]).unwrap();
+    let objects = write(dir.path(), "objects.yaml", OBJECTS);
+    k.run(&["apply", "-f", &objects]).unwrap();
     let all = k.run(&["get", "deployments,configmaps", "-A"]).unwrap();
-    assert!(all.contains("NAMESPACE") && all.contains("web") && all.contains("cfg"), "{all}");
+    assert!(
+        all.contains("NAMESPACE") && all.contains("web") && all.contains("cfg"),
+        "{all}"
+    );
     let json = k.run(&["get", "deploy", "web", "-o", "json"]).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["spec"]["replicas"], 2);
 
     // Patches as `kubectl edit` and friends send them.
-    k.run(&["patch", "deploy", "web", "-p", r#"{"spec":{"replicas":3}}"#]).unwrap();
-    k.run(&["patch", "deploy", "web", "--type", "merge", "-p", r#"{"metadata":{"labels":{"x":"y"}}}"#]).unwrap();
-    k.run(&["patch", "deploy", "web", "--type", "json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#]).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&k.run(&["get", "deploy", "web", "-o", "json"]).unwrap()).unwrap();
+    k.run(&["patch", "deploy", "web", "-p", r#"{"spec":{"replicas":3}}"#])
+        .unwrap();
+    k.run(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"labels":{"x":"y"}}}"#,
+    ])
+    .unwrap();
+    k.run(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#,
+    ])
+    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&k.run(&["get", "deploy", "web", "-o", "json"]).unwrap()).unwrap();
     assert_eq!(v["spec"]["replicas"], 4);
     assert_eq!(v["metadata"]["labels"]["x"], "y");
-    k.run(&["label", "cluster", "member1", "tier=gold"]).unwrap();
+    k.run(&["label", "cluster", "member1", "tier=gold"])
+        .unwrap();
     k.run(&["annotate", "deploy", "web", "note=hello"]).unwrap();
 
     // get -w receives an event.
+    let watched = write(
+        dir.path(),
+        "watched.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\ndata:\n  a: \"1\"\n",
+    );
     let mut watch = k
-        .command(&["get", "configmaps", "-w", "--output-watch-events", "-o", "name"])
+        .command(&[
+            "get",
+            "configmaps",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "name",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -153,16 +240,22 @@ fn get_in_every_form_watch_patch_delete() {
         }
     });
     let mut seen = Vec::new();
-    let result = wait_for("kubectl get -w to print the new configmap", Duration::from_secs(30), || {
-        if seen.is_empty() {
-            // Create after the watch is up; repeat harmlessly until it is seen.
-            let _ = k.output(&["create", "configmap", "watched", "--from-literal=a=1"]);
-        }
-        while let Ok(line) = rx.try_recv() {
-            seen.push(line);
-        }
-        seen.iter().find(|l| l.contains("configmap/watched")).cloned()
-    });
+    let result = wait_for(
+        "kubectl get -w to print the new configmap",
+        Duration::from_secs(30),
+        || {
+            if seen.is_empty() {
+                // Create after the watch is up; repeat harmlessly until it is seen.
+                let _ = k.output(&["apply", "-f", &watched]);
+            }
+            while let Ok(line) = rx.try_recv() {
+                seen.push(line);
+            }
+            seen.iter()
+                .find(|l| l.contains("configmap/watched"))
+                .cloned()
+        },
+    );
     let _ = watch.kill();
     let _ = watch.wait();
     result.unwrap();
@@ -170,7 +263,10 @@ fn get_in_every_form_watch_patch_delete() {
     k.run(&["delete", "deploy", "web"]).unwrap();
     let out = k.output(&["get", "deploy", "web"]).unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NotFound") || String::from_utf8_lossy(&out.stderr).contains("not found"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NotFound")
+            || String::from_utf8_lossy(&out.stderr).contains("not found")
+    );
     // Invalid objects are rejected with the field named.
     let bad = write(dir.path(), "bad.yaml", "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: bad\nspec:\n  resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n  placement:\n    spreadConstraints:\n      - spreadByField: region\n");
     let out = k.output(&["create", "-f", &bad]).unwrap();

@@ -261,3 +261,96 @@ fn validate_label_selector(
         }
     }
 }
+
+/// Checks the metadata of an object of any kind, templates included: `metadata` must decode
+/// as ObjectMeta, the name must be a DNS-1123 subdomain (or a generateName be given), the
+/// namespace fit the kind's scope, and labels and annotations be well-formed.
+pub fn validate_metadata(obj: &serde_json::Value, namespaced: bool) -> Vec<FieldError> {
+    let root = Path::new("metadata");
+    let Some(metadata) = obj.get("metadata") else {
+        return vec![FieldError::required(&root, "metadata is required")];
+    };
+    let meta: crate::meta::ObjectMeta = match crate::admission::decode(metadata) {
+        Ok(m) => m,
+        Err(mut e) => {
+            e.path = if e.path.is_empty() {
+                root.as_str().to_string()
+            } else {
+                format!("metadata.{}", e.path)
+            };
+            return vec![e];
+        }
+    };
+    let mut errs = Vec::new();
+    meta::validate_object_meta(
+        &meta,
+        namespaced,
+        crate::names::dns1123_subdomain,
+        &mut errs,
+    );
+    errs
+}
+
+#[cfg(test)]
+mod validate_metadata_tests {
+    use super::validate_metadata;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_of_any_kind() {
+        let table = [
+            (
+                json!({"metadata": {"name": "ok", "namespace": "default"}}),
+                true,
+                None,
+            ),
+            (
+                json!({"metadata": {"generateName": "ok-", "namespace": "d"}}),
+                true,
+                None,
+            ),
+            (json!({}), true, Some("metadata")),
+            (json!({"metadata": "x"}), true, Some("metadata")),
+            (
+                json!({"metadata": {"name": "Bad_Name", "namespace": "d"}}),
+                true,
+                Some("metadata.name"),
+            ),
+            (
+                json!({"metadata": {"name": "a"}}),
+                true,
+                Some("metadata.namespace"),
+            ),
+            (
+                json!({"metadata": {"name": "a", "namespace": "d"}}),
+                false,
+                Some("metadata.namespace"),
+            ),
+            (
+                json!({"metadata": {"name": "a", "labels": {"a": 1}}}),
+                false,
+                Some("metadata.labels"),
+            ),
+            (
+                json!({"metadata": {"name": "a", "labels": {"-bad": "x"}}}),
+                false,
+                Some("metadata.labels"),
+            ),
+            (
+                json!({"metadata": {"name": "a", "finalizers": "x"}}),
+                false,
+                Some("metadata.finalizers"),
+            ),
+        ];
+        for (obj, namespaced, want) in table {
+            let errs = validate_metadata(&obj, namespaced);
+            match want {
+                None => assert!(errs.is_empty(), "{obj}: {errs:?}"),
+                Some(path) => assert!(
+                    errs.iter().any(|e| e.path.starts_with(path)),
+                    "{obj}: want {path}, got {errs:?}"
+                ),
+            }
+        }
+    }
+}

@@ -7,14 +7,15 @@ use super::registry::kinds_of_crd;
 use super::resources::Params;
 use super::ApiState;
 use crate::store::ObjectFilter;
+use flotilla_api::admission::AdmittedKind;
 use flotilla_api::kinds::ResourceType;
-use flotilla_api::validation::{FieldError, ValidationErrors};
+use flotilla_api::validation::{strict::strict_unknown_fields, FieldError, Path, ValidationErrors};
 use serde_json::Value;
 use std::sync::Arc;
 
 fn cause(e: &FieldError) -> Cause {
     Cause {
-        reason: e.kind.reason().to_string(),
+        reason: e.kind.cause_reason().to_string(),
         message: e.to_string(),
         field: e.path.clone(),
     }
@@ -43,7 +44,9 @@ pub fn check_strict(params: &Params, rt: &ResourceType, obj: &Value) -> ApiResul
     match mode {
         None | Some("") | Some("Ignore") | Some("Warn") => Ok(()),
         Some("Strict") => {
-            let errors = flotilla_api::admission::strict_unknown_fields(&rt.kind, obj);
+            let errors = AdmittedKind::from_group_kind(&rt.group, &rt.kind)
+                .map(|kind| strict_unknown_fields(kind, obj))
+                .unwrap_or_default();
             if errors.is_empty() {
                 Ok(())
             } else {
@@ -63,7 +66,7 @@ pub fn admit(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> ApiResult<()> {
-    let mut errors = flotilla_api::validation::validate_object_meta(obj, rt.namespaced);
+    let mut errors = flotilla_api::validation::validate_metadata(obj, rt.namespaced);
     if errors.is_empty() {
         if let Err(e) = flotilla_api::admission::admit(
             &rt.group,
@@ -82,7 +85,7 @@ pub fn admit(
                 .split_once(": ")
                 .map(|(p, m)| (p.to_string(), m.to_string()))
                 .unwrap_or_else(|| ("spec".to_string(), message.clone()));
-            errors.push(FieldError::invalid(&path, None, &msg));
+            errors.push(FieldError::invalid(&Path::new(&path), "", msg));
         }
     }
     if errors.is_empty() {
@@ -109,7 +112,10 @@ pub fn after_delete(state: &ApiState, rt: &ResourceType, name: &str) {
 }
 
 /// Builds a store filter from `labelSelector` and `fieldSelector` query values.
-pub fn selector_filter(label: Option<&str>, field: Option<&str>) -> ApiResult<Option<ObjectFilter>> {
+pub fn selector_filter(
+    label: Option<&str>,
+    field: Option<&str>,
+) -> ApiResult<Option<ObjectFilter>> {
     let labels = match label.filter(|s| !s.trim().is_empty()) {
         Some(s) => Some(
             flotilla_api::selector::LabelRequirements::parse(s)

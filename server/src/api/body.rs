@@ -108,7 +108,9 @@ pub fn respond(status: StatusCode, value: &Value, encoding: Encoding) -> Respons
         )
             .into_response(),
         Encoding::Yaml => match serde_yaml_ng::to_string(value) {
-            Ok(text) => (status, [(header::CONTENT_TYPE, "application/yaml")], text).into_response(),
+            Ok(text) => {
+                (status, [(header::CONTENT_TYPE, "application/yaml")], text).into_response()
+            }
             Err(e) => ApiError::Internal(Box::new(e)).into_response(),
         },
     }
@@ -123,7 +125,10 @@ mod tests {
     fn negotiates_json_yaml_or_406() {
         let table = [
             ("", Some(Encoding::Json)),
-            ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", Some(Encoding::Json)),
+            (
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+                Some(Encoding::Json),
+            ),
             ("application/yaml", Some(Encoding::Yaml)),
             ("*/*", Some(Encoding::Json)),
             ("application/vnd.kubernetes.protobuf", None),
@@ -139,8 +144,17 @@ mod tests {
     fn parses_json_and_yaml_and_rejects_garbage() {
         assert_eq!(parse(b"{\"a\":1}", BodyFormat::Json).unwrap()["a"], 1);
         assert_eq!(parse(b"a: 1\n", BodyFormat::Yaml).unwrap()["a"], 1);
-        assert!(matches!(parse(b"{", BodyFormat::Json), Err(ApiError::BadRequest(_))));
-        assert!(matches!(parse(b"  ", BodyFormat::Json), Err(ApiError::BadRequest(_))));
-        assert!(matches!(object_format("text/plain"), Err(ApiError::UnsupportedMediaType(_))));
+        assert!(matches!(
+            parse(b"{", BodyFormat::Json),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse(b"  ", BodyFormat::Json),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            object_format("text/plain"),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
     }
 }

@@ -139,11 +139,31 @@ mod tests {
     #[test]
     fn classifies_paths() {
         let table = [
-            ("GET", "/apis/apps/v1/namespaces/d/deployments", "", ("list", "deployments")),
-            ("GET", "/apis/apps/v1/namespaces/d/deployments/x", "", ("get", "deployments")),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/deployments",
+                "",
+                ("list", "deployments"),
+            ),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/deployments/x",
+                "",
+                ("get", "deployments"),
+            ),
             ("GET", "/api/v1/pods", "watch=true", ("watch", "pods")),
-            ("PUT", "/apis/work.karmada.io/v1alpha2/namespaces/d/resourcebindings/x/status", "", ("update", "resourcebindings/status")),
-            ("DELETE", "/apis/cluster.karmada.io/v1alpha1/clusters/m1", "", ("delete", "clusters")),
+            (
+                "PUT",
+                "/apis/work.karmada.io/v1alpha2/namespaces/d/resourcebindings/x/status",
+                "",
+                ("update", "resourcebindings/status"),
+            ),
+            (
+                "DELETE",
+                "/apis/cluster.karmada.io/v1alpha1/clusters/m1",
+                "",
+                ("delete", "clusters"),
+            ),
             ("GET", "/api/v1/namespaces", "", ("list", "namespaces")),
             ("GET", "/healthz", "", ("get", "other")),
         ];

@@ -79,7 +79,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/version", get(|| async { axum::Json(discovery::version()) }))
+        .route(
+            "/version",
+            get(|| async { axum::Json(discovery::version()) }),
+        )
         .route("/metrics", get(render_metrics))
         .route("/openapi/v3", get(resources::openapi_index))
         .route("/openapi/v3/{*gv}", get(resources::openapi_group_version))
@@ -89,8 +92,14 @@ pub fn router(state: ApiState) -> Router {
         .route("/apis/{*rest}", any(resources::dispatch_apis))
         .fallback(|uri: axum::http::Uri| async move { error::ApiError::no_route(uri.path()) })
         .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(auth, auth::require_token))
-        .layer(axum::middleware::from_fn_with_state(metrics, metrics::record))
+        .layer(axum::middleware::from_fn_with_state(
+            auth,
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::record,
+        ))
 }
 
 async fn readyz(State(state): State<ApiState>) -> impl IntoResponse {

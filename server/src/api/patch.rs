@@ -99,8 +99,14 @@ pub fn apply(target: &mut Value, config: &Value) {
 /// not named here is replaced as a whole, as Kubernetes does for lists without a merge key.
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env"
-        | "imagePullSecrets" | "ownerReferences" | "resourceClaims" => {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "ownerReferences"
+        | "resourceClaims" => {
             if field == "ownerReferences" {
                 "uid"
             } else {
@@ -334,7 +340,8 @@ mod tests {
 
     #[test]
     fn server_side_apply_merges_maps_and_replaces_lists() {
-        let mut obj = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"list": [1, 2], "keep": true}});
+        let mut obj =
+            json!({"metadata": {"labels": {"a": "1"}}, "spec": {"list": [1, 2], "keep": true}});
         apply_patch(
             &mut obj,
             &json!({"metadata": {"labels": {"b": "2"}}, "spec": {"list": [3]}}),

@@ -58,9 +58,7 @@ impl Registry {
     pub fn by_kind(&self, group: &str, version: Option<&str>, kind: &str) -> Option<ResourceType> {
         let all = self.all();
         all.iter()
-            .find(|r| {
-                r.group == group && r.kind == kind && version.is_none_or(|v| v == r.version)
-            })
+            .find(|r| r.group == group && r.kind == kind && version.is_none_or(|v| v == r.version))
             .or_else(|| all.iter().find(|r| r.group == group && r.kind == kind))
             .cloned()
     }
@@ -151,7 +149,11 @@ pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
     let short_names: Vec<String> = spec
         .pointer("/names/shortNames")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let versions = spec
         .get("versions")
@@ -206,7 +208,9 @@ mod tests {
     #[test]
     fn crd_registers_and_unregisters_its_kind() {
         let reg = Registry::new();
-        assert!(reg.lookup("flink.apache.org", "v1beta1", "flinkdeployments").is_none());
+        assert!(reg
+            .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
+            .is_none());
         reg.register_crd(&flink_crd()).unwrap();
         let rt = reg
             .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
@@ -215,7 +219,9 @@ mod tests {
         assert!(rt.namespaced && rt.status_subresource);
         assert_eq!(reg.groups()["flink.apache.org"], vec!["v1beta1"]);
         reg.unregister_crd("flinkdeployments.flink.apache.org");
-        assert!(reg.lookup("flink.apache.org", "v1beta1", "flinkdeployments").is_none());
+        assert!(reg
+            .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
+            .is_none());
     }
 
     #[test]
@@ -245,7 +251,10 @@ mod tests {
     #[test]
     fn builtins_are_found_by_plural_and_kind() {
         let reg = Registry::new();
-        assert_eq!(reg.lookup("apps", "v1", "deployments").unwrap().kind, "Deployment");
+        assert_eq!(
+            reg.lookup("apps", "v1", "deployments").unwrap().kind,
+            "Deployment"
+        );
         assert_eq!(
             reg.by_kind("work.karmada.io", None, "ResourceBinding")
                 .unwrap()

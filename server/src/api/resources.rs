@@ -100,12 +100,10 @@ pub async fn dispatch_core(
         [v] if v == "v1" => discovery::resource_list(&state.registry, "", "v1")
             .map(|d| axum::Json(d).into_response())
             .ok_or_else(|| ApiError::no_route(&format!("/api/{rest}"))),
-        [v, tail @ ..] if v == "v1" => {
-            match resolve(&state.registry, "", "v1", tail) {
-                Some(target) => serve(&state, method, target, params, headers, body).await,
-                None => Err(ApiError::no_route(&format!("/api/{rest}"))),
-            }
-        }
+        [v, tail @ ..] if v == "v1" => match resolve(&state.registry, "", "v1", tail) {
+            Some(target) => serve(&state, method, target, params, headers, body).await,
+            None => Err(ApiError::no_route(&format!("/api/{rest}"))),
+        },
         _ => Err(ApiError::no_route(&format!("/api/{rest}"))),
     };
     result.unwrap_or_else(IntoResponse::into_response)
@@ -148,7 +146,9 @@ pub async fn dispatch_apis(
 fn resolve(registry: &Registry, group: &str, version: &str, tail: &[String]) -> Option<Target> {
     let is_sub = |s: &String| s == "status" || s == "finalize";
     let (namespace, rest): (Option<String>, &[String]) = match tail {
-        [ns_word, ns, rest @ ..] if ns_word == "namespaces" && !rest.is_empty() && !is_sub(&rest[0]) => {
+        [ns_word, ns, rest @ ..]
+            if ns_word == "namespaces" && !rest.is_empty() && !is_sub(&rest[0]) =>
+        {
             (Some(ns.clone()), rest)
         }
         other => (None, other),
@@ -188,16 +188,11 @@ async fn serve(
 ) -> ApiResult<Response> {
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
-            return Err(ApiError::no_route(&format!(
-                "{}/{}",
-                target.rt.plural, sub
-            )));
+            return Err(ApiError::no_route(&format!("{}/{}", target.rt.plural, sub)));
         }
     }
     let encoding = negotiate(&headers)?;
-    let is_watch = params
-        .get("watch")
-        .is_some_and(|w| w == "true" || w == "1");
+    let is_watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
     if method == Method::GET && is_watch {
         return watch::serve(state, &target, &params, &headers).await;
     }
@@ -205,10 +200,16 @@ async fn serve(
         match (&method, target.name.is_some()) {
             (&Method::GET, true) => get(state, &target, &headers, encoding).await,
             (&Method::GET, false) => list(state, &target, &params, &headers, encoding).await,
-            (&Method::POST, false) => create(state, &target, &params, &headers, body, encoding).await,
+            (&Method::POST, false) => {
+                create(state, &target, &params, &headers, body, encoding).await
+            }
             (&Method::PUT, true) => update(state, &target, &params, &headers, body, encoding).await,
-            (&Method::PATCH, true) => patch(state, &target, &params, &headers, body, encoding).await,
-            (&Method::DELETE, true) => delete(state, &target, &params, &headers, body, encoding).await,
+            (&Method::PATCH, true) => {
+                patch(state, &target, &params, &headers, body, encoding).await
+            }
+            (&Method::DELETE, true) => {
+                delete(state, &target, &params, &headers, body, encoding).await
+            }
             (&Method::DELETE, false) => delete_collection(state, &target, &params, encoding).await,
             (m, _) => Err(ApiError::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource ({m})"
@@ -282,7 +283,9 @@ pub fn list_options(params: &Params) -> ApiResult<ListOptions> {
     let limit = match params.get("limit").map(String::as_str) {
         None | Some("") | Some("0") => None,
         Some(l) => Some(l.parse::<usize>().map_err(|_| {
-            ApiError::BadRequest(format!("limit: invalid value {l:?}: must be a positive integer"))
+            ApiError::BadRequest(format!(
+                "limit: invalid value {l:?}: must be a positive integer"
+            ))
         })?),
     };
     Ok(ListOptions {
@@ -444,6 +447,11 @@ async fn create_object(
 ) -> ApiResult<Value> {
     let rt = rt_with_kind(target, &obj);
     admission::check_strict(params, &rt, &obj)?;
+    // Admission derives permanent ids from the uid, so the object gets one first (the store
+    // assigns the final uid; the permanent id only has to be unique).
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    }
     admission::admit(state, &rt, &mut obj, None)?;
     if dry_run(params) {
         return Ok(obj);
@@ -580,7 +588,9 @@ async fn patch(
             ),
         })?;
         if !patched.is_object() {
-            return Err(ApiError::BadRequest("the patch did not leave an object".into()));
+            return Err(ApiError::BadRequest(
+                "the patch did not leave an object".into(),
+            ));
         }
         check_identity(target, &mut patched, true)?;
         if !pinned {

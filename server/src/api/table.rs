@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 
 /// Whether an Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| {
-        first.contains("as=Table") && first.contains("g=meta.k8s.io")
-    })
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
 }
 
 struct Column {
@@ -234,7 +235,12 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 kind: "integer",
                 priority: 0,
                 description: "Explicit priority.",
-                cell: |o, _| json!(o.pointer("/spec/priority").and_then(Value::as_i64).unwrap_or(0)),
+                cell: |o, _| {
+                    json!(o
+                        .pointer("/spec/priority")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0))
+                },
             });
             out.push(age);
         }

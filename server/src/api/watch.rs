@@ -62,9 +62,9 @@ pub async fn serve(
             }
             page.resource_version
         }
-        Some(v) => v.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!("resourceVersion: invalid value {v:?}"))
-        })?,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| ApiError::BadRequest(format!("resourceVersion: invalid value {v:?}")))?,
     };
     let events = state
         .store
@@ -93,7 +93,9 @@ pub async fn serve(
             };
             Item::Event(kind, (*object).clone(), resource_version)
         }
-        Err(e @ StoreError::Expired { .. }) => Item::Error(ApiError::Gone(e.to_string()).to_status()),
+        Err(e @ StoreError::Expired { .. }) => {
+            Item::Error(ApiError::Gone(e.to_string()).to_status())
+        }
         Err(e) => Item::Error(ApiError::Internal(Box::new(e)).to_status()),
     });
     // Stop after an error event.
@@ -150,7 +152,14 @@ pub async fn serve(
                         .and_then(Value::as_str)
                         .unwrap_or(&rt.kind)
                         .to_string();
-                    table::table(&group, &k, std::slice::from_ref(&obj), rv, None, clock.now())
+                    table::table(
+                        &group,
+                        &k,
+                        std::slice::from_ref(&obj),
+                        rv,
+                        None,
+                        clock.now(),
+                    )
                 } else {
                     obj
                 };

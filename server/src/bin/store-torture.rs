@@ -95,7 +95,7 @@ async fn writer(
             resource_version(&updated)
         ))?;
 
-        if step % 10 == 0 {
+        if step.is_multiple_of(10) {
             let owner = store
                 .create(
                     &deployments,

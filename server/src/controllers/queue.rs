@@ -262,7 +262,11 @@ mod tests {
             q.add_rate_limited("k");
             assert_eq!(q.failures("k"), failures);
             let k = q.next().await.unwrap();
-            assert_eq!(start.elapsed(), Duration::from_millis(ms), "after {failures} failures");
+            assert_eq!(
+                start.elapsed(),
+                Duration::from_millis(ms),
+                "after {failures} failures"
+            );
             q.done(&k);
         }
         q.forget("k");

@@ -155,7 +155,10 @@ impl ControllerMetrics {
             &["controller"],
         )?;
         let depth = IntGaugeVec::new(
-            Opts::new("flotilla_controller_queue_depth", "Keys waiting per controller."),
+            Opts::new(
+                "flotilla_controller_queue_depth",
+                "Keys waiting per controller.",
+            ),
             &["controller"],
         )?;
         registry.register(Box::new(reconciles.clone()))?;
@@ -197,7 +200,12 @@ pub fn spawn(
     let queue = WorkQueue::new(config.backoff);
     let mut tasks = JoinSet::new();
     for source in config.sources.clone() {
-        tasks.spawn(feed(store.clone(), source, queue.clone(), reconciler.name()));
+        tasks.spawn(feed(
+            store.clone(),
+            source,
+            queue.clone(),
+            reconciler.name(),
+        ));
     }
     tasks.spawn(resync(
         store.clone(),

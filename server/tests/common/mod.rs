@@ -94,7 +94,10 @@ impl TestApi {
         let (status, text) = self
             .send("PATCH", path, Some(ct), Body::from(body.to_string()), &[])
             .await;
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 }
 
@@ -103,5 +106,8 @@ pub fn assert_status(body: &Value, code: u16, reason: &str) {
     assert_eq!(body["kind"], "Status", "{body}");
     assert_eq!(body["code"], code, "{body}");
     assert_eq!(body["reason"], reason, "{body}");
-    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
 }
