@@ -153,9 +153,10 @@ fn data_err(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
     }
 }
 
-/// Reads `<data-dir>/admin.token`, creating it (mode 0600) with a fresh token at first start.
-pub fn ensure_admin_token(data_dir: &Path) -> Result<String, StartError> {
-    let path = data_dir.join("admin.token");
+/// Reads `<data-dir>/<file>` (e.g. `admin.token`), creating it (mode 0600) with a fresh token
+/// at first start.
+pub fn ensure_token(data_dir: &Path, file: &str) -> Result<String, StartError> {
+    let path = data_dir.join(file);
     match std::fs::read_to_string(&path) {
         Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
         Ok(_) => {}
@@ -252,14 +253,14 @@ pub fn api_state(
     config: &ServerConfig,
     store: Arc<dyn Store>,
     registry: Arc<api::registry::Registry>,
-    admin_token: &str,
+    (admin_token, join_token): (&str, &str),
     clock: SharedClock,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<ApiState, StartError> {
     Ok(ApiState {
         store,
         registry,
-        auth: auth::Authenticator::new(admin_token.to_string()),
+        auth: auth::Authenticator::new(admin_token.to_string(), join_token.to_string()),
         metrics: api::metrics::Metrics::new().map_err(StartError::Metrics)?,
         defaulting: config.defaulting.clone(),
         clock,
@@ -272,7 +273,8 @@ pub fn api_state(
 /// Starts the server.
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
-    let admin_token = ensure_admin_token(&config.data_dir)?;
+    let admin_token = ensure_token(&config.data_dir, "admin.token")?;
+    let join_token = ensure_token(&config.data_dir, "join.token")?;
     let clock: SharedClock = Arc::new(SystemClock);
     let store = open_store(&config, clock.clone()).await?;
 
@@ -296,10 +298,13 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         &config,
         store.clone(),
         registry,
-        &admin_token,
+        (&admin_token, &join_token),
         clock,
         stopping_rx,
     )?;
+    api::registration::load_credentials(&state)
+        .await
+        .map_err(StartError::Store)?;
     let ready = state.ready.clone();
     let app = api::router(state);
 

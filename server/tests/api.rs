@@ -677,3 +677,126 @@ async fn metrics_count_requests() {
     assert!(text.contains("flotilla_apiserver_requests_total{code=\"200\",resource=\"deployments\",verb=\"list\"}"), "{text}");
     assert!(text.contains("flotilla_apiserver_request_duration_seconds"));
 }
+
+#[tokio::test]
+async fn registration_hands_out_credentials_scoped_to_one_cluster() {
+    let api = TestApi::new().await;
+    let body =
+        json!({"clusterName": "member1", "region": "eu", "labels": {"tier": "gold"}}).to_string();
+    let register = |token: &'static str, body: String| {
+        let api = &api;
+        async move {
+            let (s, text) = api
+                .send_as(
+                    token,
+                    "POST",
+                    "/flotilla/v1/register",
+                    Some("application/json"),
+                    body,
+                    &[],
+                )
+                .await;
+            (s, serde_json::from_str::<Value>(&text).unwrap())
+        }
+    };
+    let (s, v) = register("wrong", body.clone()).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_status(&v, 401, "Unauthorized");
+    let (s, v) = register(common::TOKEN, body.clone()).await;
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "the admin token is not the join token"
+    );
+    let (s, v2) = register(common::JOIN_TOKEN, body.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{v} {v2}");
+    let cred = v2["token"].as_str().unwrap().to_string();
+    let (_, cluster) = api.call("GET", &format!("{CLUSTERS}/member1"), None).await;
+    assert_eq!(cluster["spec"]["syncMode"], "Pull");
+    assert_eq!(cluster["spec"]["region"], "eu");
+    assert_eq!(cluster["metadata"]["labels"]["tier"], "gold");
+
+    let as_agent = |method: &'static str, path: String| {
+        let api = &api;
+        let cred = cred.clone();
+        async move {
+            api.send_as(&cred, method, &path, None, Body::empty(), &[])
+                .await
+                .0
+        }
+    };
+    assert_eq!(
+        as_agent("GET", format!("{CLUSTERS}/member1")).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        as_agent(
+            "GET",
+            "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member1/works".into()
+        )
+        .await,
+        StatusCode::OK
+    );
+    for path in [
+        format!("{CLUSTERS}/member2"),
+        "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member2/works".to_string(),
+        PP.to_string(),
+        "/api/v1/namespaces/karmada-cluster/secrets".to_string(),
+    ] {
+        let (s, text) = api
+            .send_as(&cred, "GET", &path, None, Body::empty(), &[])
+            .await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{path}");
+        assert_status(&serde_json::from_str(&text).unwrap(), 403, "Forbidden");
+    }
+    assert_eq!(
+        as_agent("DELETE", format!("{CLUSTERS}/member1")).await,
+        StatusCode::FORBIDDEN
+    );
+
+    // Registering again replaces the credential.
+    let (_, v3) = register(common::JOIN_TOKEN, body.clone()).await;
+    assert_ne!(v3["token"], v2["token"]);
+    assert_eq!(
+        as_agent("GET", format!("{CLUSTERS}/member1")).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Bad names and Push clusters are refused.
+    let (s, v) = register(
+        common::JOIN_TOKEN,
+        json!({"clusterName": "Bad_Name"}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["details"]["causes"][0]["field"], "clusterName");
+    let (s, _) = register(common::JOIN_TOKEN, "{\"clusterName\": 3}".into()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    api.call("POST", CLUSTERS, Some(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": "pushed"}, "spec": {"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}}))).await;
+    let (s, _) = register(
+        common::JOIN_TOKEN,
+        json!({"clusterName": "pushed"}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn a_request_past_its_deadline_is_504() {
+    let api = TestApi::with_config(|c| {
+        c.limits.request_timeout = std::time::Duration::from_millis(50);
+    })
+    .await;
+    // A client that never finishes sending its body.
+    let stalled = Body::from_stream(futures::stream::pending::<
+        Result<bytes::Bytes, std::io::Error>,
+    >());
+    let (s, text) = api
+        .send("POST", DEPLOY, Some("application/json"), stalled, &[])
+        .await;
+    assert_eq!(s, StatusCode::GATEWAY_TIMEOUT);
+    assert_status(&serde_json::from_str(&text).unwrap(), 504, "Timeout");
+    let (_, list) = api.call("GET", DEPLOY, None).await;
+    assert_eq!(list["items"], json!([]));
+}

@@ -1,13 +1,20 @@
-//! Bearer-token authentication. The server's admin token (written to `<data-dir>/admin.token`
-//! at first start) may do everything; every API call must carry `Authorization: Bearer
-//! <token>` except the public probes (`/healthz`, `/readyz`, `/version`). Tokens are compared
-//! in constant time and never logged.
+//! Bearer-token authentication. Three kinds of token exist: the admin token
+//! (`<data-dir>/admin.token`, may do everything), the join token (`<data-dir>/join.token`, may
+//! only register a pull member at `/flotilla/v1/register`), and member credentials handed out
+//! by registration, each scoped to its own cluster (see [`super::authz`]). Every call needs a
+//! token except the public probes (`/healthz`, `/livez`, `/readyz`, `/version`). Tokens are
+//! compared in constant time, member credentials are kept only as SHA-256 hashes, and no token
+//! is ever logged.
 
+use super::authz;
 use super::error::ApiError;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use parking_lot::RwLock;
 use rand::RngCore;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
@@ -16,12 +23,20 @@ use subtle::ConstantTimeEq;
 pub enum Principal {
     /// The holder of the admin token.
     Admin,
+    /// The agent of one member cluster.
+    Agent {
+        /// The cluster it may act for.
+        cluster: String,
+    },
 }
 
 /// Checks bearer tokens.
 #[derive(Clone)]
 pub struct Authenticator {
     admin_token: Arc<String>,
+    join_token: Arc<String>,
+    /// SHA-256 (hex) of a member credential -> its cluster.
+    agents: Arc<RwLock<HashMap<String, String>>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -30,23 +45,52 @@ impl std::fmt::Debug for Authenticator {
     }
 }
 
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// SHA-256 of a token, hex.
+pub fn token_hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 impl Authenticator {
-    /// An authenticator that accepts `admin_token` as the admin.
-    pub fn new(admin_token: String) -> Self {
+    /// An authenticator for the admin and join tokens.
+    pub fn new(admin_token: String, join_token: String) -> Self {
         Self {
             admin_token: Arc::new(admin_token),
+            join_token: Arc::new(join_token),
+            agents: Arc::new(RwLock::new(HashMap::new())),
         }
     }
 
     /// The principal a bearer token stands for.
     pub fn authenticate(&self, token: &str) -> Option<Principal> {
-        let a = token.as_bytes();
-        let b = self.admin_token.as_bytes();
-        if a.len() == b.len() && bool::from(a.ct_eq(b)) {
-            Some(Principal::Admin)
-        } else {
-            None
+        if same(token, &self.admin_token) {
+            return Some(Principal::Admin);
         }
+        let hash = token_hash(token);
+        self.agents
+            .read()
+            .get(&hash)
+            .map(|cluster| Principal::Agent {
+                cluster: cluster.clone(),
+            })
+    }
+
+    /// Whether `token` is the join token.
+    pub fn is_join_token(&self, token: &str) -> bool {
+        same(token, &self.join_token)
+    }
+
+    /// Makes `hash` the one valid credential of `cluster` (replacing an older one).
+    pub fn set_agent_credential(&self, cluster: &str, hash: &str) {
+        let mut agents = self.agents.write();
+        agents.retain(|_, c| c != cluster);
+        agents.insert(hash.to_string(), cluster.to_string());
     }
 }
 
@@ -57,13 +101,25 @@ pub fn generate_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Paths anyone may call.
+/// Paths anyone may call (registration checks the join token itself).
 pub fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/livez" | "/version")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/livez" | "/version" | "/flotilla/v1/register"
+    )
 }
 
-/// Middleware: rejects requests without a valid bearer token (401) and records the principal
-/// in the request's extensions for handlers.
+/// The bearer token of a request, if any.
+pub fn bearer(req: &Request) -> Option<&str> {
+    req.headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// Middleware: rejects requests without a valid bearer token (401) and member agents' calls
+/// outside their scope (403); records the principal for handlers.
 pub async fn require_token(
     State(auth): State<Authenticator>,
     mut req: Request,
@@ -72,15 +128,18 @@ pub async fn require_token(
     if is_public(req.uri().path()) {
         return Ok(next.run(req).await);
     }
-    let token = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let principal = token
+    let principal = bearer(&req)
         .and_then(|t| auth.authenticate(t))
         .ok_or(ApiError::Unauthorized)?;
+    if let Principal::Agent { cluster } = &principal {
+        if !authz::agent_may(cluster, req.method().as_str(), req.uri().path()) {
+            return Err(ApiError::Forbidden(format!(
+                "the agent of cluster {cluster:?} may not {} {}",
+                req.method(),
+                req.uri().path()
+            )));
+        }
+    }
     req.extensions_mut().insert(principal);
     Ok(next.run(req).await)
 }
@@ -90,14 +149,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_exact_token_is_admin() {
-        let token = generate_token();
-        assert_eq!(token.len(), 64);
-        let auth = Authenticator::new(token.clone());
-        assert_eq!(auth.authenticate(&token), Some(Principal::Admin));
-        assert_eq!(auth.authenticate(&token[..63]), None);
+    fn tokens_map_to_principals() {
+        let admin = generate_token();
+        let join = generate_token();
+        assert_eq!(admin.len(), 64);
+        let auth = Authenticator::new(admin.clone(), join.clone());
+        assert_eq!(auth.authenticate(&admin), Some(Principal::Admin));
+        assert_eq!(auth.authenticate(&admin[..63]), None);
         assert_eq!(auth.authenticate(""), None);
-        assert_eq!(auth.authenticate(&generate_token()), None);
-        assert!(!format!("{auth:?}").contains(&token));
+        assert_eq!(
+            auth.authenticate(&join),
+            None,
+            "the join token is no API credential"
+        );
+        assert!(auth.is_join_token(&join));
+        let cred = generate_token();
+        auth.set_agent_credential("member1", &token_hash(&cred));
+        assert_eq!(
+            auth.authenticate(&cred),
+            Some(Principal::Agent {
+                cluster: "member1".into()
+            })
+        );
+        // A new credential for the same cluster revokes the old one.
+        let cred2 = generate_token();
+        auth.set_agent_credential("member1", &token_hash(&cred2));
+        assert_eq!(auth.authenticate(&cred), None);
+        assert!(auth.authenticate(&cred2).is_some());
+        assert!(!format!("{auth:?}").contains(&admin));
     }
 }

@@ -4,12 +4,14 @@
 
 pub mod admission;
 pub mod auth;
+pub mod authz;
 pub mod body;
 pub mod discovery;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
 pub mod patch;
+pub mod registration;
 pub mod registry;
 pub mod resources;
 pub mod table;
@@ -84,6 +86,10 @@ pub fn router(state: ApiState) -> Router {
             get(|| async { axum::Json(discovery::version()) }),
         )
         .route("/metrics", get(render_metrics))
+        .route(
+            "/flotilla/v1/register",
+            axum::routing::post(registration::register),
+        )
         .route("/openapi/v3", get(resources::openapi_index))
         .route("/openapi/v3/{*gv}", get(resources::openapi_group_version))
         .route("/api", any(resources::dispatch_core_root))

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 pub const TOKEN: &str = "test-admin-token";
+pub const JOIN_TOKEN: &str = "test-join-token";
 
 pub struct TestApi {
     pub router: Router,
@@ -35,7 +36,7 @@ impl TestApi {
             &config,
             store.clone(),
             Arc::new(Registry::new()),
-            TOKEN,
+            (TOKEN, JOIN_TOKEN),
             clock,
             tokio::sync::watch::channel(false).1,
         )
@@ -56,10 +57,24 @@ impl TestApi {
         body: impl Into<Body>,
         extra: &[(&str, &str)],
     ) -> (StatusCode, String) {
+        self.send_as(TOKEN, method, path, content_type, body, extra)
+            .await
+    }
+
+    /// Sends a request with the given bearer token.
+    pub async fn send_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, String) {
         let mut req = Request::builder()
             .method(method)
             .uri(path)
-            .header("authorization", format!("Bearer {TOKEN}"));
+            .header("authorization", format!("Bearer {token}"));
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
         }
