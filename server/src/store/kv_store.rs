@@ -1064,3 +1064,37 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_with_schema(version: &str) -> MemoryEngine {
+        let engine = MemoryEngine::new();
+        let mut batch = WriteBatch::new();
+        batch.put(META_TREE, flotilla_migrations::SCHEMA_VERSION_KEY, version);
+        engine.apply(&batch).unwrap();
+        engine
+    }
+
+    #[test]
+    fn open_refuses_newer_or_unreadable_schemas() {
+        for version in ["999", "abc"] {
+            match KvStore::open(engine_with_schema(version), StoreConfig::default()) {
+                Err(StoreError::Schema(message)) => assert!(message.contains(version)),
+                other => panic!("schema {version}: expected Schema, got {other:?}"),
+            }
+        }
+        let current = flotilla_migrations::LATEST.to_string();
+        KvStore::open(engine_with_schema(&current), StoreConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn continue_tokens_are_bound_to_their_namespace() {
+        let token = encode_continue("ns/name");
+        assert_eq!(decode_continue(&token, "ns/").unwrap(), "ns/name");
+        assert_eq!(decode_continue(&token, "").unwrap(), "ns/name");
+        assert!(decode_continue(&token, "other/").is_err());
+        assert!(decode_continue("%%%", "").is_err());
+    }
+}

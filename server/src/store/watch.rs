@@ -278,7 +278,15 @@ impl Watcher {
                 }
                 continue;
             }
-            if self.log.closed.load(Ordering::Acquire) || self.durable.changed().await.is_err() {
+            if self.log.closed.load(Ordering::Acquire) {
+                // The last durable resourceVersion was published before the log closed:
+                // deliver up to it, then end.
+                if *self.durable.borrow() <= self.cursor {
+                    self.done = true;
+                }
+                continue;
+            }
+            if self.durable.changed().await.is_err() {
                 self.done = true;
             }
         }
