@@ -5,4 +5,6 @@ pub mod api;
 pub mod app;
 pub mod clock;
 pub mod controllers;
+pub mod events;
+pub mod probes;
 pub mod store;

@@ -2,10 +2,13 @@
 //! queue fed by store watches and a periodic resync (see [`runtime`]). Controllers talk to each
 //! other only through the store.
 
+pub mod cluster_health;
+pub mod cluster_status;
+pub mod cluster_taints;
 pub mod queue;
 pub mod runtime;
 
 pub use runtime::{
     object_key, spawn, split_key, Action, ControllerConfig, ControllerHandle, ControllerMetrics,
-    ReconcileError, Reconciler, Source,
+    Reconciler, ReconcileError, Source,
 };

@@ -43,6 +43,8 @@ struct State {
     processing: HashSet<String>,
     dirty: HashSet<String>,
     delayed: BTreeMap<(Instant, u64), String>,
+    /// When each delayed key is due: a key waits at most once, at its earliest time.
+    delayed_keys: HashMap<String, (Instant, u64)>,
     delayed_seq: u64,
     failures: HashMap<String, u32>,
     shut_down: bool,
@@ -100,9 +102,18 @@ impl WorkQueue {
         if s.shut_down {
             return;
         }
+        let key = key.into();
+        let at = Instant::now() + delay;
+        if let Some(&(existing, seq)) = s.delayed_keys.get(&key) {
+            if existing <= at {
+                return;
+            }
+            s.delayed.remove(&(existing, seq));
+        }
         s.delayed_seq += 1;
         let seq = s.delayed_seq;
-        s.delayed.insert((Instant::now() + delay, seq), key.into());
+        s.delayed.insert((at, seq), key.clone());
+        s.delayed_keys.insert(key, (at, seq));
         drop(s);
         self.notify.notify_one();
     }
@@ -151,6 +162,7 @@ impl WorkQueue {
                 return Some(at);
             }
             if let Some(key) = s.delayed.remove(&(at, seq)) {
+                s.delayed_keys.remove(&key);
                 if s.processing.contains(&key) {
                     s.dirty.insert(key);
                 } else if s.queued.insert(key.clone()) {
@@ -248,6 +260,19 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         assert_eq!(q.next().await.as_deref(), Some("later"));
         assert_eq!(start.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_waits_once_at_its_earliest_time() {
+        let q = WorkQueue::default();
+        q.add_after("k", Duration::from_secs(10));
+        q.add_after("k", Duration::from_secs(20));
+        q.add_after("k", Duration::from_secs(5));
+        assert_eq!(q.delayed_len(), 1);
+        let start = Instant::now();
+        assert_eq!(q.next().await.as_deref(), Some("k"));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert_eq!(q.delayed_len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

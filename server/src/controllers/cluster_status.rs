@@ -1,0 +1,418 @@
+//! The cluster status controller: owns each member's `Ready` condition on the server side.
+//! Push members are probed every `--cluster-status-update-frequency` and their Ready follows
+//! the probe through the success/failure thresholds; while Ready the member's summary
+//! (version, API enablements, nodes, resources) is collected too. Pull members post their own
+//! status; here they are only watched: Ready turns Unknown when the lease and the posted
+//! condition stay unchanged past the monitor grace period, checked every
+//! `--cluster-monitor-period`. Every transition is an Event on the Cluster and a metric.
+
+use super::cluster_health::{
+    monitor, observed_ready, threshold_adjusted, GracePeriods, MonitorEntry, ThresholdEntry,
+    Thresholds,
+};
+use super::cluster_taints::lease_renew_time;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::probes::MemberClient;
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use flotilla_api::cluster::{Cluster, ClusterStatus, SyncMode, CONDITION_COMPLETE_API_ENABLEMENTS};
+use flotilla_api::kinds::well_known;
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
+use parking_lot::Mutex;
+use prometheus::IntCounterVec;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Timings of cluster health (karmada-semantics.md §1 defaults).
+#[derive(Clone, Copy, Debug)]
+pub struct HealthConfig {
+    /// `--cluster-status-update-frequency` (10 s): push probe period.
+    pub status_update_frequency: Duration,
+    /// `--cluster-success-threshold` / `--cluster-failure-threshold` (30 s each).
+    pub thresholds: Thresholds,
+    /// `--cluster-monitor-period` (5 s).
+    pub monitor_period: Duration,
+    /// `--cluster-monitor-grace-period` (40 s) and `--cluster-startup-grace-period` (60 s).
+    pub grace: GracePeriods,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            status_update_frequency: Duration::seconds(10),
+            thresholds: Thresholds {
+                success: Duration::seconds(30),
+                failure: Duration::seconds(30),
+            },
+            monitor_period: Duration::seconds(5),
+            grace: GracePeriods {
+                monitor: Duration::seconds(40),
+                startup: Duration::seconds(60),
+            },
+        }
+    }
+}
+
+/// The controller.
+pub struct ClusterStatusController {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    member: Arc<dyn MemberClient>,
+    config: HealthConfig,
+    events: EventRecorder,
+    transitions: IntCounterVec,
+    thresholds: Mutex<HashMap<String, ThresholdEntry>>,
+    monitors: Mutex<HashMap<String, MonitorEntry>>,
+    last_probe: Mutex<HashMap<String, DateTime<Utc>>>,
+}
+
+fn to_std(d: Duration) -> std::time::Duration {
+    d.to_std().unwrap_or_default()
+}
+
+impl ClusterStatusController {
+    /// A controller probing push members with `member`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        member: Arc<dyn MemberClient>,
+        config: HealthConfig,
+        events: EventRecorder,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let transitions = IntCounterVec::new(
+            prometheus::Opts::new(
+                "flotilla_cluster_ready_transitions_total",
+                "Changes of members' Ready condition, by new status.",
+            ),
+            &["status"],
+        )?;
+        registry.register(Box::new(transitions.clone()))?;
+        Ok(Self {
+            store,
+            clock,
+            member,
+            config,
+            events,
+            transitions,
+            thresholds: Mutex::new(HashMap::new()),
+            monitors: Mutex::new(HashMap::new()),
+            last_probe: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn forget(&self, key: &str) {
+        self.thresholds.lock().remove(key);
+        self.monitors.lock().remove(key);
+        self.last_probe.lock().remove(key);
+    }
+
+    /// Writes the new status if it differs, and reports a Ready transition.
+    async fn write(
+        &self,
+        raw: &Value,
+        old: &ClusterStatus,
+        new: ClusterStatus,
+    ) -> Result<(), ReconcileError> {
+        if &new == old {
+            return Ok(());
+        }
+        let mut updated = raw.clone();
+        updated["status"] = serde_json::to_value(&new)
+            .map_err(|e| ReconcileError::Other(format!("encoding cluster status: {e}")))?;
+        let stored = self
+            .store
+            .update_status(&well_known::clusters(), updated)
+            .await?;
+        let before = old.conditions.iter().find(|c| c.type_ == "Ready");
+        let after = new.conditions.iter().find(|c| c.type_ == "Ready");
+        if let Some(after) = after {
+            if before.map(|b| b.status) != Some(after.status) {
+                let name = raw.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                self.transitions
+                    .with_label_values(&[after.status.as_str()])
+                    .inc();
+                tracing::info!(cluster = name, ready = after.status.as_str(), reason = %after.reason, "cluster Ready changed");
+                let kind = if after.status == ConditionStatus::True {
+                    EventType::Normal
+                } else {
+                    EventType::Warning
+                };
+                let reason = match after.status {
+                    ConditionStatus::True => "ClusterReady",
+                    ConditionStatus::False => "ClusterNotReady",
+                    ConditionStatus::Unknown => "ClusterUnknown",
+                };
+                self.events
+                    .cluster(&stored, kind, reason, &format!("Ready is {} ({}): {}", after.status.as_str(), after.reason, after.message))
+                    .await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn reconcile_push(
+        &self,
+        key: &str,
+        raw: &Value,
+        cluster: &Cluster,
+    ) -> Result<Action, ReconcileError> {
+        let now = self.clock.now();
+        let period = self.config.status_update_frequency;
+        if let Some(last) = self.last_probe.lock().get(key).copied() {
+            if now < last + period {
+                return Ok(Action::RequeueAfter(to_std(last + period - now)));
+            }
+        }
+        let probe = self.member.probe(&cluster.spec.api_endpoint).await;
+        let now = self.clock.now();
+        self.last_probe.lock().insert(key.to_string(), now);
+        let observed = observed_ready(probe);
+        let current = cluster.ready_condition().cloned();
+        let entry = self.thresholds.lock().get(key).cloned();
+        let (ready, entry) =
+            threshold_adjusted(entry.as_ref(), current.as_ref(), observed, now, self.config.thresholds);
+        self.thresholds.lock().insert(key.to_string(), entry);
+        let mut status = cluster.status.clone();
+        let is_ready = ready.status == ConditionStatus::True;
+        set_condition(&mut status.conditions, ready, now);
+        if probe.online && probe.healthy && is_ready {
+            match self.member.summary(&cluster.spec.api_endpoint).await {
+                Ok(summary) => merge_summary(&mut status, &summary, now),
+                Err(e) => tracing::warn!(cluster = key, error = %e, "collecting the member summary failed"),
+            }
+        }
+        self.write(raw, &cluster.status, status).await?;
+        Ok(Action::RequeueAfter(to_std(period)))
+    }
+
+    async fn reconcile_pull(
+        &self,
+        key: &str,
+        raw: &Value,
+        cluster: &Cluster,
+    ) -> Result<Action, ReconcileError> {
+        let lease = lease_renew_time(self.store.as_ref(), key).await?;
+        let now = self.clock.now();
+        let created = cluster
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.as_datetime())
+            .unwrap_or(now);
+        let entry = self.monitors.lock().get(key).cloned();
+        let (entry, change) = monitor(
+            entry.as_ref(),
+            cluster.ready_condition(),
+            created,
+            lease,
+            now,
+            self.config.grace,
+        );
+        self.monitors.lock().insert(key.to_string(), entry);
+        if let Some(cond) = change {
+            let mut status = cluster.status.clone();
+            replace_condition(&mut status.conditions, cond);
+            self.write(raw, &cluster.status, status).await?;
+        }
+        Ok(Action::RequeueAfter(to_std(self.config.monitor_period)))
+    }
+}
+
+/// Puts `cond` in place of the condition of its type (keeping its own transition time).
+fn replace_condition(conditions: &mut Vec<Condition>, cond: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == cond.type_) {
+        Some(c) => *c = cond,
+        None => conditions.push(cond),
+    }
+}
+
+/// Copies a member summary into the status (as Karmada's collection does while Ready).
+fn merge_summary(status: &mut ClusterStatus, summary: &Value, now: DateTime<Utc>) {
+    let parsed: Result<ClusterStatus, _> = serde_json::from_value(summary.clone());
+    let Ok(parsed) = parsed else {
+        tracing::warn!("the member summary does not decode as cluster status");
+        return;
+    };
+    if !parsed.kubernetes_version.is_empty() {
+        status.kubernetes_version = parsed.kubernetes_version;
+    }
+    let complete = !parsed.api_enablements.is_empty();
+    status.api_enablements = parsed.api_enablements;
+    let (state, reason, message) = if complete {
+        (ConditionStatus::True, "Complete", "collected complete API resources")
+    } else {
+        (ConditionStatus::False, "Empty", "collected no API resources")
+    };
+    set_condition(
+        &mut status.conditions,
+        Condition::new(CONDITION_COMPLETE_API_ENABLEMENTS, state, reason, message),
+        now,
+    );
+    if parsed.node_summary.is_some() {
+        status.node_summary = parsed.node_summary;
+    }
+    if parsed.resource_summary.is_some() {
+        status.resource_summary = parsed.resource_summary;
+    }
+}
+
+#[async_trait]
+impl Reconciler for ClusterStatusController {
+    fn name(&self) -> &'static str {
+        "cluster-status"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let raw = match self.store.get(&well_known::clusters(), None, key).await {
+            Ok(v) => v,
+            Err(StoreError::NotFound { .. }) => {
+                self.forget(key);
+                return Ok(Action::Done);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let cluster: Cluster =
+            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
+                what: format!("cluster {key}"),
+                message: e.to_string(),
+            })?;
+        match cluster.spec.sync_mode {
+            Some(SyncMode::Push) => self.reconcile_push(key, &raw, &cluster).await,
+            _ => self.reconcile_pull(key, &raw, &cluster).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, FakeClock};
+    use crate::controllers::cluster_health::ProbeResult;
+    use crate::probes::SummaryError;
+    use crate::store::KvStore;
+    use crate::store::StoreConfig;
+    use chrono::TimeZone;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    struct FakeMember {
+        healthy: AtomicBool,
+    }
+
+    #[async_trait]
+    impl MemberClient for FakeMember {
+        async fn probe(&self, _: &str) -> ProbeResult {
+            let ok = self.healthy.load(Ordering::SeqCst);
+            ProbeResult { online: true, healthy: ok }
+        }
+        async fn summary(&self, _: &str) -> Result<Value, SummaryError> {
+            Ok(json!({"kubernetesVersion": "v1.32.0-sim",
+                "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                "nodeSummary": {"totalNum": 3, "readyNum": 3}}))
+        }
+    }
+
+    async fn setup(mode: &str) -> (Arc<dyn Store>, FakeClock, Arc<FakeMember>, ClusterStatusController) {
+        let clock = FakeClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let shared: SharedClock = Arc::new(clock.clone());
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+        let member = Arc::new(FakeMember { healthy: AtomicBool::new(true) });
+        let c = ClusterStatusController::new(store.clone(), shared, member.clone(), HealthConfig::default(), events, &registry).unwrap();
+        let mut spec = json!({"syncMode": mode});
+        if mode == "Push" {
+            spec["apiEndpoint"] = json!("http://127.0.0.1:1");
+        }
+        store
+            .create(&well_known::clusters(), json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "m1"}, "spec": spec}))
+            .await
+            .unwrap();
+        (store, clock, member, c)
+    }
+
+    async fn ready(store: &Arc<dyn Store>) -> Option<(String, String)> {
+        let c = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        c.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| (c["status"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap().to_string()))
+    }
+
+    fn s(x: &str, y: &str) -> Option<(String, String)> {
+        Some((x.into(), y.into()))
+    }
+
+    #[tokio::test]
+    async fn push_members_follow_probes_through_the_thresholds() {
+        let (store, clock, member, c) = setup("Push").await;
+        assert_eq!(c.reconcile("m1").await.unwrap(), Action::RequeueAfter(std::time::Duration::from_secs(10)));
+        assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        let cluster = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        assert_eq!(cluster["status"]["kubernetesVersion"], "v1.32.0-sim");
+        // Unhealthy: stays True for the 30 s failure threshold, then False.
+        member.healthy.store(false, Ordering::SeqCst);
+        for _ in 0..3 {
+            clock.advance(Duration::seconds(10));
+            c.reconcile("m1").await.unwrap();
+            assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        }
+        clock.advance(Duration::seconds(10));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(ready(&store).await, s("False", "ClusterNotReady"));
+        // A reconcile sooner than the update frequency does not probe again.
+        member.healthy.store(true, Ordering::SeqCst);
+        clock.advance(Duration::seconds(3));
+        assert_eq!(c.reconcile("m1").await.unwrap(), Action::RequeueAfter(std::time::Duration::from_secs(7)));
+        // Healthy again: True after the success threshold.
+        for _ in 0..3 {
+            clock.advance(Duration::seconds(10));
+            c.reconcile("m1").await.unwrap();
+        }
+        assert_eq!(ready(&store).await, s("False", "ClusterNotReady"));
+        clock.advance(Duration::seconds(10));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        // Each transition left an Event.
+        let events = store.list(&well_known::events(), None, &Default::default()).await.unwrap();
+        let reasons: Vec<&str> = events.items.iter().map(|e| e["reason"].as_str().unwrap()).collect();
+        assert_eq!(reasons, ["ClusterReady", "ClusterNotReady", "ClusterReady"]);
+    }
+
+    #[tokio::test]
+    async fn pull_members_turn_unknown_without_lease_renewals() {
+        let (store, clock, _member, c) = setup("Pull").await;
+        let lease = |t: DateTime<Utc>| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "m1", "namespace": "karmada-cluster"},
+            "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40, "renewTime": t.to_rfc3339()}});
+        // Never posted: Unknown after the 60 s startup grace.
+        c.reconcile("m1").await.unwrap();
+        clock.advance(Duration::seconds(61));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(ready(&store).await, s("Unknown", "ClusterStatusNeverUpdated"));
+        // The agent posts Ready and renews its lease.
+        let mut cluster = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        cluster["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "ok", "lastTransitionTime": clock.now().to_rfc3339()}]);
+        store.update_status(&well_known::clusters(), cluster).await.unwrap();
+        let mut stored = store.create(&well_known::leases(), lease(clock.now())).await.unwrap();
+        for _ in 0..10 {
+            clock.advance(Duration::seconds(10));
+            stored["spec"]["renewTime"] = json!(clock.now().to_rfc3339());
+            stored = store.update(&well_known::leases(), stored).await.unwrap();
+            c.reconcile("m1").await.unwrap();
+            assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        }
+        // The agent goes silent: Unknown once the 40 s grace has passed.
+        clock.advance(Duration::seconds(40));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        clock.advance(Duration::seconds(1));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(ready(&store).await, s("Unknown", "ClusterStatusUnknown"));
+    }
+}
