@@ -5,6 +5,11 @@
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
+use crate::controllers::cluster_status::{ClusterStatusController, HealthConfig};
+use crate::controllers::cluster_taints::{ClusterTaintController, TaintConfig};
+use crate::controllers::{self, ControllerConfig, ControllerHandle, ControllerMetrics, Source};
+use crate::events::EventRecorder;
+use crate::probes::HttpMemberClient;
 use crate::store::{
     KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
 };
@@ -61,6 +66,35 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// How many watch events the store keeps for resuming watches.
     pub event_log_capacity: usize,
+    /// Controller settings; `None` runs the API alone.
+    pub controllers: Option<ControllerSettings>,
+}
+
+/// Settings of the controllers (flags of the server).
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// Cluster health timings.
+    pub health: HealthConfig,
+    /// Taint decisions.
+    pub taints: TaintConfig,
+    /// Timeout of one probe of a push member.
+    pub probe_timeout: std::time::Duration,
+    /// How often every controller relists everything.
+    pub resync: std::time::Duration,
+}
+
+impl Default for ControllerSettings {
+    fn default() -> Self {
+        Self {
+            health: HealthConfig::default(),
+            taints: TaintConfig {
+                eviction_timeout: chrono::Duration::minutes(5),
+                automatic_no_execute: true,
+            },
+            probe_timeout: std::time::Duration::from_secs(5),
+            resync: std::time::Duration::from_secs(300),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -74,6 +108,7 @@ impl ServerConfig {
             defaulting: DefaultingConfig::default(),
             limits: Limits::default(),
             event_log_capacity: 10_000,
+            controllers: Some(ControllerSettings::default()),
         }
     }
 }
@@ -107,6 +142,9 @@ pub enum StartError {
     /// Metrics could not be registered.
     #[error("cannot register metrics")]
     Metrics(#[source] prometheus::Error),
+    /// The HTTP client for members could not be built.
+    #[error("cannot build the member client")]
+    MemberClient(#[source] reqwest::Error),
 }
 
 /// A running server.
@@ -121,6 +159,7 @@ pub struct ServerHandle {
     pub store: Arc<dyn Store>,
     shutdown: Option<oneshot::Sender<()>>,
     stopping: tokio::sync::watch::Sender<bool>,
+    controllers: Vec<ControllerHandle>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -133,6 +172,9 @@ impl ServerHandle {
     /// Stops accepting, lets in-flight requests finish, then flushes and closes the store.
     pub async fn shutdown(mut self) -> std::io::Result<()> {
         let _ = self.stopping.send(true);
+        for c in self.controllers.drain(..) {
+            c.stop().await;
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -270,6 +312,78 @@ pub fn api_state(
     })
 }
 
+/// Starts every controller over the API's store, clock and metrics registry.
+pub fn start_controllers(
+    state: &ApiState,
+    settings: &ControllerSettings,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<ControllerHandle>, StartError> {
+    let registry = &state.metrics.registry;
+    let metrics = ControllerMetrics::register(registry).map_err(StartError::Metrics)?;
+    let events = EventRecorder::new(
+        state.store.clone(),
+        state.clock.clone(),
+        "flotilla-server",
+        registry,
+    )
+    .map_err(StartError::Metrics)?;
+    let member =
+        Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
+    let status = ClusterStatusController::new(
+        state.store.clone(),
+        state.clock.clone(),
+        member,
+        settings.health,
+        events.for_component("cluster-status-controller"),
+        registry,
+    )
+    .map_err(StartError::Metrics)?;
+    let taints = ClusterTaintController::new(
+        state.store.clone(),
+        state.clock.clone(),
+        settings.taints,
+        events.for_component("cluster-controller"),
+        registry,
+    )
+    .map_err(StartError::Metrics)?;
+    let clusters = || Source::primary(flotilla_api::kinds::well_known::clusters());
+    // A lease renewal concerns the cluster of the same name.
+    let leases = Source::mapped(flotilla_api::kinds::well_known::leases(), |lease| {
+        let in_cluster_ns = lease
+            .pointer("/metadata/namespace")
+            .and_then(serde_json::Value::as_str)
+            == Some(flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE);
+        lease
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .filter(|_| in_cluster_ns)
+            .map(|n| vec![n.to_string()])
+            .unwrap_or_default()
+    });
+    let mut status_cfg = ControllerConfig::new(vec![clusters()]);
+    status_cfg.workers = 4;
+    status_cfg.resync = settings.resync;
+    let mut taint_cfg = ControllerConfig::new(vec![clusters(), leases]);
+    taint_cfg.workers = 2;
+    taint_cfg.resync = settings.resync;
+    Ok(vec![
+        controllers::spawn(
+            state.store.clone(),
+            Arc::new(status),
+            status_cfg,
+            Some(metrics.clone()),
+            stop.clone(),
+        ),
+        controllers::spawn(
+            state.store.clone(),
+            Arc::new(taints),
+            taint_cfg,
+            Some(metrics),
+            stop,
+        ),
+    ])
+}
+
 /// Starts the server.
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
@@ -306,6 +420,10 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         .await
         .map_err(StartError::Store)?;
     let ready = state.ready.clone();
+    let controllers = match &config.controllers {
+        Some(settings) => start_controllers(&state, settings, state.shutdown.clone())?,
+        None => Vec::new(),
+    };
     let app = api::router(state);
 
     let listener =
@@ -384,6 +502,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         store,
         shutdown: Some(tx),
         stopping: stopping_tx,
+        controllers,
         task,
     })
 }

@@ -48,7 +48,10 @@ impl EventRecorder {
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
         let counter = IntCounterVec::new(
-            prometheus::Opts::new("flotilla_events_total", "Events recorded, by type and reason."),
+            prometheus::Opts::new(
+                "flotilla_events_total",
+                "Events recorded, by type and reason.",
+            ),
             &["type", "reason"],
         )?;
         let counter = match registry.register(Box::new(counter.clone())) {

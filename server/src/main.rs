@@ -2,7 +2,7 @@
 //! gracefully on SIGTERM or Ctrl-C.
 
 use clap::{Parser, ValueEnum};
-use flotilla_server::app::{self, Engine, ServerConfig, Tls};
+use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, Tls};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,6 +54,36 @@ struct Flags {
     /// Watch events kept for resuming watches (older resourceVersions answer 410).
     #[arg(long, default_value_t = 10_000)]
     event_log_capacity: usize,
+    /// Push members are probed this often.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    cluster_status_update_frequency: Duration,
+    /// A not-True probe must last this long before Ready turns False.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    cluster_failure_threshold: Duration,
+    /// A True probe must last this long before Ready turns True.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    cluster_success_threshold: Duration,
+    /// Pull members' leases are checked this often.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    cluster_monitor_period: Duration,
+    /// A pull member silent this long turns Ready Unknown.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "40s")]
+    cluster_monitor_grace_period: Duration,
+    /// Like --cluster-monitor-grace-period, for members that never posted a status.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    cluster_startup_grace_period: Duration,
+    /// A member not Ready this long gets the NoExecute taint.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    failover_eviction_timeout: Duration,
+    /// Add NoExecute taints automatically (false leaves them to users).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_automatic_no_execute_taints: bool,
+    /// Timeout of one probe of a push member.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    member_probe_timeout: Duration,
+    /// Run the API alone, without controllers.
+    #[arg(long)]
+    no_controllers: bool,
     /// tolerationSeconds of the not-ready NoExecute toleration added to policies.
     #[arg(long, default_value_t = 300)]
     default_not_ready_toleration_seconds: i64,
@@ -114,6 +144,22 @@ async fn main() -> anyhow::Result<()> {
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;
     config.defaulting.unreachable_toleration_seconds = flags.default_unreachable_toleration_seconds;
+    config.controllers = if flags.no_controllers {
+        None
+    } else {
+        let chrono = |d: Duration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
+        let mut c = ControllerSettings::default();
+        c.health.status_update_frequency = chrono(flags.cluster_status_update_frequency);
+        c.health.thresholds.failure = chrono(flags.cluster_failure_threshold);
+        c.health.thresholds.success = chrono(flags.cluster_success_threshold);
+        c.health.monitor_period = chrono(flags.cluster_monitor_period);
+        c.health.grace.monitor = chrono(flags.cluster_monitor_grace_period);
+        c.health.grace.startup = chrono(flags.cluster_startup_grace_period);
+        c.taints.eviction_timeout = chrono(flags.failover_eviction_timeout);
+        c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
+        c.probe_timeout = flags.member_probe_timeout;
+        Some(c)
+    };
     let server = app::start(config).await?;
     println!("flotilla-server listening on {}", server.url());
     terminated().await;

@@ -227,8 +227,20 @@ mod tests {
     fn thresholds_delay_flips_but_not_first_observations() {
         use ConditionStatus::{False, True, Unknown};
         // (entry, current, observed, now, want status, want entry since)
-        let e = |s, since| Some(ThresholdEntry { observed: s, since: t(since) });
-        let table: Vec<(Option<ThresholdEntry>, Option<ConditionStatus>, ConditionStatus, i64, ConditionStatus, i64)> = vec![
+        let e = |s, since| {
+            Some(ThresholdEntry {
+                observed: s,
+                since: t(since),
+            })
+        };
+        let table: Vec<(
+            Option<ThresholdEntry>,
+            Option<ConditionStatus>,
+            ConditionStatus,
+            i64,
+            ConditionStatus,
+            i64,
+        )> = vec![
             // first probe since start: observed at once
             (None, Some(True), False, 0, False, 0),
             // no condition stored yet: observed at once
@@ -252,7 +264,8 @@ mod tests {
         ];
         for (i, (entry, current, observed, now, want, since)) in table.into_iter().enumerate() {
             let current = current.map(cond);
-            let (got, entry) = threshold_adjusted(entry.as_ref(), current.as_ref(), cond(observed), t(now), TH);
+            let (got, entry) =
+                threshold_adjusted(entry.as_ref(), current.as_ref(), cond(observed), t(now), TH);
             assert_eq!(got.status, want, "row {i}");
             assert_eq!(entry.since, t(since), "row {i}");
             assert_eq!(entry.observed, observed, "row {i}");
@@ -270,7 +283,10 @@ mod tests {
         assert!(c.is_none());
         let (_, c) = monitor(Some(&e), None, t(0), None, t(61), GRACE);
         let c = c.unwrap();
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::Unknown, "ClusterStatusNeverUpdated"));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::Unknown, "ClusterStatusNeverUpdated")
+        );
         assert_eq!(c.last_transition_time, Some(Time::new(t(61))));
     }
 
@@ -282,16 +298,33 @@ mod tests {
         // Renewals every 10 s: never Unknown.
         let mut entry = e;
         for s in (10..200).step_by(10) {
-            let (e, c) = monitor(Some(&entry), Some(&ready), t(0), Some(t(s)), t(s + 1), GRACE);
+            let (e, c) = monitor(
+                Some(&entry),
+                Some(&ready),
+                t(0),
+                Some(t(s)),
+                t(s + 1),
+                GRACE,
+            );
             assert!(c.is_none(), "at {s}");
             entry = e;
         }
         // The lease stops at 190: Unknown once 40 s have passed since it was last seen renewed.
-        let (e, c) = monitor(Some(&entry), Some(&ready), t(0), Some(t(190)), t(231), GRACE);
+        let (e, c) = monitor(
+            Some(&entry),
+            Some(&ready),
+            t(0),
+            Some(t(190)),
+            t(231),
+            GRACE,
+        );
         assert!(c.is_none());
         let (_, c) = monitor(Some(&e), Some(&ready), t(0), Some(t(190)), t(232), GRACE);
         let c = c.unwrap();
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::Unknown, "ClusterStatusUnknown"));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::Unknown, "ClusterStatusUnknown")
+        );
     }
 
     #[test]
@@ -300,7 +333,10 @@ mod tests {
         let (e, _) = monitor(None, Some(&ready), t(0), None, t(0), GRACE);
         let not_ready = cond(ConditionStatus::False);
         let (e, c) = monitor(Some(&e), Some(&not_ready), t(0), None, t(100), GRACE);
-        assert!(c.is_none(), "a newly posted condition resets the probe time");
+        assert!(
+            c.is_none(),
+            "a newly posted condition resets the probe time"
+        );
         assert_eq!(e.probe_timestamp, t(100));
         let unknown = cond(ConditionStatus::Unknown);
         let (e, _) = monitor(Some(&e), Some(&unknown), t(0), None, t(200), GRACE);

@@ -132,7 +132,10 @@ impl ClusterStatusController {
         let after = new.conditions.iter().find(|c| c.type_ == "Ready");
         if let Some(after) = after {
             if before.map(|b| b.status) != Some(after.status) {
-                let name = raw.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let name = raw
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 self.transitions
                     .with_label_values(&[after.status.as_str()])
                     .inc();
@@ -148,7 +151,17 @@ impl ClusterStatusController {
                     ConditionStatus::Unknown => "ClusterUnknown",
                 };
                 self.events
-                    .cluster(&stored, kind, reason, &format!("Ready is {} ({}): {}", after.status.as_str(), after.reason, after.message))
+                    .cluster(
+                        &stored,
+                        kind,
+                        reason,
+                        &format!(
+                            "Ready is {} ({}): {}",
+                            after.status.as_str(),
+                            after.reason,
+                            after.message
+                        ),
+                    )
                     .await;
             }
         }
@@ -174,8 +187,13 @@ impl ClusterStatusController {
         let observed = observed_ready(probe);
         let current = cluster.ready_condition().cloned();
         let entry = self.thresholds.lock().get(key).cloned();
-        let (ready, entry) =
-            threshold_adjusted(entry.as_ref(), current.as_ref(), observed, now, self.config.thresholds);
+        let (ready, entry) = threshold_adjusted(
+            entry.as_ref(),
+            current.as_ref(),
+            observed,
+            now,
+            self.config.thresholds,
+        );
         self.thresholds.lock().insert(key.to_string(), entry);
         let mut status = cluster.status.clone();
         let is_ready = ready.status == ConditionStatus::True;
@@ -183,7 +201,9 @@ impl ClusterStatusController {
         if probe.online && probe.healthy && is_ready {
             match self.member.summary(&cluster.spec.api_endpoint).await {
                 Ok(summary) => merge_summary(&mut status, &summary, now),
-                Err(e) => tracing::warn!(cluster = key, error = %e, "collecting the member summary failed"),
+                Err(e) => {
+                    tracing::warn!(cluster = key, error = %e, "collecting the member summary failed")
+                }
             }
         }
         self.write(raw, &cluster.status, status).await?;
@@ -244,9 +264,17 @@ fn merge_summary(status: &mut ClusterStatus, summary: &Value, now: DateTime<Utc>
     let complete = !parsed.api_enablements.is_empty();
     status.api_enablements = parsed.api_enablements;
     let (state, reason, message) = if complete {
-        (ConditionStatus::True, "Complete", "collected complete API resources")
+        (
+            ConditionStatus::True,
+            "Complete",
+            "collected complete API resources",
+        )
     } else {
-        (ConditionStatus::False, "Empty", "collected no API resources")
+        (
+            ConditionStatus::False,
+            "Empty",
+            "collected no API resources",
+        )
     };
     set_condition(
         &mut status.conditions,
@@ -308,7 +336,10 @@ mod tests {
     impl MemberClient for FakeMember {
         async fn probe(&self, _: &str) -> ProbeResult {
             let ok = self.healthy.load(Ordering::SeqCst);
-            ProbeResult { online: true, healthy: ok }
+            ProbeResult {
+                online: true,
+                healthy: ok,
+            }
         }
         async fn summary(&self, _: &str) -> Result<Value, SummaryError> {
             Ok(json!({"kubernetesVersion": "v1.32.0-sim",
@@ -317,14 +348,31 @@ mod tests {
         }
     }
 
-    async fn setup(mode: &str) -> (Arc<dyn Store>, FakeClock, Arc<FakeMember>, ClusterStatusController) {
+    async fn setup(
+        mode: &str,
+    ) -> (
+        Arc<dyn Store>,
+        FakeClock,
+        Arc<FakeMember>,
+        ClusterStatusController,
+    ) {
         let clock = FakeClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
         let shared: SharedClock = Arc::new(clock.clone());
         let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
         let registry = prometheus::Registry::new();
         let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-        let member = Arc::new(FakeMember { healthy: AtomicBool::new(true) });
-        let c = ClusterStatusController::new(store.clone(), shared, member.clone(), HealthConfig::default(), events, &registry).unwrap();
+        let member = Arc::new(FakeMember {
+            healthy: AtomicBool::new(true),
+        });
+        let c = ClusterStatusController::new(
+            store.clone(),
+            shared,
+            member.clone(),
+            HealthConfig::default(),
+            events,
+            &registry,
+        )
+        .unwrap();
         let mut spec = json!({"syncMode": mode});
         if mode == "Push" {
             spec["apiEndpoint"] = json!("http://127.0.0.1:1");
@@ -337,11 +385,19 @@ mod tests {
     }
 
     async fn ready(store: &Arc<dyn Store>) -> Option<(String, String)> {
-        let c = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        let c = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
         c.pointer("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-            .map(|c| (c["status"].as_str().unwrap().to_string(), c["reason"].as_str().unwrap().to_string()))
+            .map(|c| {
+                (
+                    c["status"].as_str().unwrap().to_string(),
+                    c["reason"].as_str().unwrap().to_string(),
+                )
+            })
     }
 
     fn s(x: &str, y: &str) -> Option<(String, String)> {
@@ -351,9 +407,15 @@ mod tests {
     #[tokio::test]
     async fn push_members_follow_probes_through_the_thresholds() {
         let (store, clock, member, c) = setup("Push").await;
-        assert_eq!(c.reconcile("m1").await.unwrap(), Action::RequeueAfter(std::time::Duration::from_secs(10)));
+        assert_eq!(
+            c.reconcile("m1").await.unwrap(),
+            Action::RequeueAfter(std::time::Duration::from_secs(10))
+        );
         assert_eq!(ready(&store).await, s("True", "ClusterReady"));
-        let cluster = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        let cluster = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
         assert_eq!(cluster["status"]["kubernetesVersion"], "v1.32.0-sim");
         // Unhealthy: stays True for the 30 s failure threshold, then False.
         member.healthy.store(false, Ordering::SeqCst);
@@ -368,7 +430,10 @@ mod tests {
         // A reconcile sooner than the update frequency does not probe again.
         member.healthy.store(true, Ordering::SeqCst);
         clock.advance(Duration::seconds(3));
-        assert_eq!(c.reconcile("m1").await.unwrap(), Action::RequeueAfter(std::time::Duration::from_secs(7)));
+        assert_eq!(
+            c.reconcile("m1").await.unwrap(),
+            Action::RequeueAfter(std::time::Duration::from_secs(7))
+        );
         // Healthy again: True after the success threshold.
         for _ in 0..3 {
             clock.advance(Duration::seconds(10));
@@ -379,27 +444,48 @@ mod tests {
         c.reconcile("m1").await.unwrap();
         assert_eq!(ready(&store).await, s("True", "ClusterReady"));
         // Each transition left an Event.
-        let events = store.list(&well_known::events(), None, &Default::default()).await.unwrap();
-        let reasons: Vec<&str> = events.items.iter().map(|e| e["reason"].as_str().unwrap()).collect();
+        let events = store
+            .list(&well_known::events(), None, &Default::default())
+            .await
+            .unwrap();
+        let reasons: Vec<&str> = events
+            .items
+            .iter()
+            .map(|e| e["reason"].as_str().unwrap())
+            .collect();
         assert_eq!(reasons, ["ClusterReady", "ClusterNotReady", "ClusterReady"]);
     }
 
     #[tokio::test]
     async fn pull_members_turn_unknown_without_lease_renewals() {
         let (store, clock, _member, c) = setup("Pull").await;
-        let lease = |t: DateTime<Utc>| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        let lease = |t: DateTime<Utc>| {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "m1", "namespace": "karmada-cluster"},
-            "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40, "renewTime": t.to_rfc3339()}});
+            "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40, "renewTime": t.to_rfc3339()}})
+        };
         // Never posted: Unknown after the 60 s startup grace.
         c.reconcile("m1").await.unwrap();
         clock.advance(Duration::seconds(61));
         c.reconcile("m1").await.unwrap();
-        assert_eq!(ready(&store).await, s("Unknown", "ClusterStatusNeverUpdated"));
+        assert_eq!(
+            ready(&store).await,
+            s("Unknown", "ClusterStatusNeverUpdated")
+        );
         // The agent posts Ready and renews its lease.
-        let mut cluster = store.get(&well_known::clusters(), None, "m1").await.unwrap();
+        let mut cluster = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
         cluster["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "ok", "lastTransitionTime": clock.now().to_rfc3339()}]);
-        store.update_status(&well_known::clusters(), cluster).await.unwrap();
-        let mut stored = store.create(&well_known::leases(), lease(clock.now())).await.unwrap();
+        store
+            .update_status(&well_known::clusters(), cluster)
+            .await
+            .unwrap();
+        let mut stored = store
+            .create(&well_known::leases(), lease(clock.now()))
+            .await
+            .unwrap();
         for _ in 0..10 {
             clock.advance(Duration::seconds(10));
             stored["spec"]["renewTime"] = json!(clock.now().to_rfc3339());

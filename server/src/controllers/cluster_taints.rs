@@ -49,7 +49,11 @@ pub fn desired_taints(
             add.push((TAINT_CLUSTER_NOT_READY, TaintEffect::NoSchedule));
             remove.push((TAINT_CLUSTER_UNREACHABLE, TaintEffect::NoSchedule));
             if cfg.automatic_no_execute {
-                let start = since(ready.and_then(|c| c.last_transition_time.as_ref()).map(Time::as_datetime));
+                let start = since(
+                    ready
+                        .and_then(|c| c.last_transition_time.as_ref())
+                        .map(Time::as_datetime),
+                );
                 if now >= start + cfg.eviction_timeout {
                     add.push((TAINT_CLUSTER_NOT_READY, TaintEffect::NoExecute));
                     remove.push((TAINT_CLUSTER_UNREACHABLE, TaintEffect::NoExecute));
@@ -143,7 +147,11 @@ pub async fn lease_renew_time(
     cluster: &str,
 ) -> Result<Option<DateTime<Utc>>, StoreError> {
     match store
-        .get(&well_known::leases(), Some(CLUSTER_LEASE_NAMESPACE), cluster)
+        .get(
+            &well_known::leases(),
+            Some(CLUSTER_LEASE_NAMESPACE),
+            cluster,
+        )
         .await
     {
         Ok(lease) => Ok(lease
@@ -173,12 +181,11 @@ impl Reconciler for ClusterTaintController {
             Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
-        let cluster: Cluster = serde_json::from_value(raw.clone()).map_err(|e| {
-            ReconcileError::Decode {
+        let cluster: Cluster =
+            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
                 what: format!("cluster {key}"),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         if cluster.metadata.is_deleting() {
             return Ok(Action::Done);
         }
@@ -186,7 +193,9 @@ impl Reconciler for ClusterTaintController {
         let now = self.clock.now();
         let (taints, due) = desired_taints(&cluster, lease, now, self.config);
         let next = due.map_or(Action::Done, |d| {
-            Action::RequeueAfter(d.to_std().unwrap_or_default() + std::time::Duration::from_millis(10))
+            Action::RequeueAfter(
+                d.to_std().unwrap_or_default() + std::time::Duration::from_millis(10),
+            )
         });
         if taints == cluster.spec.taints {
             return Ok(next);
@@ -202,27 +211,45 @@ impl Reconciler for ClusterTaintController {
             .filter(|o| !taints.iter().any(|t| t.same_identity(o)))
             .collect();
         let mut updated = raw.clone();
-        updated["spec"]["taints"] = serde_json::to_value(&taints).map_err(|e| {
-            ReconcileError::Other(format!("encoding taints: {e}"))
-        })?;
+        updated["spec"]["taints"] = serde_json::to_value(&taints)
+            .map_err(|e| ReconcileError::Other(format!("encoding taints: {e}")))?;
         self.store.update(&rt, updated).await?;
         for t in &added {
-            self.changes.with_label_values(&[&describe(t), "added"]).inc();
+            self.changes
+                .with_label_values(&[&describe(t), "added"])
+                .inc();
             tracing::info!(cluster = key, taint = %describe(t), "taint added");
         }
         for t in &removed {
-            self.changes.with_label_values(&[&describe(t), "removed"]).inc();
+            self.changes
+                .with_label_values(&[&describe(t), "removed"])
+                .inc();
             tracing::info!(cluster = key, taint = %describe(t), "taint removed");
         }
-        let summary = |list: &[&Taint]| list.iter().map(|t| describe(t)).collect::<Vec<_>>().join(", ");
+        let summary = |list: &[&Taint]| {
+            list.iter()
+                .map(|t| describe(t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         if !added.is_empty() {
             self.events
-                .cluster(&raw, EventType::Warning, "TaintClusterSucceed", &format!("added taints: {}", summary(&added)))
+                .cluster(
+                    &raw,
+                    EventType::Warning,
+                    "TaintClusterSucceed",
+                    &format!("added taints: {}", summary(&added)),
+                )
                 .await;
         }
         if !removed.is_empty() {
             self.events
-                .cluster(&raw, EventType::Normal, "UntaintClusterSucceed", &format!("removed taints: {}", summary(&removed)))
+                .cluster(
+                    &raw,
+                    EventType::Normal,
+                    "UntaintClusterSucceed",
+                    &format!("removed taints: {}", summary(&removed)),
+                )
                 .await;
         }
         Ok(next)
@@ -275,22 +302,132 @@ mod tests {
         const UR: &str = TAINT_CLUSTER_UNREACHABLE;
         // (ready (status, since), lease renewed, existing taints, now, cfg, want taints, want due secs)
         let manual = ("example.com/maintenance", NoSchedule);
-        let off = TaintConfig { automatic_no_execute: false, ..CFG };
-        let table: Vec<(Option<(ConditionStatus, i64)>, Option<i64>, Vec<(&str, TaintEffect)>, i64, TaintConfig, Vec<String>, Option<i64>)> = vec![
-            (None, None, vec![], 0, CFG, vec![format!("{NR}:NoSchedule")], None),
-            (Some((False, 0)), None, vec![], 10, CFG, vec![format!("{NR}:NoSchedule")], Some(290)),
-            (Some((False, 0)), None, vec![(UR, NoSchedule)], 10, CFG, vec![format!("{NR}:NoSchedule")], Some(290)),
-            (Some((False, 0)), None, vec![(NR, NoSchedule)], 300, CFG, vec![format!("{NR}:NoSchedule"), format!("{NR}:NoExecute")], None),
-            (Some((False, 0)), None, vec![(UR, NoExecute)], 300, CFG, vec![format!("{NR}:NoSchedule"), format!("{NR}:NoExecute")], None),
-            (Some((Unknown, 40)), Some(0), vec![(NR, NoSchedule)], 50, CFG, vec![format!("{UR}:NoSchedule")], Some(250)),
-            (Some((Unknown, 40)), Some(0), vec![], 300, CFG, vec![format!("{UR}:NoSchedule"), format!("{UR}:NoExecute")], None),
-            (Some((Unknown, 40)), None, vec![], 300, CFG, vec![format!("{UR}:NoSchedule")], Some(40)),
-            (Some((True, 0)), None, vec![(NR, NoSchedule), (NR, NoExecute), (UR, NoExecute), manual], 10, CFG, vec!["example.com/maintenance:NoSchedule".into()], None),
+        let off = TaintConfig {
+            automatic_no_execute: false,
+            ..CFG
+        };
+        let table: Vec<(
+            Option<(ConditionStatus, i64)>,
+            Option<i64>,
+            Vec<(&str, TaintEffect)>,
+            i64,
+            TaintConfig,
+            Vec<String>,
+            Option<i64>,
+        )> = vec![
+            (
+                None,
+                None,
+                vec![],
+                0,
+                CFG,
+                vec![format!("{NR}:NoSchedule")],
+                None,
+            ),
+            (
+                Some((False, 0)),
+                None,
+                vec![],
+                10,
+                CFG,
+                vec![format!("{NR}:NoSchedule")],
+                Some(290),
+            ),
+            (
+                Some((False, 0)),
+                None,
+                vec![(UR, NoSchedule)],
+                10,
+                CFG,
+                vec![format!("{NR}:NoSchedule")],
+                Some(290),
+            ),
+            (
+                Some((False, 0)),
+                None,
+                vec![(NR, NoSchedule)],
+                300,
+                CFG,
+                vec![format!("{NR}:NoSchedule"), format!("{NR}:NoExecute")],
+                None,
+            ),
+            (
+                Some((False, 0)),
+                None,
+                vec![(UR, NoExecute)],
+                300,
+                CFG,
+                vec![format!("{NR}:NoSchedule"), format!("{NR}:NoExecute")],
+                None,
+            ),
+            (
+                Some((Unknown, 40)),
+                Some(0),
+                vec![(NR, NoSchedule)],
+                50,
+                CFG,
+                vec![format!("{UR}:NoSchedule")],
+                Some(250),
+            ),
+            (
+                Some((Unknown, 40)),
+                Some(0),
+                vec![],
+                300,
+                CFG,
+                vec![format!("{UR}:NoSchedule"), format!("{UR}:NoExecute")],
+                None,
+            ),
+            (
+                Some((Unknown, 40)),
+                None,
+                vec![],
+                300,
+                CFG,
+                vec![format!("{UR}:NoSchedule")],
+                Some(40),
+            ),
+            (
+                Some((True, 0)),
+                None,
+                vec![(NR, NoSchedule), (NR, NoExecute), (UR, NoExecute), manual],
+                10,
+                CFG,
+                vec!["example.com/maintenance:NoSchedule".into()],
+                None,
+            ),
             // A user's taints stay whatever the condition.
-            (Some((False, 0)), None, vec![manual], 1, CFG, vec!["example.com/maintenance:NoSchedule".into(), format!("{NR}:NoSchedule")], Some(299)),
+            (
+                Some((False, 0)),
+                None,
+                vec![manual],
+                1,
+                CFG,
+                vec![
+                    "example.com/maintenance:NoSchedule".into(),
+                    format!("{NR}:NoSchedule"),
+                ],
+                Some(299),
+            ),
             // Automatic NoExecute off: none added, and a hand-set one survives Ready True.
-            (Some((False, 0)), None, vec![], 1000, off, vec![format!("{NR}:NoSchedule")], None),
-            (Some((True, 0)), None, vec![(NR, NoExecute), (NR, NoSchedule)], 1000, off, vec![format!("{NR}:NoExecute")], None),
+            (
+                Some((False, 0)),
+                None,
+                vec![],
+                1000,
+                off,
+                vec![format!("{NR}:NoSchedule")],
+                None,
+            ),
+            (
+                Some((True, 0)),
+                None,
+                vec![(NR, NoExecute), (NR, NoSchedule)],
+                1000,
+                off,
+                vec![format!("{NR}:NoExecute")],
+                None,
+            ),
         ];
         for (i, (ready, lease, existing, now, cfg, want, due)) in table.into_iter().enumerate() {
             let c = cluster(ready, &existing);
@@ -299,7 +436,10 @@ mod tests {
             assert_eq!(got_due.map(|d| d.num_seconds()), due, "row {i}");
             for taint in &got {
                 let kept = c.spec.taints.iter().any(|o| o == taint);
-                assert!(kept || taint.time_added == Some(Time::new(t(now))), "row {i}: new taints carry timeAdded");
+                assert!(
+                    kept || taint.time_added == Some(Time::new(t(now))),
+                    "row {i}: new taints carry timeAdded"
+                );
             }
         }
     }

@@ -10,5 +10,5 @@ pub mod runtime;
 
 pub use runtime::{
     object_key, spawn, split_key, Action, ControllerConfig, ControllerHandle, ControllerMetrics,
-    Reconciler, ReconcileError, Source,
+    ReconcileError, Reconciler, Source,
 };

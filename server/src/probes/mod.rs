@@ -53,9 +53,19 @@ fn join(endpoint: &str, path: &str) -> String {
 #[async_trait]
 impl MemberClient for HttpMemberClient {
     async fn probe(&self, endpoint: &str) -> ProbeResult {
-        let mut status = self.client.get(join(endpoint, "/readyz")).send().await.map(|r| r.status());
+        let mut status = self
+            .client
+            .get(join(endpoint, "/readyz"))
+            .send()
+            .await
+            .map(|r| r.status());
         if matches!(status, Ok(s) if s == reqwest::StatusCode::NOT_FOUND) {
-            status = self.client.get(join(endpoint, "/healthz")).send().await.map(|r| r.status());
+            status = self
+                .client
+                .get(join(endpoint, "/healthz"))
+                .send()
+                .await
+                .map(|r| r.status());
         }
         match status {
             Err(_) => ProbeResult {
