@@ -223,6 +223,16 @@ mod tests {
         }
     }
 
+    /// (entry, current, observed, now, want status, want entry since)
+    type ThresholdRow = (
+        Option<ThresholdEntry>,
+        Option<ConditionStatus>,
+        ConditionStatus,
+        i64,
+        ConditionStatus,
+        i64,
+    );
+
     #[test]
     fn thresholds_delay_flips_but_not_first_observations() {
         use ConditionStatus::{False, True, Unknown};
@@ -233,14 +243,7 @@ mod tests {
                 since: t(since),
             })
         };
-        let table: Vec<(
-            Option<ThresholdEntry>,
-            Option<ConditionStatus>,
-            ConditionStatus,
-            i64,
-            ConditionStatus,
-            i64,
-        )> = vec![
+        let table: Vec<ThresholdRow> = vec![
             // first probe since start: observed at once
             (None, Some(True), False, 0, False, 0),
             // no condition stored yet: observed at once

@@ -294,6 +294,17 @@ mod tests {
         taints.iter().map(describe).collect()
     }
 
+    /// (ready (status, since), lease renewed, existing taints, now, cfg, want taints, want due)
+    type TaintRow = (
+        Option<(ConditionStatus, i64)>,
+        Option<i64>,
+        Vec<(&'static str, TaintEffect)>,
+        i64,
+        TaintConfig,
+        Vec<String>,
+        Option<i64>,
+    );
+
     #[test]
     fn taints_follow_the_ready_condition() {
         use ConditionStatus::{False, True, Unknown};
@@ -306,15 +317,7 @@ mod tests {
             automatic_no_execute: false,
             ..CFG
         };
-        let table: Vec<(
-            Option<(ConditionStatus, i64)>,
-            Option<i64>,
-            Vec<(&str, TaintEffect)>,
-            i64,
-            TaintConfig,
-            Vec<String>,
-            Option<i64>,
-        )> = vec![
+        let table: Vec<TaintRow> = vec![
             (
                 None,
                 None,
