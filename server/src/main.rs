@@ -81,6 +81,13 @@ struct Flags {
     /// Timeout of one probe of a push member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     member_probe_timeout: Duration,
+    /// Also start this many simulated member clusters (member1..memberN) that join in pull
+    /// mode through a `flotilla-agent` process (the binary beside this one).
+    #[arg(long, default_value_t = 0)]
+    sim_members: u32,
+    /// Pod startup delay of the simulated members, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    sim_pod_startup_delay_ms: u64,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -128,13 +135,17 @@ async fn terminated() {
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     init_logging(flags.log_format);
-    let mut config = ServerConfig::new(flags.data_dir);
+    let mut config = ServerConfig::new(flags.data_dir.clone());
     config.listen = flags.listen;
     config.engine = match flags.store {
         StoreEngine::Sled => Engine::Sled,
         StoreEngine::Memory => Engine::Memory,
     };
-    config.tls = match (flags.plain_http, flags.tls_cert, flags.tls_key) {
+    config.tls = match (
+        flags.plain_http,
+        flags.tls_cert.clone(),
+        flags.tls_key.clone(),
+    ) {
         (true, _, _) => Tls::Plain,
         (false, Some(cert), Some(key)) => Tls::Files { cert, key },
         _ => Tls::SelfSigned,
@@ -160,10 +171,80 @@ async fn main() -> anyhow::Result<()> {
         c.probe_timeout = flags.member_probe_timeout;
         Some(c)
     };
+    let data_dir = config.data_dir.clone();
     let server = app::start(config).await?;
     println!("flotilla-server listening on {}", server.url());
+    let mut members = if flags.sim_members > 0 {
+        Some(spawn_sim_members(
+            &flags,
+            &server.url(),
+            server.scheme,
+            &data_dir,
+        )?)
+    } else {
+        None
+    };
     terminated().await;
     tracing::info!("shutting down");
+    if let Some(child) = members.as_mut() {
+        stop_child(child).await;
+    }
     server.shutdown().await?;
     Ok(())
+}
+
+/// Starts `flotilla-agent --sim-members N` beside this binary, joined to this server.
+fn spawn_sim_members(
+    flags: &Flags,
+    url: &str,
+    scheme: &str,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<tokio::process::Child> {
+    let agent = std::env::current_exe()?.with_file_name("flotilla-agent");
+    if !agent.exists() {
+        anyhow::bail!(
+            "--sim-members needs the flotilla-agent binary next to flotilla-server ({}); \
+             build the whole workspace: cargo build --release --workspace",
+            agent.display()
+        );
+    }
+    let mut cmd = tokio::process::Command::new(agent);
+    cmd.arg("--server")
+        .arg(url)
+        .arg("--token-file")
+        .arg(data_dir.join("join.token"))
+        .arg("--data-dir")
+        .arg(data_dir.join("sim-members"))
+        .arg("--sim-members")
+        .arg(flags.sim_members.to_string())
+        .arg("--member-prefix")
+        .arg("member")
+        .arg("--pod-startup-delay-ms")
+        .arg(flags.sim_pod_startup_delay_ms.to_string())
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .kill_on_drop(true);
+    if scheme == "https" {
+        cmd.arg("--ca-file").arg(data_dir.join("tls.crt"));
+    }
+    let child = cmd.spawn()?;
+    tracing::info!(members = flags.sim_members, "started simulated members");
+    Ok(child)
+}
+
+/// SIGTERM, then SIGKILL after 10 s.
+async fn stop_child(child: &mut tokio::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
 }
