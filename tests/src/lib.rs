@@ -149,6 +149,143 @@ impl Server {
     }
 }
 
+/// A running `flotilla-agent` process.
+pub struct Agent {
+    /// The process.
+    pub process: Process,
+    /// URL of its member HTTP surface (`--listen`).
+    pub url: String,
+}
+
+impl Agent {
+    /// Starts `flotilla-agent <args> --listen 127.0.0.1:0` and waits until it prints its URL.
+    pub fn start(args: &[&str]) -> Result<Agent> {
+        let bin = binary("flotilla-agent")?;
+        let mut child = Command::new(bin)
+            .args(args)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawning flotilla-agent")?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut process = Process {
+            child,
+            name: "flotilla-agent".into(),
+        };
+        let url =
+            read_url(stdout, "flotilla-agent listening on ").inspect_err(|_| process.kill())?;
+        Ok(Agent { process, url })
+    }
+}
+
+/// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
+/// draining stdout in the background so the child never blocks on a full pipe.
+fn read_url(stdout: std::process::ChildStdout, prefix: &'static str) -> Result<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                let _ = tx.send(rest.trim().to_string());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .map_err(|_| anyhow!("no line starting with {prefix:?} within 60s"))
+}
+
+/// A blocking JSON client of the API that trusts the server's certificate.
+pub struct ApiClient {
+    http: reqwest::blocking::Client,
+    base: String,
+    token: String,
+}
+
+impl ApiClient {
+    /// A client with the server's admin token.
+    pub fn admin(server: &Server) -> Result<ApiClient> {
+        Self::with_token(server, &server.token)
+    }
+
+    /// A client with another bearer token.
+    pub fn with_token(server: &Server, token: &str) -> Result<ApiClient> {
+        let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30));
+        let ca = server.data_dir.join("tls.crt");
+        if server.url.starts_with("https") {
+            builder =
+                builder.add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(ca)?)?);
+        }
+        Ok(ApiClient {
+            http: builder.build()?,
+            base: server.url.clone(),
+            token: token.to_string(),
+        })
+    }
+
+    /// Sends a request; returns the status code and the JSON body (Null when not JSON).
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(u16, serde_json::Value)> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            let ct = if method == reqwest::Method::PATCH {
+                "application/merge-patch+json"
+            } else {
+                "application/json"
+            };
+            req = req.header("content-type", ct).body(b.to_string());
+        }
+        let resp = req.send()?;
+        let status = resp.status().as_u16();
+        let text = resp.text()?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        ))
+    }
+
+    /// GET that must answer 200.
+    pub fn get(&self, path: &str) -> Result<serde_json::Value> {
+        match self.send("GET", path, None)? {
+            (200, v) => Ok(v),
+            (code, v) => bail!("GET {path} answered {code}: {v}"),
+        }
+    }
+}
+
+/// A plain HTTP client for members' surfaces.
+pub fn member_call(
+    method: &str,
+    url: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, serde_json::Value)> {
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let mut req = http.request(reqwest::Method::from_bytes(method.as_bytes())?, url);
+    if let Some(b) = body {
+        req = req
+            .header("content-type", "application/json")
+            .body(b.to_string());
+    }
+    let resp = req.send()?;
+    let status = resp.status().as_u16();
+    let text = resp.text()?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    ))
+}
+
 /// Whether kubectl is installed; prints a loud message when it is not.
 pub fn kubectl_available() -> bool {
     let ok = Command::new("kubectl")
