@@ -5,6 +5,8 @@
 pub mod cluster_health;
 pub mod cluster_status;
 pub mod cluster_taints;
+pub mod detector;
+pub mod policy_matching;
 pub mod queue;
 pub mod runtime;
 

@@ -198,6 +198,19 @@ pub fn spawn(
     stop: watch::Receiver<bool>,
 ) -> ControllerHandle {
     let queue = WorkQueue::new(config.backoff);
+    spawn_with_queue(store, reconciler, config, metrics, stop, queue)
+}
+
+/// Like [`spawn`], over a queue the reconciler also holds (to queue keys of its own, e.g. the
+/// detector queueing templates when a policy changes).
+pub fn spawn_with_queue(
+    store: Arc<dyn Store>,
+    reconciler: Arc<dyn Reconciler>,
+    config: ControllerConfig,
+    metrics: Option<ControllerMetrics>,
+    stop: watch::Receiver<bool>,
+    queue: WorkQueue,
+) -> ControllerHandle {
     let mut tasks = JoinSet::new();
     for source in config.sources.clone() {
         tasks.spawn(feed(
@@ -246,7 +259,13 @@ async fn enqueue_all(store: &Arc<dyn Store>, source: &Source, queue: &WorkQueue)
 }
 
 /// Lists, then watches from the list's version; relists after the stream ends or expires.
-async fn feed(store: Arc<dyn Store>, source: Source, queue: WorkQueue, controller: &'static str) {
+/// Runs until aborted.
+pub async fn feed(
+    store: Arc<dyn Store>,
+    source: Source,
+    queue: WorkQueue,
+    controller: &'static str,
+) {
     loop {
         let Some(rv) = enqueue_all(&store, &source, &queue).await else {
             tokio::time::sleep(Duration::from_secs(1)).await;

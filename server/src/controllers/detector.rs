@@ -1,0 +1,968 @@
+//! The resource detector: turns a resource template plus the policy that selects it into a
+//! ResourceBinding (or a ClusterResourceBinding for cluster-scoped templates) named
+//! `<name>-<kind lowercased>`, owned by the template and carrying its replicas, per-replica
+//! requests, and the policy's placement, failover behaviour and propagateDeps. The template is
+//! marked with the claiming policy (its permanent-id label, name and namespace annotations).
+//! Which policy wins is [`super::policy_matching`]'s decision. A policy change re-evaluates the
+//! templates it selects; a template that no policy selects any more loses its claim and its
+//! binding; a deleted template's binding (and so its works) goes by garbage collection.
+//!
+//! Templates of any kind are watched: a kind is watched from the moment a policy names it.
+
+use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
+use super::queue::WorkQueue;
+use super::runtime::{feed, Action, ReconcileError, Reconciler, Source};
+use crate::api::registry::Registry;
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::binding::ReplicaRequirements;
+use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_api::kinds::{well_known, ResourceType, WORK_GROUP};
+use flotilla_api::policy::{
+    ClusterPropagationPolicy, PropagationPolicy, CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME,
+    PP_PERMANENT_ID_LABEL,
+};
+use parking_lot::Mutex;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use tokio::task::AbortHandle;
+
+/// Annotation naming the claiming PropagationPolicy.
+pub const PP_NAME_ANNOTATION: &str = "propagationpolicy.karmada.io/name";
+/// Annotation naming the claiming PropagationPolicy's namespace.
+pub const PP_NAMESPACE_ANNOTATION: &str = "propagationpolicy.karmada.io/namespace";
+/// Annotation naming the claiming ClusterPropagationPolicy.
+pub const CPP_NAME_ANNOTATION: &str = "clusterpropagationpolicy.karmada.io/name";
+
+/// Namespaces whose objects are never propagated.
+pub fn is_reserved_namespace(ns: &str) -> bool {
+    ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with("karmada-es-")
+}
+
+/// How many replicas a template asks for and what each needs (the interpreter's answer).
+pub trait ReplicaInterpreter: Send + Sync + 'static {
+    /// Replicas and per-replica requirements; `(0, None)` for non-workloads.
+    fn replicas(&self, template: &Value) -> (i32, Option<ReplicaRequirements>);
+}
+
+/// The binding name of a template.
+pub fn binding_name(name: &str, kind: &str) -> String {
+    format!("{name}-{}", kind.to_ascii_lowercase())
+}
+
+fn template_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
+    format!(
+        "t|{}|{}|{}|{}|{}|{namespace}|{name}",
+        rt.group,
+        rt.version,
+        rt.plural,
+        rt.kind,
+        u8::from(rt.namespaced)
+    )
+}
+
+fn parse_template_key(key: &str) -> Option<(ResourceType, String, String)> {
+    let parts: Vec<&str> = key.split('|').collect();
+    let ["t", group, version, plural, kind, namespaced, ns, name] = parts.as_slice() else {
+        return None;
+    };
+    let rt = ResourceType {
+        group: group.to_string(),
+        version: version.to_string(),
+        plural: plural.to_string(),
+        singular: kind.to_ascii_lowercase(),
+        kind: kind.to_string(),
+        short_names: Vec::new(),
+        namespaced: *namespaced == "1",
+        status_subresource: true,
+    };
+    Some((rt, ns.to_string(), name.to_string()))
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn labels_of(v: &Value) -> BTreeMap<String, String> {
+    v.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The controller.
+pub struct Detector {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    registry: Arc<Registry>,
+    interpreter: Arc<dyn ReplicaInterpreter>,
+    events: EventRecorder,
+    queue: WorkQueue,
+    /// Watched template kinds by storage name.
+    feeds: Mutex<HashMap<String, (ResourceType, AbortHandle)>>,
+}
+
+impl Drop for Detector {
+    fn drop(&mut self) {
+        for (_, (_, h)) in self.feeds.lock().drain() {
+            h.abort();
+        }
+    }
+}
+
+impl Detector {
+    /// A detector queueing into `queue` (the queue it is spawned with).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        registry: Arc<Registry>,
+        interpreter: Arc<dyn ReplicaInterpreter>,
+        events: EventRecorder,
+        queue: WorkQueue,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            registry,
+            interpreter,
+            events,
+            queue,
+            feeds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The sources the detector starts with: both policy kinds.
+    pub fn sources() -> Vec<Source> {
+        vec![
+            Source::mapped(well_known::propagation_policies(), |p| {
+                vec![format!(
+                    "pp|{}|{}",
+                    str_at(p, "/metadata/namespace"),
+                    str_at(p, "/metadata/name")
+                )]
+            }),
+            Source::mapped(well_known::cluster_propagation_policies(), |p| {
+                vec![format!("cpp|{}", str_at(p, "/metadata/name"))]
+            }),
+        ]
+    }
+
+    /// The kind a selector names: registered kinds as registered, others as free-form
+    /// namespaced templates with the usual lower-case plural.
+    fn resolve(&self, api_version: &str, kind: &str) -> ResourceType {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        if let Some(rt) = self.registry.by_kind(group, Some(version), kind) {
+            return rt;
+        }
+        let lower = kind.to_ascii_lowercase();
+        let plural = if let Some(stem) = lower.strip_suffix('y') {
+            format!("{stem}ies")
+        } else if lower.ends_with('s') {
+            format!("{lower}es")
+        } else {
+            format!("{lower}s")
+        };
+        let mut rt = Registry::adhoc(group, version, &plural, true);
+        rt.kind = kind.to_string();
+        rt
+    }
+
+    /// Starts watching a template kind (once).
+    fn watch_kind(&self, rt: &ResourceType) {
+        let mut feeds = self.feeds.lock();
+        if feeds.contains_key(&rt.storage_name()) {
+            return;
+        }
+        let keyed = rt.clone();
+        let source = Source::mapped(rt.clone(), move |obj| {
+            let ns = str_at(obj, "/metadata/namespace");
+            if is_reserved_namespace(ns) {
+                return Vec::new();
+            }
+            vec![template_key(&keyed, ns, str_at(obj, "/metadata/name"))]
+        });
+        let task = tokio::spawn(feed(
+            self.store.clone(),
+            source,
+            self.queue.clone(),
+            "detector",
+        ));
+        feeds.insert(rt.storage_name(), (rt.clone(), task.abort_handle()));
+    }
+
+    async fn candidates(&self, namespace: &str) -> Result<Vec<Candidate>, ReconcileError> {
+        let mut out = Vec::new();
+        if !namespace.is_empty() {
+            let pps = self
+                .store
+                .list(
+                    &well_known::propagation_policies(),
+                    Some(namespace),
+                    &ListOptions::default(),
+                )
+                .await?;
+            for raw in pps.items {
+                let p: PropagationPolicy = decode(&raw, "PropagationPolicy")?;
+                if p.metadata.is_deleting() {
+                    continue;
+                }
+                let id = p
+                    .metadata
+                    .label(PP_PERMANENT_ID_LABEL)
+                    .unwrap_or(&p.metadata.uid)
+                    .to_string();
+                out.push(Candidate::new(
+                    PolicyScope::Namespaced,
+                    &p.metadata.namespace,
+                    &p.metadata.name,
+                    &id,
+                    p.spec,
+                ));
+            }
+        }
+        let cpps = self
+            .store
+            .list(
+                &well_known::cluster_propagation_policies(),
+                None,
+                &ListOptions::default(),
+            )
+            .await?;
+        for raw in cpps.items {
+            let p: ClusterPropagationPolicy = decode(&raw, "ClusterPropagationPolicy")?;
+            if p.metadata.is_deleting() {
+                continue;
+            }
+            let id = p
+                .metadata
+                .label(CPP_PERMANENT_ID_LABEL)
+                .unwrap_or(&p.metadata.uid)
+                .to_string();
+            out.push(Candidate::new(
+                PolicyScope::Cluster,
+                "",
+                &p.metadata.name,
+                &id,
+                p.spec,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Queues every template a policy may select (and starts watching their kinds).
+    async fn reconcile_policy(
+        &self,
+        scope: PolicyScope,
+        ns: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let (rt, namespace) = match scope {
+            PolicyScope::Namespaced => (well_known::propagation_policies(), Some(ns)),
+            PolicyScope::Cluster => (well_known::cluster_propagation_policies(), None),
+        };
+        let selectors: Vec<(String, String)> = match self.store.get(&rt, namespace, name).await {
+            Ok(p) => p
+                .pointer("/spec/resourceSelectors")
+                .and_then(Value::as_array)
+                .map(|s| {
+                    s.iter()
+                        .map(|s| {
+                            (
+                                str_at(s, "/apiVersion").to_string(),
+                                str_at(s, "/kind").to_string(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(StoreError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let kinds: Vec<ResourceType> = if selectors.is_empty() {
+            // A deleted policy: any watched kind may hold a template it claimed.
+            self.feeds
+                .lock()
+                .values()
+                .map(|(rt, _)| rt.clone())
+                .collect()
+        } else {
+            selectors.iter().map(|(a, k)| self.resolve(a, k)).collect()
+        };
+        for rt in kinds {
+            self.watch_kind(&rt);
+            let list_ns = if rt.namespaced { namespace } else { None };
+            let page = self
+                .store
+                .list(&rt, list_ns, &ListOptions::default())
+                .await?;
+            for t in page.items {
+                let tns = str_at(&t, "/metadata/namespace");
+                if !is_reserved_namespace(tns) {
+                    self.queue
+                        .add(template_key(&rt, tns, str_at(&t, "/metadata/name")));
+                }
+            }
+        }
+        Ok(Action::Done)
+    }
+
+    async fn reconcile_template(
+        &self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let namespace = (!ns.is_empty()).then_some(ns);
+        let template = match self.store.get(rt, namespace, name).await {
+            Ok(t) => t,
+            // The binding is owned by the template: garbage collection removes it.
+            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        if template.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Action::Done);
+        }
+        let labels = labels_of(&template);
+        let claimed = labels
+            .get(PP_PERMANENT_ID_LABEL)
+            .or_else(|| labels.get(CPP_PERMANENT_ID_LABEL))
+            .cloned();
+        let candidates = self.candidates(ns).await?;
+        let api_version = str_at(&template, "/apiVersion").to_string();
+        let kind = str_at(&template, "/kind").to_string();
+        let tref = TemplateRef {
+            api_version: &api_version,
+            kind: &kind,
+            namespace: ns,
+            name,
+            labels: &labels,
+        };
+        let choice = choose_policy(&candidates, &tref, claimed.as_deref());
+        let binding_rt = if rt.namespaced {
+            well_known::resource_bindings()
+        } else {
+            well_known::cluster_resource_bindings()
+        };
+        let bname = binding_name(name, &kind);
+        let Some(i) = choice else {
+            self.set_claim(rt, &template, None).await?;
+            match self.store.get(&binding_rt, namespace, &bname).await {
+                Ok(b) if owned_by(&b, str_at(&template, "/metadata/uid")) => {
+                    match self
+                        .store
+                        .delete(&binding_rt, namespace, &bname, &DeleteOptions::default())
+                        .await
+                    {
+                        Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    tracing::info!(binding = %bname, "no policy selects the template any more; binding deleted");
+                }
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Action::Done);
+        };
+        let policy = &candidates[i];
+        let template = self.set_claim(rt, &template, Some(policy)).await?;
+        let (replicas, requirements) = self.interpreter.replicas(&template);
+        let desired = desired_binding(
+            &template,
+            rt,
+            &binding_rt,
+            &bname,
+            policy,
+            replicas,
+            requirements,
+        );
+        self.ensure_binding(&binding_rt, namespace, &template, desired)
+            .await
+    }
+
+    /// Writes (or removes) the claim labels and annotations; returns the template as stored.
+    async fn set_claim(
+        &self,
+        rt: &ResourceType,
+        template: &Value,
+        policy: Option<&Candidate>,
+    ) -> Result<Value, ReconcileError> {
+        let mut updated = template.clone();
+        let meta = updated["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ReconcileError::Other("template without metadata".into()))?;
+        let mut labels = meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut annotations = meta
+            .get("annotations")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for k in [PP_PERMANENT_ID_LABEL, CPP_PERMANENT_ID_LABEL] {
+            labels.remove(k);
+        }
+        for k in [
+            PP_NAME_ANNOTATION,
+            PP_NAMESPACE_ANNOTATION,
+            CPP_NAME_ANNOTATION,
+        ] {
+            annotations.remove(k);
+        }
+        if let Some(p) = policy {
+            match p.scope {
+                PolicyScope::Namespaced => {
+                    labels.insert(PP_PERMANENT_ID_LABEL.into(), json!(p.permanent_id));
+                    annotations.insert(PP_NAME_ANNOTATION.into(), json!(p.name));
+                    annotations.insert(PP_NAMESPACE_ANNOTATION.into(), json!(p.namespace));
+                }
+                PolicyScope::Cluster => {
+                    labels.insert(CPP_PERMANENT_ID_LABEL.into(), json!(p.permanent_id));
+                    annotations.insert(CPP_NAME_ANNOTATION.into(), json!(p.name));
+                }
+            }
+        }
+        set_or_remove(meta, "labels", labels);
+        set_or_remove(meta, "annotations", annotations);
+        if &updated == template {
+            return Ok(updated);
+        }
+        Ok(self.store.update(rt, updated).await?)
+    }
+
+    async fn ensure_binding(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        template: &Value,
+        desired: Value,
+    ) -> Result<Action, ReconcileError> {
+        let name = str_at(&desired, "/metadata/name").to_string();
+        let now = self.clock.now();
+        match self.store.get(rt, namespace, &name).await {
+            Err(StoreError::NotFound { .. }) => {
+                let mut obj = desired;
+                obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+                flotilla_api::admission::admit(
+                    WORK_GROUP,
+                    &rt.kind,
+                    &mut obj,
+                    None,
+                    &DefaultingConfig::default(),
+                    now,
+                )
+                .map_err(|e| ReconcileError::Other(format!("binding {name} is invalid: {e}")))?;
+                self.store.create(rt, obj).await?;
+                self.events
+                    .record(
+                        template,
+                        EventType::Normal,
+                        "ApplyPolicySucceed",
+                        &format!("Apply policy succeed: binding {name} created"),
+                    )
+                    .await;
+                Ok(Action::Done)
+            }
+            Ok(existing) => {
+                let mut updated = existing.clone();
+                merge_binding(&mut updated, &desired);
+                if updated == existing {
+                    return Ok(Action::Done);
+                }
+                flotilla_api::admission::admit(
+                    WORK_GROUP,
+                    &rt.kind,
+                    &mut updated,
+                    Some(&existing),
+                    &DefaultingConfig::default(),
+                    now,
+                )
+                .map_err(|e| ReconcileError::Other(format!("binding {name} is invalid: {e}")))?;
+                self.store.update(rt, updated).await?;
+                self.events
+                    .record(
+                        template,
+                        EventType::Normal,
+                        "ApplyPolicySucceed",
+                        &format!("Apply policy succeed: binding {name} updated"),
+                    )
+                    .await;
+                Ok(Action::Done)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn set_or_remove(meta: &mut Map<String, Value>, key: &str, map: Map<String, Value>) {
+    if map.is_empty() {
+        meta.remove(key);
+    } else {
+        meta.insert(key.into(), Value::Object(map));
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(raw: &Value, what: &str) -> Result<T, ReconcileError> {
+    serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
+        what: format!("{what} {}", str_at(raw, "/metadata/name")),
+        message: e.to_string(),
+    })
+}
+
+fn owned_by(obj: &Value, uid: &str) -> bool {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
+/// The binding a template and its policy call for (fields the detector owns only).
+pub fn desired_binding(
+    template: &Value,
+    rt: &ResourceType,
+    binding_rt: &ResourceType,
+    name: &str,
+    policy: &Candidate,
+    replicas: i32,
+    requirements: Option<ReplicaRequirements>,
+) -> Value {
+    let ns = str_at(template, "/metadata/namespace");
+    let mut metadata = json!({
+        "name": name,
+        "ownerReferences": [{
+            "apiVersion": str_at(template, "/apiVersion"),
+            "kind": str_at(template, "/kind"),
+            "name": str_at(template, "/metadata/name"),
+            "uid": str_at(template, "/metadata/uid"),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }],
+    });
+    match policy.scope {
+        PolicyScope::Namespaced => {
+            metadata["labels"] = json!({PP_PERMANENT_ID_LABEL: policy.permanent_id});
+            metadata["annotations"] =
+                json!({PP_NAME_ANNOTATION: policy.name, PP_NAMESPACE_ANNOTATION: policy.namespace});
+        }
+        PolicyScope::Cluster => {
+            metadata["labels"] = json!({CPP_PERMANENT_ID_LABEL: policy.permanent_id});
+            metadata["annotations"] = json!({CPP_NAME_ANNOTATION: policy.name});
+        }
+    }
+    if rt.namespaced {
+        metadata["namespace"] = json!(ns);
+    }
+    let spec = &policy.spec;
+    let mut resource = json!({
+        "apiVersion": str_at(template, "/apiVersion"),
+        "kind": str_at(template, "/kind"),
+        "name": str_at(template, "/metadata/name"),
+        "uid": str_at(template, "/metadata/uid"),
+        "resourceVersion": str_at(template, "/metadata/resourceVersion"),
+    });
+    if !ns.is_empty() {
+        resource["namespace"] = json!(ns);
+    }
+    let mut binding_spec = json!({
+        "resource": resource,
+        "propagateDeps": spec.propagate_deps.unwrap_or(false),
+        "placement": spec.placement,
+        "schedulerName": if spec.scheduler_name.is_empty() { DEFAULT_SCHEDULER_NAME } else { &spec.scheduler_name },
+    });
+    if replicas > 0 {
+        binding_spec["replicas"] = json!(replicas);
+    }
+    if let Some(r) = requirements {
+        binding_spec["replicaRequirements"] = json!(r);
+    }
+    if let Some(f) = &spec.failover {
+        binding_spec["failover"] = json!(f);
+    }
+    if let Some(c) = &spec.conflict_resolution {
+        binding_spec["conflictResolution"] = json!(c);
+    }
+    if let Some(s) = &spec.suspension {
+        binding_spec["suspension"] = json!(s);
+    }
+    if let Some(p) = spec.preserve_resources_on_deletion {
+        binding_spec["preserveResourcesOnDeletion"] = json!(p);
+    }
+    json!({
+        "apiVersion": binding_rt.api_version(),
+        "kind": binding_rt.kind,
+        "metadata": metadata,
+        "spec": binding_spec,
+    })
+}
+
+/// The spec fields the detector owns; everything else (clusters, eviction tasks, requiredBy,
+/// reschedule requests, status) belongs to other controllers and is kept.
+const OWNED_SPEC_FIELDS: &[&str] = &[
+    "resource",
+    "propagateDeps",
+    "placement",
+    "schedulerName",
+    "replicas",
+    "replicaRequirements",
+    "failover",
+    "conflictResolution",
+    "suspension",
+    "preserveResourcesOnDeletion",
+];
+
+fn merge_binding(existing: &mut Value, desired: &Value) {
+    for field in OWNED_SPEC_FIELDS {
+        match desired["spec"].get(*field) {
+            Some(v) => existing["spec"][*field] = v.clone(),
+            None => {
+                if let Some(spec) = existing["spec"].as_object_mut() {
+                    spec.remove(*field);
+                }
+            }
+        }
+    }
+    for part in ["labels", "annotations"] {
+        if let Some(want) = desired["metadata"][part].as_object() {
+            for (k, v) in want {
+                existing["metadata"][part][k] = v.clone();
+            }
+        }
+    }
+    existing["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"].clone();
+}
+
+#[async_trait]
+impl Reconciler for Detector {
+    fn name(&self) -> &'static str {
+        "detector"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let parts: Vec<&str> = key.split('|').collect();
+        match parts.as_slice() {
+            ["pp", ns, name] => {
+                self.reconcile_policy(PolicyScope::Namespaced, ns, name)
+                    .await
+            }
+            ["cpp", name] => self.reconcile_policy(PolicyScope::Cluster, "", name).await,
+            _ => match parse_template_key(key) {
+                Some((rt, ns, name)) => {
+                    let rt = self
+                        .registry
+                        .by_kind(&rt.group, Some(&rt.version), &rt.kind)
+                        .unwrap_or(rt);
+                    self.reconcile_template(&rt, &ns, &name).await
+                }
+                None => Err(ReconcileError::Other(format!(
+                    "unknown detector key {key:?}"
+                ))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::store::KvStore;
+    use crate::store::StoreConfig;
+    use flotilla_api::kinds::builtin_by_plural;
+
+    struct SpecReplicas;
+    impl ReplicaInterpreter for SpecReplicas {
+        fn replicas(&self, t: &Value) -> (i32, Option<ReplicaRequirements>) {
+            let n = t
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            (i32::try_from(n).unwrap_or(0), None)
+        }
+    }
+
+    struct Fixture {
+        store: Arc<dyn Store>,
+        detector: Detector,
+    }
+
+    async fn fixture() -> Fixture {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let events = EventRecorder::new(
+            store.clone(),
+            clock.clone(),
+            "test",
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let detector = Detector::new(
+            store.clone(),
+            clock,
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+            events,
+            WorkQueue::default(),
+        );
+        Fixture { store, detector }
+    }
+
+    async fn create(store: &Arc<dyn Store>, rt: &ResourceType, mut obj: Value) -> Value {
+        obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+        flotilla_api::admission::admit(
+            &rt.group,
+            &rt.kind,
+            &mut obj,
+            None,
+            &DefaultingConfig::default(),
+            chrono::Utc::now(),
+        )
+        .unwrap();
+        store.create(rt, obj).await.unwrap()
+    }
+
+    fn policy(name: &str, clusters: &[&str], priority: i32) -> Value {
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"priority": priority,
+                     "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+                     "placement": {"clusterAffinity": {"clusterNames": clusters}}}})
+    }
+
+    fn deployment() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "default"},
+               "spec": {"replicas": 3}})
+    }
+
+    fn deploy_rt() -> ResourceType {
+        builtin_by_plural("apps", "deployments").unwrap()
+    }
+
+    async fn binding(store: &Arc<dyn Store>) -> Option<Value> {
+        store
+            .get(
+                &well_known::resource_bindings(),
+                Some("default"),
+                "nginx-deployment",
+            )
+            .await
+            .ok()
+    }
+
+    #[tokio::test]
+    async fn a_template_and_its_policy_make_a_binding_that_follows_them() {
+        let f = fixture().await;
+        let tpl = create(&f.store, &deploy_rt(), deployment()).await;
+        let pp = create(
+            &f.store,
+            &well_known::propagation_policies(),
+            policy("p", &["member1", "member2"], 0),
+        )
+        .await;
+        assert_eq!(
+            f.detector.reconcile("pp|default|p").await.unwrap(),
+            Action::Done
+        );
+        assert_eq!(f.detector.queue.len(), 1, "the policy queued its template");
+        let key = f.detector.queue.next().await.unwrap();
+        f.detector.queue.done(&key);
+        f.detector.reconcile(&key).await.unwrap();
+
+        let b = binding(&f.store).await.expect("binding created");
+        assert_eq!(b["spec"]["replicas"], 3);
+        assert_eq!(b["spec"]["resource"]["name"], "nginx");
+        assert_eq!(b["spec"]["resource"]["uid"], tpl["metadata"]["uid"]);
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member1", "member2"])
+        );
+        assert_eq!(
+            b["metadata"]["ownerReferences"][0]["uid"],
+            tpl["metadata"]["uid"]
+        );
+        assert!(b["metadata"]["labels"]["resourcebinding.karmada.io/permanent-id"].is_string());
+        let claimed = f
+            .store
+            .get(&deploy_rt(), Some("default"), "nginx")
+            .await
+            .unwrap();
+        assert_eq!(
+            claimed["metadata"]["labels"][PP_PERMANENT_ID_LABEL],
+            pp["metadata"]["labels"][PP_PERMANENT_ID_LABEL]
+        );
+        assert_eq!(claimed["metadata"]["annotations"][PP_NAME_ANNOTATION], "p");
+
+        // The scheduler's result survives a policy change; the placement follows it.
+        let mut scheduled = b.clone();
+        scheduled["spec"]["clusters"] = json!([{"name": "member1", "replicas": 3}]);
+        f.store
+            .update(&well_known::resource_bindings(), scheduled)
+            .await
+            .unwrap();
+        let mut changed = f
+            .store
+            .get(&well_known::propagation_policies(), Some("default"), "p")
+            .await
+            .unwrap();
+        changed["spec"]["placement"]["clusterAffinity"]["clusterNames"] = json!(["member3"]);
+        f.store
+            .update(&well_known::propagation_policies(), changed)
+            .await
+            .unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store).await.unwrap();
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member3"])
+        );
+        assert_eq!(
+            b["spec"]["clusters"],
+            json!([{"name": "member1", "replicas": 3}])
+        );
+        // Replicas follow the template.
+        let mut t = f
+            .store
+            .get(&deploy_rt(), Some("default"), "nginx")
+            .await
+            .unwrap();
+        t["spec"]["replicas"] = json!(5);
+        f.store.update(&deploy_rt(), t).await.unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        assert_eq!(binding(&f.store).await.unwrap()["spec"]["replicas"], 5);
+
+        // Without a policy the claim and the binding go.
+        f.store
+            .delete(
+                &well_known::propagation_policies(),
+                Some("default"),
+                "p",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        assert!(binding(&f.store).await.is_none());
+        let t = f
+            .store
+            .get(&deploy_rt(), Some("default"), "nginx")
+            .await
+            .unwrap();
+        assert!(
+            t["metadata"]["labels"].get(PP_PERMANENT_ID_LABEL).is_none(),
+            "{t}"
+        );
+    }
+
+    #[tokio::test]
+    async fn cluster_policies_apply_when_no_namespaced_one_does_and_claims_stick() {
+        let f = fixture().await;
+        create(&f.store, &deploy_rt(), deployment()).await;
+        let mut cpp = policy("c", &["member9"], 0);
+        cpp["kind"] = json!("ClusterPropagationPolicy");
+        cpp["metadata"].as_object_mut().unwrap().remove("namespace");
+        create(&f.store, &well_known::cluster_propagation_policies(), cpp).await;
+        f.detector.reconcile("cpp|c").await.unwrap();
+        let key = f.detector.queue.next().await.unwrap();
+        f.detector.queue.done(&key);
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store).await.unwrap();
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member9"])
+        );
+        // A namespaced policy without preemption does not take a claimed template.
+        create(
+            &f.store,
+            &well_known::propagation_policies(),
+            policy("p", &["member1"], 10),
+        )
+        .await;
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store).await.unwrap();
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member9"])
+        );
+        // With preemption it does.
+        let mut p = f
+            .store
+            .get(&well_known::propagation_policies(), Some("default"), "p")
+            .await
+            .unwrap();
+        p["spec"]["preemption"] = json!("Always");
+        f.store
+            .update(&well_known::propagation_policies(), p)
+            .await
+            .unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store).await.unwrap();
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member1"])
+        );
+    }
+
+    #[tokio::test]
+    async fn deleting_the_template_collects_its_binding() {
+        let f = fixture().await;
+        create(&f.store, &deploy_rt(), deployment()).await;
+        create(
+            &f.store,
+            &well_known::propagation_policies(),
+            policy("p", &["m"], 0),
+        )
+        .await;
+        f.detector.reconcile("pp|default|p").await.unwrap();
+        let key = f.detector.queue.next().await.unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        assert!(binding(&f.store).await.is_some());
+        f.store
+            .delete(
+                &deploy_rt(),
+                Some("default"),
+                "nginx",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            if binding(&f.store).await.is_none() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        panic!("binding not collected");
+    }
+
+    #[test]
+    fn template_keys_round_trip_and_reserved_namespaces() {
+        let rt = deploy_rt();
+        let (back, ns, name) = parse_template_key(&template_key(&rt, "default", "web")).unwrap();
+        assert_eq!(
+            (
+                back.group.as_str(),
+                back.plural.as_str(),
+                back.kind.as_str(),
+                back.namespaced
+            ),
+            ("apps", "deployments", "Deployment", true)
+        );
+        assert_eq!((ns.as_str(), name.as_str()), ("default", "web"));
+        assert!(parse_template_key("pp|a|b").is_none());
+        for (ns, reserved) in [
+            ("karmada-es-m1", true),
+            ("karmada-system", true),
+            ("karmada-cluster", true),
+            ("default", false),
+        ] {
+            assert_eq!(is_reserved_namespace(ns), reserved, "{ns}");
+        }
+        assert_eq!(binding_name("nginx", "Deployment"), "nginx-deployment");
+    }
+}
