@@ -78,6 +78,27 @@ impl Registry {
         }
     }
 
+    /// The kind of `apiVersion` and `kind` as stored: a registered kind as registered, any other
+    /// as a free-form namespaced template under the usual lower-case plural (`Widget` →
+    /// `widgets`, `Policy` → `policies`), as the API stores what curl POSTs there.
+    pub fn resolve_kind(&self, api_version: &str, kind: &str) -> ResourceType {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        if let Some(rt) = self.by_kind(group, Some(version), kind) {
+            return rt;
+        }
+        let lower = kind.to_ascii_lowercase();
+        let plural = if let Some(stem) = lower.strip_suffix('y') {
+            format!("{stem}ies")
+        } else if lower.ends_with('s') {
+            format!("{lower}es")
+        } else {
+            format!("{lower}s")
+        };
+        let mut rt = Self::adhoc(group, version, &plural, true);
+        rt.kind = kind.to_string();
+        rt
+    }
+
     /// Groups and their versions, for discovery, in a stable order (core excluded).
     pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
         let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -246,6 +267,30 @@ mod tests {
         let mut crd = flink_crd();
         crd["metadata"]["name"] = json!("wrong");
         assert!(kinds_of_crd(&crd).unwrap_err().starts_with("metadata.name"));
+    }
+
+    #[test]
+    fn kinds_resolve_to_their_storage() {
+        let reg = Registry::new();
+        let table = [
+            ("apps/v1", "Deployment", "deployments", true),
+            ("cluster.karmada.io/v1alpha1", "Cluster", "clusters", false),
+            (
+                "flink.apache.org/v1beta1",
+                "FlinkDeployment",
+                "flinkdeployments",
+                true,
+            ),
+            ("example.io/v1", "Policy", "policies", true),
+            ("example.io/v1", "Address", "addresses", true),
+        ];
+        for (av, kind, plural, namespaced) in table {
+            let rt = reg.resolve_kind(av, kind);
+            assert_eq!(
+                (rt.plural.as_str(), rt.namespaced, rt.kind.as_str()),
+                (plural, namespaced, kind)
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
+use super::interpretation::TemplateInterpreter;
 use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
 use super::queue::WorkQueue;
 use super::runtime::{feed, Action, ReconcileError, Reconciler, Source};
@@ -40,12 +41,6 @@ pub const CPP_NAME_ANNOTATION: &str = "clusterpropagationpolicy.karmada.io/name"
 /// Namespaces whose objects are never propagated.
 pub fn is_reserved_namespace(ns: &str) -> bool {
     ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with("karmada-es-")
-}
-
-/// How many replicas a template asks for and what each needs (the interpreter's answer).
-pub trait ReplicaInterpreter: Send + Sync + 'static {
-    /// Replicas and per-replica requirements; `(0, None)` for non-workloads.
-    fn replicas(&self, template: &Value) -> (i32, Option<ReplicaRequirements>);
 }
 
 /// The binding name of a template.
@@ -102,7 +97,7 @@ pub struct Detector {
     store: Arc<dyn Store>,
     clock: SharedClock,
     registry: Arc<Registry>,
-    interpreter: Arc<dyn ReplicaInterpreter>,
+    interpreter: Arc<dyn TemplateInterpreter>,
     events: EventRecorder,
     queue: WorkQueue,
     /// Watched template kinds by storage name.
@@ -123,7 +118,7 @@ impl Detector {
         store: Arc<dyn Store>,
         clock: SharedClock,
         registry: Arc<Registry>,
-        interpreter: Arc<dyn ReplicaInterpreter>,
+        interpreter: Arc<dyn TemplateInterpreter>,
         events: EventRecorder,
         queue: WorkQueue,
     ) -> Self {
@@ -154,24 +149,8 @@ impl Detector {
         ]
     }
 
-    /// The kind a selector names: registered kinds as registered, others as free-form
-    /// namespaced templates with the usual lower-case plural.
     fn resolve(&self, api_version: &str, kind: &str) -> ResourceType {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        if let Some(rt) = self.registry.by_kind(group, Some(version), kind) {
-            return rt;
-        }
-        let lower = kind.to_ascii_lowercase();
-        let plural = if let Some(stem) = lower.strip_suffix('y') {
-            format!("{stem}ies")
-        } else if lower.ends_with('s') {
-            format!("{lower}es")
-        } else {
-            format!("{lower}s")
-        };
-        let mut rt = Registry::adhoc(group, version, &plural, true);
-        rt.kind = kind.to_string();
-        rt
+        self.registry.resolve_kind(api_version, kind)
     }
 
     /// Starts watching a template kind (once).
@@ -676,16 +655,7 @@ mod tests {
     use crate::store::StoreConfig;
     use flotilla_api::kinds::builtin_by_plural;
 
-    struct SpecReplicas;
-    impl ReplicaInterpreter for SpecReplicas {
-        fn replicas(&self, t: &Value) -> (i32, Option<ReplicaRequirements>) {
-            let n = t
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            (i32::try_from(n).unwrap_or(0), None)
-        }
-    }
+    use crate::controllers::testing::SpecReplicas;
 
     struct Fixture {
         store: Arc<dyn Store>,

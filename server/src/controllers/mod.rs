@@ -2,13 +2,17 @@
 //! queue fed by store watches and a periodic resync (see [`runtime`]). Controllers talk to each
 //! other only through the store.
 
+pub mod binding_works;
 pub mod cluster_health;
 pub mod cluster_status;
 pub mod cluster_taints;
 pub mod detector;
+pub mod interpretation;
 pub mod policy_matching;
 pub mod queue;
 pub mod runtime;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use runtime::{
     object_key, spawn, split_key, Action, ControllerConfig, ControllerHandle, ControllerMetrics,

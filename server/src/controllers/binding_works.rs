@@ -1,0 +1,627 @@
+//! The binding controller: one Work per target cluster of a binding, in the cluster's execution
+//! namespace `karmada-es-<cluster>` (karmada-semantics.md §10). A Work holds the template's
+//! manifest with the cluster's share of the replicas (the full count for Duplicated), carries
+//! the execution finalizer (so its deletion waits until the member removed the object), and is
+//! owned by the binding. Works of clusters the binding no longer expects — not in
+//! `spec.clusters`, not in `requiredBy`, not the source of an eviction task that keeps its old
+//! copy — are deleted. While an Immediately/Directly eviction task's old copy still exists on a
+//! Ready cluster, no new Work is dispatched (a stateful app never runs twice); when that cluster
+//! is not Ready, the new Works go out at once (Part 1). With a single target after such an
+//! eviction, the task's preserved label state is injected into the manifest (§10.3).
+
+use super::interpretation::TemplateInterpreter;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::api::registry::Registry;
+use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
+use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace, Cluster};
+use flotilla_api::kinds::well_known;
+use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Annotation on a Work naming its binding.
+pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotation on a Work naming its binding's namespace.
+pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
+/// How long to wait before looking again at a gated dispatch.
+pub const PURGE_GATE_RETRY: Duration = Duration::from_secs(5);
+
+/// FNV-1a 32 of a string.
+fn fnv32(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The Work name of a template (stable, distinct per kind/namespace/name).
+pub fn work_name(kind: &str, namespace: &str, name: &str) -> String {
+    let hash = fnv32(&format!("{}.{namespace}.{name}", kind.to_ascii_lowercase()));
+    let mut base: String = name.chars().take(200).collect();
+    base = base.trim_end_matches(['-', '.']).to_string();
+    format!("{base}-{hash:08x}")
+}
+
+/// The template as a manifest: server-set metadata and status removed.
+pub fn manifest_of(template: &Value) -> Value {
+    let mut m = template.clone();
+    if let Some(obj) = m.as_object_mut() {
+        obj.remove("status");
+    }
+    if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "ownerReferences",
+            "finalizers",
+            "selfLink",
+        ] {
+            meta.remove(k);
+        }
+    }
+    m
+}
+
+/// What the controller should do for one binding.
+#[derive(Debug, Default, PartialEq)]
+pub struct WorkPlan {
+    /// Works to create or update (complete objects).
+    pub apply: Vec<Value>,
+    /// Works to delete: (namespace, name).
+    pub delete: Vec<(String, String)>,
+    /// Dispatch is gated; look again after this long.
+    pub retry_after: Option<Duration>,
+}
+
+/// Decides the Works of a binding. `existing` are the binding's Works now; `ready` says
+/// whether a cluster is Ready.
+pub fn plan_works(
+    binding: &Value,
+    spec: &ResourceBindingSpec,
+    template: &Value,
+    existing: &[Value],
+    interpreter: &dyn TemplateInterpreter,
+    ready: &dyn Fn(&str) -> bool,
+) -> WorkPlan {
+    let mut plan = WorkPlan::default();
+    let expected = spec.existing_clusters();
+    let mut present: BTreeSet<String> = BTreeSet::new();
+    for w in existing {
+        let ns = w
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let Some(cluster) = cluster_of_execution_namespace(ns) else {
+            continue;
+        };
+        let deleting = w.pointer("/metadata/deletionTimestamp").is_some();
+        if !expected.contains(cluster) {
+            if !deleting {
+                let name = w
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                plan.delete.push((ns.to_string(), name.to_string()));
+            }
+            // An orphan still on its way out counts as present (it may still run there).
+            present.insert(cluster.to_string());
+        } else {
+            present.insert(cluster.to_string());
+        }
+    }
+    // §10.2 with Part 1: an immediate purge's old copy must be gone first, unless its cluster
+    // is not Ready (cluster failover), in which case new works go out at once.
+    let gated = spec
+        .clusters_with_immediate_purge()
+        .iter()
+        .any(|c| present.contains(c) && ready(c));
+    if gated {
+        plan.retry_after = Some(PURGE_GATE_RETRY);
+        return plan;
+    }
+    let mut targets: BTreeMap<String, i32> = spec
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), c.replicas))
+        .collect();
+    for r in &spec.required_by {
+        for c in &r.clusters {
+            targets.entry(c.name.clone()).or_insert(c.replicas);
+        }
+    }
+    let injected = injected_labels(spec, &targets);
+    let base = manifest_of(template);
+    let is_workload = spec.replicas > 0 || spec.replica_requirements.is_some();
+    let kind = template.get("kind").and_then(Value::as_str).unwrap_or("");
+    let tns = template
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let tname = template
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let bmeta = &binding["metadata"];
+    let binding_id_label = if bmeta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        RB_PERMANENT_ID_LABEL
+    } else {
+        CRB_PERMANENT_ID_LABEL
+    };
+    let binding_id = bmeta
+        .pointer(&format!("/labels/{}", binding_id_label.replace('/', "~1")))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    for (cluster, replicas) in targets {
+        let mut manifest = if is_workload {
+            interpreter.revise_replicas(&base, replicas)
+        } else {
+            base.clone()
+        };
+        if let Some(labels) = &injected {
+            for (k, v) in labels {
+                manifest["metadata"]["labels"][k] = json!(v);
+            }
+        }
+        let mut annotations = Map::new();
+        annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
+        if let Some(ns) = bmeta
+            .get("namespace")
+            .filter(|n| n.as_str().is_some_and(|s| !s.is_empty()))
+        {
+            annotations.insert(BINDING_NAMESPACE_ANNOTATION.into(), ns.clone());
+        }
+        let mut work = json!({
+            "apiVersion": "work.karmada.io/v1alpha1",
+            "kind": "Work",
+            "metadata": {
+                "name": work_name(kind, tns, tname),
+                "namespace": execution_namespace(&cluster),
+                "labels": {binding_id_label: binding_id},
+                "annotations": annotations,
+                "finalizers": [EXECUTION_CONTROLLER_FINALIZER],
+                "ownerReferences": [{
+                    "apiVersion": binding["apiVersion"],
+                    "kind": binding["kind"],
+                    "name": bmeta["name"],
+                    "uid": bmeta["uid"],
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }],
+            },
+            "spec": {"workload": {"manifests": [manifest]}},
+        });
+        if let Some(s) = &spec.suspension {
+            let on_this = s
+                .dispatching_on_clusters
+                .as_ref()
+                .is_some_and(|d| d.cluster_names.contains(&cluster));
+            if s.dispatching == Some(true) || on_this {
+                work["spec"]["suspendDispatching"] = json!(true);
+            }
+        }
+        if spec.preserve_resources_on_deletion == Some(true) {
+            work["spec"]["preserveResourcesOnDeletion"] = json!(true);
+        }
+        plan.apply.push(work);
+    }
+    plan
+}
+
+/// §10.3: labels to inject when exactly one cluster is targeted after an immediate-purge
+/// eviction that recorded state, and that cluster is not one the workload ran on before.
+fn injected_labels(
+    spec: &ResourceBindingSpec,
+    targets: &BTreeMap<String, i32>,
+) -> Option<BTreeMap<String, String>> {
+    let last = spec.graceful_eviction_tasks.last()?;
+    if targets.len() != 1
+        || !last.effective_purge_mode().is_immediate()
+        || last.preserved_label_state.is_empty()
+    {
+        return None;
+    }
+    let target = targets.keys().next()?;
+    if last.clusters_before_failover.contains(target) {
+        return None;
+    }
+    Some(last.preserved_label_state.clone())
+}
+
+/// The controller.
+pub struct BindingController {
+    store: Arc<dyn Store>,
+    registry: Arc<Registry>,
+    interpreter: Arc<dyn TemplateInterpreter>,
+}
+
+impl BindingController {
+    /// A controller over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        registry: Arc<Registry>,
+        interpreter: Arc<dyn TemplateInterpreter>,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            interpreter,
+        }
+    }
+
+    /// Keys: `rb|<ns>|<name>` and `crb|<name>`.
+    pub fn binding_key(binding: &Value) -> Option<String> {
+        let name = binding.pointer("/metadata/name").and_then(Value::as_str)?;
+        Some(
+            match binding
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                Some(ns) => format!("rb|{ns}|{name}"),
+                None => format!("crb|{name}"),
+            },
+        )
+    }
+
+    /// The binding key a Work belongs to (from its annotations).
+    pub fn work_key(work: &Value) -> Vec<String> {
+        let ann = |k: &str| {
+            work.pointer(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
+                .and_then(Value::as_str)
+        };
+        match (
+            ann(BINDING_NAMESPACE_ANNOTATION),
+            ann(BINDING_NAME_ANNOTATION),
+        ) {
+            (Some(ns), Some(name)) => vec![format!("rb|{ns}|{name}")],
+            (None, Some(name)) => vec![format!("crb|{name}")],
+            _ => Vec::new(),
+        }
+    }
+
+    async fn cluster_ready(&self) -> Result<BTreeMap<String, bool>, StoreError> {
+        let clusters = self
+            .store
+            .list(&well_known::clusters(), None, &ListOptions::default())
+            .await?;
+        Ok(clusters
+            .items
+            .into_iter()
+            .filter_map(|c| serde_json::from_value::<Cluster>(c).ok())
+            .map(|c| (c.metadata.name.clone(), c.is_ready()))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Reconciler for BindingController {
+    fn name(&self) -> &'static str {
+        "binding"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let parts: Vec<&str> = key.split('|').collect();
+        let (rt, ns, name) = match parts.as_slice() {
+            ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
+            ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
+            _ => {
+                return Err(ReconcileError::Other(format!(
+                    "unknown binding key {key:?}"
+                )))
+            }
+        };
+        let binding = match self.store.get(&rt, ns, name).await {
+            Ok(b) => b,
+            // Works are owned by the binding: garbage collection removes them.
+            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        if binding.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Action::Done);
+        }
+        let spec: ResourceBindingSpec =
+            serde_json::from_value(binding["spec"].clone()).map_err(|e| {
+                ReconcileError::Decode {
+                    what: format!("binding {key}"),
+                    message: e.to_string(),
+                }
+            })?;
+        let r = &spec.resource;
+        let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
+        let template = match self
+            .store
+            .get(
+                &template_rt,
+                (!r.namespace.is_empty()).then_some(r.namespace.as_str()),
+                &r.name,
+            )
+            .await
+        {
+            Ok(t) => t,
+            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        let uid = binding
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let owned = ListOptions {
+            filter: Some(Arc::new(move |w: &Value| {
+                w.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
+            })),
+            ..ListOptions::default()
+        };
+        let works_rt = well_known::works();
+        let existing = self.store.list(&works_rt, None, &owned).await?.items;
+        let ready = self.cluster_ready().await?;
+        let plan = plan_works(
+            &binding,
+            &spec,
+            &template,
+            &existing,
+            self.interpreter.as_ref(),
+            &|c| ready.get(c).copied().unwrap_or(false),
+        );
+        for (wns, wname) in &plan.delete {
+            match self
+                .store
+                .delete(&works_rt, Some(wns), wname, &DeleteOptions::default())
+                .await
+            {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {
+                    tracing::info!(binding = key, work = %format!("{wns}/{wname}"), "orphan work deleted");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for work in plan.apply {
+            let wns = work["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let wname = work["metadata"]["name"].as_str().unwrap_or("").to_string();
+            match existing.iter().find(|w| {
+                w["metadata"]["namespace"] == wns.as_str()
+                    && w["metadata"]["name"] == wname.as_str()
+            }) {
+                None => match self.store.create(&works_rt, work).await {
+                    Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Some(current) => {
+                    if current.pointer("/metadata/deletionTimestamp").is_some() {
+                        continue;
+                    }
+                    let mut updated = current.clone();
+                    updated["spec"] = work["spec"].clone();
+                    for part in ["labels", "annotations"] {
+                        if let Some(m) = work["metadata"][part].as_object() {
+                            for (k, v) in m {
+                                updated["metadata"][part][k] = v.clone();
+                            }
+                        }
+                    }
+                    if &updated != current {
+                        self.store.update(&works_rt, updated).await?;
+                    }
+                }
+            }
+        }
+        Ok(plan.retry_after.map_or(Action::Done, Action::RequeueAfter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::SpecReplicas;
+
+    fn binding(spec: Value) -> (Value, ResourceBindingSpec) {
+        let b = json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "nginx-deployment", "namespace": "default", "uid": "b-uid",
+                         "labels": {RB_PERMANENT_ID_LABEL: "b-id"}},
+            "spec": spec});
+        let typed = serde_json::from_value(b["spec"].clone()).unwrap();
+        (b, typed)
+    }
+
+    fn template() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "nginx", "namespace": "default", "uid": "t", "resourceVersion": "9", "labels": {"app": "nginx"}},
+               "spec": {"replicas": 3}, "status": {"readyReplicas": 3}})
+    }
+
+    fn work_in(cluster: &str, deleting: bool) -> Value {
+        let mut w = json!({"metadata": {"name": work_name("Deployment", "default", "nginx"), "namespace": execution_namespace(cluster)}});
+        if deleting {
+            w["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        w
+    }
+
+    fn clusters_of(plan: &WorkPlan) -> Vec<(String, i64)> {
+        plan.apply
+            .iter()
+            .map(|w| {
+                (
+                    w["metadata"]["namespace"].as_str().unwrap().to_string(),
+                    w["spec"]["workload"]["manifests"][0]["spec"]["replicas"]
+                        .as_i64()
+                        .unwrap_or(-1),
+                )
+            })
+            .collect()
+    }
+
+    fn all_ready(_: &str) -> bool {
+        true
+    }
+
+    #[test]
+    fn one_work_per_target_with_its_share() {
+        let (b, spec) = binding(
+            json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}]}),
+        );
+        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        assert_eq!(
+            clusters_of(&plan),
+            [
+                ("karmada-es-m1".to_string(), 1),
+                ("karmada-es-m2".to_string(), 2)
+            ]
+        );
+        let w = &plan.apply[0];
+        assert_eq!(
+            w["metadata"]["finalizers"],
+            json!([EXECUTION_CONTROLLER_FINALIZER])
+        );
+        assert_eq!(w["metadata"]["ownerReferences"][0]["uid"], "b-uid");
+        assert_eq!(w["metadata"]["labels"][RB_PERMANENT_ID_LABEL], "b-id");
+        assert_eq!(
+            w["metadata"]["annotations"][BINDING_NAMESPACE_ANNOTATION],
+            "default"
+        );
+        let m = &w["spec"]["workload"]["manifests"][0];
+        assert!(
+            m.get("status").is_none()
+                && m["metadata"].get("uid").is_none()
+                && m["metadata"].get("resourceVersion").is_none(),
+            "{m}"
+        );
+        assert_eq!(m["metadata"]["labels"]["app"], "nginx");
+        assert!(plan.delete.is_empty() && plan.retry_after.is_none());
+    }
+
+    #[test]
+    fn orphans_go_but_graceful_eviction_sources_stay() {
+        let (b, spec) = binding(
+            json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}],
+            "gracefulEvictionTasks": [{"fromCluster": "m1", "purgeMode": "Graciously", "reason": "TaintUntolerated", "producer": "TaintManager"}]}),
+        );
+        let existing = [
+            work_in("m1", false),
+            work_in("m3", false),
+            work_in("m4", true),
+        ];
+        let plan = plan_works(&b, &spec, &template(), &existing, &SpecReplicas, &all_ready);
+        assert_eq!(
+            plan.delete,
+            [(
+                "karmada-es-m3".to_string(),
+                work_name("Deployment", "default", "nginx")
+            )]
+        );
+        assert_eq!(clusters_of(&plan), [("karmada-es-m2".to_string(), 3)]);
+    }
+
+    #[test]
+    fn immediate_purge_waits_for_the_old_copy_only_while_its_cluster_is_ready() {
+        let spec = json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}],
+            "gracefulEvictionTasks": [{"fromCluster": "m1", "purgeMode": "Immediately", "reason": "ApplicationFailure", "producer": "x",
+                                       "preservedLabelState": {"application.karmada.io/failover-jobid": "abc"},
+                                       "clustersBeforeFailover": ["m1"]}]});
+        let (b, spec) = binding(spec);
+        // Old copy present on a Ready cluster: deleted first, nothing new dispatched yet.
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[work_in("m1", false)],
+            &SpecReplicas,
+            &all_ready,
+        );
+        assert_eq!(plan.delete.len(), 1);
+        assert!(plan.apply.is_empty());
+        assert_eq!(plan.retry_after, Some(PURGE_GATE_RETRY));
+        // Still being deleted: still gated.
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[work_in("m1", true)],
+            &SpecReplicas,
+            &all_ready,
+        );
+        assert!(plan.apply.is_empty() && plan.delete.is_empty());
+        // The old cluster is down: the new copy goes out at once, with the preserved state.
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[work_in("m1", true)],
+            &SpecReplicas,
+            &|c| c != "m1",
+        );
+        assert_eq!(clusters_of(&plan), [("karmada-es-m2".to_string(), 3)]);
+        let labels = &plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
+        assert_eq!(labels["application.karmada.io/failover-jobid"], "abc");
+        // Old copy gone: dispatched with the injected label.
+        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        assert_eq!(plan.apply.len(), 1);
+    }
+
+    #[test]
+    fn no_injection_back_to_a_previous_cluster_or_with_several_targets() {
+        let task = json!([{"fromCluster": "m1", "purgeMode": "Directly", "reason": "ApplicationFailure", "producer": "x",
+                           "preservedLabelState": {"k": "v"}, "clustersBeforeFailover": ["m1", "m2"]}]);
+        let (b, spec) = binding(
+            json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}], "gracefulEvictionTasks": task}),
+        );
+        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        assert!(
+            plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"]
+                .get("k")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn required_by_clusters_and_suspension() {
+        let (b, spec) = binding(
+            json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cfg"},
+            "requiredBy": [{"name": "web", "namespace": "default", "clusters": [{"name": "m1"}, {"name": "m2"}]}],
+            "suspension": {"dispatchingOnClusters": {"clusterNames": ["m2"]}}}),
+        );
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}});
+        let plan = plan_works(&b, &spec, &cm, &[], &SpecReplicas, &all_ready);
+        assert_eq!(plan.apply.len(), 2);
+        assert!(plan.apply[0]["spec"].get("suspendDispatching").is_none());
+        assert_eq!(plan.apply[1]["spec"]["suspendDispatching"], true);
+        assert_eq!(
+            plan.apply[0]["spec"]["workload"]["manifests"][0]["data"]["a"],
+            "1"
+        );
+    }
+
+    #[test]
+    fn work_names_are_stable_and_distinct_per_kind() {
+        let a = work_name("Deployment", "default", "nginx");
+        assert_eq!(a, work_name("Deployment", "default", "nginx"));
+        assert_ne!(a, work_name("Service", "default", "nginx"));
+        assert_ne!(a, work_name("Deployment", "other", "nginx"));
+        assert!(a.starts_with("nginx-"));
+        assert!(work_name("Deployment", "d", &"x".repeat(300)).len() <= 253);
+    }
+}
