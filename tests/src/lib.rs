@@ -111,27 +111,8 @@ impl Server {
             child,
             name: "flotilla-server".into(),
         };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let url = loop {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(line) => {
-                    if let Some(url) = line.strip_prefix("flotilla-server listening on ") {
-                        break url.trim().to_string();
-                    }
-                }
-                Err(_) => {
-                    process.kill();
-                    bail!("flotilla-server did not print its URL within 60s");
-                }
-            }
-        };
+        let url =
+            read_url(stdout, "flotilla-server listening on ").inspect_err(|_| process.kill())?;
         let token = std::fs::read_to_string(data_dir.join("admin.token"))?
             .trim()
             .to_string();
