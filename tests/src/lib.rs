@@ -30,8 +30,13 @@ pub fn binary(name: &str) -> Result<PathBuf> {
         "flotilla-agent" => "flotilla-agent",
         _ => "flotilla-server",
     };
+    let release = bin_dir()?.ends_with("release");
+    let mut args = vec!["build", "-p", package, "--bin", name];
+    if release {
+        args.push("--release");
+    }
     let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", package, "--bin", name])
+        .args(&args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .context("running cargo build")?;
