@@ -321,7 +321,7 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
     use crate::controllers::cluster_health::ProbeResult;
-    use crate::probes::SummaryError;
+    use crate::probes::{MemberError, MemberObject, SummaryError};
     use crate::store::KvStore;
     use crate::store::StoreConfig;
     use chrono::TimeZone;
@@ -345,6 +345,15 @@ mod tests {
             Ok(json!({"kubernetesVersion": "v1.32.0-sim",
                 "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
                 "nodeSummary": {"totalNum": 3, "readyNum": 3}}))
+        }
+        async fn apply(&self, _: &str, m: &Value) -> Result<Value, MemberError> {
+            Ok(m.clone())
+        }
+        async fn get(&self, _: &str, _: &MemberObject) -> Result<Option<Value>, MemberError> {
+            Ok(None)
+        }
+        async fn delete(&self, _: &str, _: &MemberObject) -> Result<(), MemberError> {
+            Ok(())
         }
     }
 

@@ -9,6 +9,7 @@ pub mod cluster_taints;
 pub mod detector;
 pub mod interpretation;
 pub mod policy_matching;
+pub mod push_execution;
 pub mod queue;
 pub mod runtime;
 #[cfg(test)]

@@ -1,0 +1,374 @@
+//! The execution controller for push members (karmada-semantics.md §10.4): the server applies
+//! the manifests of each Work in `karmada-es-<cluster>` to a push member's HTTP surface, reads
+//! the objects' status back into the Work's status (Applied condition, manifestStatuses) every
+//! `status_period`, and on a Work's deletion deletes the objects on the member before it drops
+//! the execution finalizer — waiting while the member is not Ready, unless the member itself is
+//! being deleted. Pull members do all of this in their agent.
+
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::probes::{MemberClient, MemberObject};
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::cluster::{cluster_of_execution_namespace, Cluster, SyncMode};
+use flotilla_api::kinds::well_known;
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
+use flotilla_api::work::{CONDITION_APPLIED, EXECUTION_CONTROLLER_FINALIZER};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The controller.
+pub struct PushExecutionController {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    member: Arc<dyn MemberClient>,
+    status_period: Duration,
+    /// Work uid -> generation last applied.
+    applied: Mutex<HashMap<String, i64>>,
+}
+
+impl PushExecutionController {
+    /// A controller that refreshes Work status every `status_period`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        member: Arc<dyn MemberClient>,
+        status_period: Duration,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            member,
+            status_period,
+            applied: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn remove_finalizer(&self, work: &Value) -> Result<(), ReconcileError> {
+        let mut updated = work.clone();
+        if let Some(f) = updated["metadata"]["finalizers"].as_array_mut() {
+            f.retain(|x| x != EXECUTION_CONTROLLER_FINALIZER);
+        }
+        match self.store.update(&well_known::works(), updated).await {
+            Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn manifests(work: &Value) -> Vec<Value> {
+    work.pointer("/spec/workload/manifests")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The manifestStatuses entry of one member object.
+pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&Value>) -> Value {
+    let o = MemberObject::of(manifest);
+    let (group, version) = o
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", &o.api_version));
+    let mut identifier = json!({
+        "ordinal": ordinal,
+        "group": group,
+        "version": version,
+        "kind": o.kind,
+        "resource": format!("{}s", o.kind.to_ascii_lowercase()),
+        "name": o.name,
+    });
+    if !o.namespace.is_empty() {
+        identifier["namespace"] = json!(o.namespace);
+    }
+    let mut entry = json!({"identifier": identifier});
+    if let Some(status) = member_object.and_then(|m| m.get("status")) {
+        entry["status"] = status.clone();
+    }
+    entry
+}
+
+#[async_trait]
+impl Reconciler for PushExecutionController {
+    fn name(&self) -> &'static str {
+        "push-execution"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let Some((ns, name)) = key.split_once('/') else {
+            return Ok(Action::Done);
+        };
+        let Some(cluster_name) = cluster_of_execution_namespace(ns) else {
+            return Ok(Action::Done);
+        };
+        let cluster: Option<Cluster> = match self
+            .store
+            .get(&well_known::clusters(), None, cluster_name)
+            .await
+        {
+            Ok(c) => serde_json::from_value(c).ok(),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let works = well_known::works();
+        let work = match self.store.get(&works, Some(ns), name).await {
+            Ok(w) => w,
+            Err(StoreError::NotFound { .. }) => {
+                return Ok(Action::Done);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(cluster) = cluster.filter(|c| c.spec.sync_mode == Some(SyncMode::Push)) else {
+            return Ok(Action::Done);
+        };
+        let endpoint = cluster.spec.api_endpoint.clone();
+        let uid = work
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let deleting = work.pointer("/metadata/deletionTimestamp").is_some();
+        let has_finalizer = work
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x == EXECUTION_CONTROLLER_FINALIZER));
+        if deleting {
+            if !has_finalizer {
+                return Ok(Action::Done);
+            }
+            let preserve = work
+                .pointer("/spec/preserveResourcesOnDeletion")
+                .and_then(Value::as_bool)
+                == Some(true);
+            if !preserve && !cluster.metadata.is_deleting() {
+                if !cluster.is_ready() {
+                    tracing::debug!(
+                        cluster = cluster_name,
+                        work = key,
+                        "member not Ready; work deletion waits"
+                    );
+                    return Ok(Action::RequeueAfter(self.status_period));
+                }
+                for m in manifests(&work) {
+                    self.member
+                        .delete(&endpoint, &MemberObject::of(&m))
+                        .await
+                        .map_err(|e| ReconcileError::Other(e.to_string()))?;
+                }
+            }
+            self.applied.lock().remove(&uid);
+            self.remove_finalizer(&work).await?;
+            return Ok(Action::Done);
+        }
+        if work
+            .pointer("/spec/suspendDispatching")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return Ok(Action::Done);
+        }
+        if !cluster.is_ready() {
+            return Ok(Action::RequeueAfter(self.status_period));
+        }
+        let generation = work
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let needs_apply = self.applied.lock().get(&uid) != Some(&generation);
+        let mut statuses = Vec::new();
+        let mut failure = None;
+        for (i, m) in manifests(&work).iter().enumerate() {
+            let result = if needs_apply {
+                self.member.apply(&endpoint, m).await.map(Some)
+            } else {
+                self.member.get(&endpoint, &MemberObject::of(m)).await
+            };
+            match result {
+                Ok(obj) => statuses.push(manifest_status(i, m, obj.as_ref())),
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    statuses.push(manifest_status(i, m, None));
+                }
+            }
+        }
+        let now = self.clock.now();
+        let condition = match &failure {
+            None => Condition::new(
+                CONDITION_APPLIED,
+                ConditionStatus::True,
+                "AppliedSuccessful",
+                "Manifest has been successfully applied",
+            ),
+            Some(e) => Condition::new(
+                CONDITION_APPLIED,
+                ConditionStatus::False,
+                "AppliedFailed",
+                e,
+            ),
+        };
+        let mut conditions: Vec<Condition> = work
+            .pointer("/status/conditions")
+            .cloned()
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default();
+        set_condition(&mut conditions, condition, now);
+        let mut updated = work.clone();
+        updated["status"] = json!({"conditions": conditions, "manifestStatuses": statuses});
+        if updated != work {
+            self.store.update_status(&works, updated).await?;
+        }
+        if failure.is_none() {
+            self.applied.lock().insert(uid, generation);
+        }
+        Ok(Action::RequeueAfter(self.status_period))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::controllers::cluster_health::ProbeResult;
+    use crate::probes::{MemberError, SummaryError};
+    use crate::store::{DeleteOptions, KvStore, StoreConfig};
+
+    #[derive(Default)]
+    struct FakeMember {
+        objects: Mutex<HashMap<String, Value>>,
+        applies: Mutex<u32>,
+    }
+
+    fn id(o: &MemberObject) -> String {
+        format!("{}/{}/{}/{}", o.api_version, o.kind, o.namespace, o.name)
+    }
+
+    #[async_trait]
+    impl MemberClient for FakeMember {
+        async fn probe(&self, _: &str) -> ProbeResult {
+            ProbeResult {
+                online: true,
+                healthy: true,
+            }
+        }
+        async fn summary(&self, _: &str) -> Result<Value, SummaryError> {
+            Ok(json!({}))
+        }
+        async fn apply(&self, _: &str, m: &Value) -> Result<Value, MemberError> {
+            *self.applies.lock() += 1;
+            let mut stored = m.clone();
+            stored["status"] = json!({"readyReplicas": 0});
+            self.objects
+                .lock()
+                .insert(id(&MemberObject::of(m)), stored.clone());
+            Ok(stored)
+        }
+        async fn get(&self, _: &str, o: &MemberObject) -> Result<Option<Value>, MemberError> {
+            Ok(self.objects.lock().get(&id(o)).cloned())
+        }
+        async fn delete(&self, _: &str, o: &MemberObject) -> Result<(), MemberError> {
+            self.objects.lock().remove(&id(o));
+            Ok(())
+        }
+    }
+
+    async fn setup(ready: &str) -> (Arc<dyn Store>, Arc<FakeMember>, PushExecutionController) {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let member = Arc::new(FakeMember::default());
+        let c = PushExecutionController::new(
+            store.clone(),
+            clock,
+            member.clone(),
+            Duration::from_secs(5),
+        );
+        let cluster = store
+            .create(&well_known::clusters(), json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": "m1"}, "spec": {"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}}))
+            .await
+            .unwrap();
+        let mut with_status = cluster;
+        with_status["status"] = json!({"conditions": [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]});
+        store
+            .update_status(&well_known::clusters(), with_status)
+            .await
+            .unwrap();
+        store
+            .create(&well_known::works(), json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                "metadata": {"name": "w", "namespace": "karmada-es-m1", "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
+                "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 2}}]}}}))
+            .await
+            .unwrap();
+        (store, member, c)
+    }
+
+    #[tokio::test]
+    async fn applies_reports_status_and_cleans_up_before_the_finalizer_goes() {
+        let (store, member, c) = setup("True").await;
+        assert_eq!(
+            c.reconcile("karmada-es-m1/w").await.unwrap(),
+            Action::RequeueAfter(Duration::from_secs(5))
+        );
+        let w = store
+            .get(&well_known::works(), Some("karmada-es-m1"), "w")
+            .await
+            .unwrap();
+        assert_eq!(w["status"]["conditions"][0]["type"], "Applied");
+        assert_eq!(w["status"]["conditions"][0]["status"], "True");
+        assert_eq!(
+            w["status"]["manifestStatuses"][0]["identifier"]["kind"],
+            "Deployment"
+        );
+        assert_eq!(
+            w["status"]["manifestStatuses"][0]["status"]["readyReplicas"],
+            0
+        );
+        // A second pass reads status without applying again.
+        c.reconcile("karmada-es-m1/w").await.unwrap();
+        assert_eq!(*member.applies.lock(), 1);
+        // Deletion removes the member object, then the finalizer, then the Work is gone.
+        store
+            .delete(
+                &well_known::works(),
+                Some("karmada-es-m1"),
+                "w",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        c.reconcile("karmada-es-m1/w").await.unwrap();
+        assert!(member.objects.lock().is_empty());
+        assert!(store
+            .get(&well_known::works(), Some("karmada-es-m1"), "w")
+            .await
+            .is_err());
+    }
+
+    #[tokio::test]
+    async fn nothing_is_applied_or_deleted_while_the_member_is_not_ready() {
+        let (store, member, c) = setup("False").await;
+        c.reconcile("karmada-es-m1/w").await.unwrap();
+        assert_eq!(*member.applies.lock(), 0);
+        store
+            .delete(
+                &well_known::works(),
+                Some("karmada-es-m1"),
+                "w",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        c.reconcile("karmada-es-m1/w").await.unwrap();
+        let w = store
+            .get(&well_known::works(), Some("karmada-es-m1"), "w")
+            .await
+            .unwrap();
+        assert!(
+            w["metadata"]["deletionTimestamp"].is_string(),
+            "the finalizer holds the Work"
+        );
+    }
+}
