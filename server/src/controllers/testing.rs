@@ -1,10 +1,12 @@
 //! Fakes shared by controller tests.
 
 use super::interpretation::TemplateInterpreter;
-use flotilla_api::binding::ReplicaRequirements;
+use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
+use flotilla_api::work::ResourceHealth;
 use serde_json::{json, Value};
 
-/// An interpreter that reads and writes `spec.replicas`.
+/// An interpreter that reads and writes `spec.replicas`, calls an object healthy when
+/// `status.readyReplicas >= spec.replicas`, and sums `readyReplicas` into the template.
 pub struct SpecReplicas;
 
 impl TemplateInterpreter for SpecReplicas {
@@ -22,5 +24,29 @@ impl TemplateInterpreter for SpecReplicas {
             m["spec"]["replicas"] = json!(replicas);
         }
         m
+    }
+
+    fn health(&self, o: &Value) -> ResourceHealth {
+        let want = o
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        match o.pointer("/status/readyReplicas").and_then(Value::as_i64) {
+            Some(r) if r >= want => ResourceHealth::Healthy,
+            Some(_) => ResourceHealth::Unhealthy,
+            None => ResourceHealth::Unknown,
+        }
+    }
+
+    fn has_health_rule(&self, _: &Value) -> bool {
+        true
+    }
+
+    fn aggregate_status(&self, _: &Value, items: &[AggregatedStatusItem]) -> Option<Value> {
+        let ready: i64 = items
+            .iter()
+            .filter_map(|i| i.status.as_ref()?.get("readyReplicas")?.as_i64())
+            .sum();
+        Some(json!({"readyReplicas": ready}))
     }
 }
