@@ -8,16 +8,16 @@
 //! - [`app`]: [`app::run`] starts one or many members from an [`app::AgentConfig`] and hands back
 //!   an [`app::AgentHandle`] (bound address, members, shutdown).
 
-// pub mod app;
+pub mod app;
 pub mod clock;
 pub mod fsutil;
 pub mod hashing;
 pub mod member;
-// pub mod member_api;
-// pub mod pull;
+pub mod member_api;
+pub mod pull;
 pub mod runtime;
 
-// pub use app::{run, AgentConfig, AgentHandle, Mode};
+pub use app::{run, AgentConfig, AgentHandle, Mode};
 pub use member::Member;
 
 /// An error with its whole `source()` chain, `: `-separated, for logs.
@@ -30,4 +30,9 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+/// Waits until the flag turns true (or its sender is gone, which means the same: stop).
+pub(crate) async fn stopped(flag: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = flag.wait_for(|stop| *stop).await;
 }

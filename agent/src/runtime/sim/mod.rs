@@ -341,7 +341,7 @@ impl SimDriver {
                     let sims = sims.clone();
                     let _ = tokio::task::spawn_blocking(move || save_all(&sims)).await;
                 }
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = crate::stopped(&mut shutdown) => break,
             }
         }
         let _ = tokio::task::spawn_blocking(move || save_all(&sims)).await;
