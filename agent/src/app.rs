@@ -167,12 +167,14 @@ impl AgentHandle {
     /// Stops every loop and the HTTP surface, and writes every runtime's state.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            match tokio::time::timeout(Duration::from_secs(10), task).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "agent task failed"),
-                Err(_) => tracing::warn!("an agent task did not stop within 10 s"),
+        let all = futures::future::join_all(self.tasks);
+        match tokio::time::timeout(Duration::from_secs(10), all).await {
+            Ok(results) => {
+                for e in results.into_iter().filter_map(Result::err) {
+                    tracing::error!(error = %e, "agent task failed");
+                }
             }
+            Err(_) => tracing::warn!("agent tasks did not stop within 10 s"),
         }
         for sim in &self.sims {
             if let Err(e) = sim.save() {

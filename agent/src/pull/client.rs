@@ -121,12 +121,17 @@ pub struct Registration {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// How many members of one process register at the same time.
+const MAX_CONCURRENT_REGISTRATIONS: usize = 16;
+
 /// The process-wide connection to the server.
 #[derive(Clone, Debug)]
 pub struct ServerClient {
     http: reqwest::Client,
     base: String,
     request_timeout: Duration,
+    /// Registrations in flight at once (many members starting together queue here).
+    registrations: Arc<tokio::sync::Semaphore>,
 }
 
 /// One event of a watch.
@@ -183,6 +188,7 @@ impl ServerClient {
             http,
             base,
             request_timeout,
+            registrations: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REGISTRATIONS)),
         })
     }
 
@@ -216,7 +222,7 @@ impl ServerClient {
         let resp = req.send().await.map_err(|source| ClientError::Transport {
             method: method.to_string(),
             url: url.clone(),
-            source,
+            source: source.without_url(),
         })?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -260,7 +266,7 @@ impl ServerClient {
             .map_err(|source| ClientError::Transport {
                 method: method.to_string(),
                 url: format!("{}{}", self.base, path),
-                source,
+                source: source.without_url(),
             })?;
         serde_json::from_slice(&bytes).map_err(|source| ClientError::Decode {
             method: method.to_string(),
@@ -317,7 +323,7 @@ impl WatchStream {
                     return Err(ClientError::Transport {
                         method: "GET".into(),
                         url: self.path.clone(),
-                        source,
+                        source: source.without_url(),
                     })
                 }
                 None => return Ok(None),
@@ -437,6 +443,7 @@ impl Credentials {
             path: path.display().to_string(),
             source,
         })?;
+        let _permit = server.registrations.acquire().await.ok();
         let mut body = serde_json::to_value(&self.registration).unwrap_or(Value::Null);
         body["clusterName"] = Value::String(self.cluster.clone());
         let answer = server

@@ -105,8 +105,13 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                 let delay = backoff
                     .next_delay()
                     .min(ctx.timing.cluster_status_update_frequency);
-                tracing::warn!(cluster = %ctx.cluster(), error = %crate::error_chain(&e),
-                    retry_ms = delay.as_millis() as u64, "cluster status report failed");
+                super::log_retry(
+                    ctx.cluster(),
+                    "cluster status report",
+                    backoff.attempts(),
+                    delay,
+                    &e,
+                );
                 delay
             }
         };

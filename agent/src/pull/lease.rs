@@ -99,8 +99,13 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
             }
             Err(e) => {
                 let delay = backoff.next_delay().min(ctx.timing.lease_renew_interval);
-                tracing::warn!(cluster = %ctx.cluster(), error = %crate::error_chain(&e),
-                    retry_ms = delay.as_millis() as u64, "lease renewal failed");
+                super::log_retry(
+                    ctx.cluster(),
+                    "lease renewal",
+                    backoff.attempts(),
+                    delay,
+                    &e,
+                );
                 delay
             }
         };

@@ -62,6 +62,9 @@ impl Default for PullTiming {
     }
 }
 
+/// How long the pull loops get to stop after shutdown is signalled.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 /// What each loop of one member needs.
 pub struct PullContext {
     /// The member.
@@ -119,6 +122,24 @@ pub(crate) async fn wait_reachable(
     }
 }
 
+/// Logs a failed attempt of a retried call: the first failure and every tenth at WARN, the
+/// others at DEBUG, so that an outage of the server does not flood the log.
+pub(crate) fn log_retry(
+    cluster: &str,
+    what: &str,
+    attempt: u32,
+    delay: Duration,
+    error: &(dyn std::error::Error + 'static),
+) {
+    let error = crate::error_chain(error);
+    let retry_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    if attempt <= 1 || attempt.is_multiple_of(10) {
+        tracing::warn!(cluster, attempt, retry_ms, error = %error, "{what} failed; retrying");
+    } else {
+        tracing::debug!(cluster, attempt, retry_ms, error = %error, "{what} failed; retrying");
+    }
+}
+
 /// Where one member's pull state lives and how it registers.
 #[derive(Clone, Debug)]
 pub struct PullOptions {
@@ -160,11 +181,25 @@ pub fn spawn(
         if register(&ctx, shutdown.clone()).await == Wake::Stop {
             return;
         }
-        tokio::join!(
-            lease::run(ctx.clone(), shutdown.clone()),
-            cluster_status::run(ctx.clone(), shutdown.clone()),
-            works.run(shutdown),
-        );
+        let mut stop = shutdown.clone();
+        let loops = async {
+            tokio::join!(
+                lease::run(ctx.clone(), shutdown.clone()),
+                cluster_status::run(ctx.clone(), shutdown.clone()),
+                works.run(shutdown),
+            )
+        };
+        // The loops stop at their next step; one stuck in a request is dropped after a grace
+        // period (every write of local state is complete before any await, so none is torn).
+        tokio::select! {
+            _ = loops => {}
+            _ = async {
+                crate::stopped(&mut stop).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                tracing::warn!(cluster = %ctx.cluster(), "pull loops did not stop in time; dropped");
+            }
+        }
     });
     Ok(task)
 }
@@ -181,8 +216,7 @@ async fn register(ctx: &PullContext, mut shutdown: watch::Receiver<bool>) -> Wak
             Ok(()) => return Wake::Go,
             Err(e) => {
                 let delay = backoff.next_delay();
-                tracing::warn!(cluster = %ctx.cluster(), error = %crate::error_chain(&e),
-                    retry_ms = delay.as_millis() as u64, "registration failed");
+                log_retry(ctx.cluster(), "registration", backoff.attempts(), delay, &e);
                 if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
                     return Wake::Stop;
                 }

@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use flotilla_api::cluster::execution_namespace;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
@@ -108,8 +109,13 @@ impl WorksController {
                 Ok(rv) => rv,
                 Err(e) => {
                     let delay = backoff.next_delay();
-                    tracing::warn!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
-                        retry_ms = delay.as_millis() as u64, "listing works failed");
+                    super::log_retry(
+                        self.ctx.cluster(),
+                        "listing works",
+                        backoff.attempts(),
+                        delay,
+                        &e,
+                    );
                     if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
                         break;
                     }
@@ -123,6 +129,7 @@ impl WorksController {
                     "{}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout_s}",
                     self.collection
                 );
+                let opened = tokio::time::Instant::now();
                 let end = match self.ctx.client.watch(&path).await {
                     Ok(stream) => {
                         self.consume(stream, &mut rv, &mut faults, &mut shutdown)
@@ -132,7 +139,17 @@ impl WorksController {
                     Err(e) => WatchEnd::Broken(e),
                 };
                 match end {
-                    WatchEnd::Closed => backoff.reset(),
+                    WatchEnd::Closed if opened.elapsed() >= Duration::from_secs(1) => {
+                        backoff.reset()
+                    }
+                    WatchEnd::Closed => {
+                        // Closed at once: do not spin on a server that ends every watch.
+                        if pause(backoff.next_delay(), &mut faults, &mut shutdown).await
+                            == Wake::Stop
+                        {
+                            break 'relist;
+                        }
+                    }
                     WatchEnd::Gone => {
                         tracing::info!(cluster = %self.ctx.cluster(), resource_version = %rv,
                             "watch expired; relisting");
@@ -140,8 +157,13 @@ impl WorksController {
                     }
                     WatchEnd::Broken(e) => {
                         let delay = backoff.next_delay();
-                        tracing::warn!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
-                            retry_ms = delay.as_millis() as u64, "watching works failed");
+                        super::log_retry(
+                            self.ctx.cluster(),
+                            "watching works",
+                            backoff.attempts(),
+                            delay,
+                            &e,
+                        );
                         if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
                             break 'relist;
                         }
