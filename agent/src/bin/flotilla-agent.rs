@@ -1,0 +1,242 @@
+//! `flotilla-agent`: parse flags (and `FLOTILLA_AGENT_*` environment variables), start
+//! logging, run the agent until SIGTERM or Ctrl-C, then stop cleanly.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use flotilla_agent::app::{AgentConfig, Mode};
+use flotilla_agent::pull::{PullTiming, Registration};
+use flotilla_agent::runtime::sim::SimConfig;
+use flotilla_api::Quantity;
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Plain,
+    Json,
+}
+
+/// Flotilla's member agent: a pull-mode agent for one or many (simulated) member clusters,
+/// or a push-mode member HTTP surface.
+#[derive(Debug, Parser)]
+#[command(name = "flotilla-agent", version)]
+struct Args {
+    /// pull: register with --server and pull Works; push: serve the member HTTP surface only.
+    #[arg(long, value_enum, default_value = "pull", env = "FLOTILLA_AGENT_MODE")]
+    mode: Mode,
+    /// Flotilla server URL (https://... or http://...). Required in pull mode.
+    #[arg(long, env = "FLOTILLA_AGENT_SERVER")]
+    server: Option<String>,
+    /// This member's cluster name (unless --sim-members is given).
+    #[arg(long, env = "FLOTILLA_AGENT_CLUSTER_NAME")]
+    cluster_name: Option<String>,
+    /// File holding the server's join token (used to register).
+    #[arg(long, env = "FLOTILLA_AGENT_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// Where the credential, the applied-objects record and the sim state live.
+    #[arg(
+        long,
+        default_value = "flotilla-agent-data",
+        env = "FLOTILLA_AGENT_DATA_DIR"
+    )]
+    data_dir: PathBuf,
+    /// PEM certificate(s) to trust for the server (e.g. <server-data-dir>/tls.crt).
+    #[arg(long, env = "FLOTILLA_AGENT_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// Cloud provider reported at registration.
+    #[arg(long, default_value = "", env = "FLOTILLA_AGENT_PROVIDER")]
+    provider: String,
+    /// Region reported at registration.
+    #[arg(long, default_value = "", env = "FLOTILLA_AGENT_REGION")]
+    region: String,
+    /// Zone reported at registration (repeatable).
+    #[arg(long = "zone", env = "FLOTILLA_AGENT_ZONES", value_delimiter = ',')]
+    zones: Vec<String>,
+    /// Cluster label k=v reported at registration (repeatable).
+    #[arg(long = "label", env = "FLOTILLA_AGENT_LABELS", value_delimiter = ',', value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// Serve the member HTTP surface here (required in push mode; port 0 picks one).
+    #[arg(long, env = "FLOTILLA_AGENT_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Host N simulated members named <prefix>1..<prefix>N.
+    #[arg(long, default_value_t = 0, env = "FLOTILLA_AGENT_SIM_MEMBERS")]
+    sim_members: usize,
+    /// Name prefix of the simulated members.
+    #[arg(long, default_value = "member", env = "FLOTILLA_AGENT_MEMBER_PREFIX")]
+    member_prefix: String,
+    /// Nodes per simulated member.
+    #[arg(long, default_value_t = 3, env = "FLOTILLA_AGENT_SIM_NODES")]
+    sim_nodes: usize,
+    /// Allocatable cpu per simulated node.
+    #[arg(long, default_value = "8", value_parser = parse_quantity, env = "FLOTILLA_AGENT_SIM_NODE_CPU")]
+    sim_node_cpu: Quantity,
+    /// Allocatable memory per simulated node.
+    #[arg(long, default_value = "32Gi", value_parser = parse_quantity, env = "FLOTILLA_AGENT_SIM_NODE_MEMORY")]
+    sim_node_memory: Quantity,
+    /// Allocatable pods per simulated node.
+    #[arg(long, default_value = "110", value_parser = parse_quantity, env = "FLOTILLA_AGENT_SIM_NODE_PODS")]
+    sim_node_pods: Quantity,
+    /// How long a placed pod takes to become Running and Ready.
+    #[arg(
+        long,
+        default_value_t = 1000,
+        env = "FLOTILLA_AGENT_POD_STARTUP_DELAY_MS"
+    )]
+    pod_startup_delay_ms: u64,
+    /// How long a Job's pod runs before it succeeds.
+    #[arg(long, default_value_t = 2000, env = "FLOTILLA_AGENT_JOB_RUN_MS")]
+    job_run_ms: u64,
+    /// Kubernetes version the simulated members report.
+    #[arg(
+        long,
+        default_value = "v1.32.0-sim",
+        env = "FLOTILLA_AGENT_SIM_KUBERNETES_VERSION"
+    )]
+    sim_kubernetes_version: String,
+    /// Extra API reported as served, GROUP/VERSION/KIND (repeatable; FlinkDeployment is always).
+    #[arg(long = "sim-api", value_parser = parse_api, env = "FLOTILLA_AGENT_SIM_APIS", value_delimiter = ',')]
+    sim_apis: Vec<(String, String)>,
+    /// Lease renewal period.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        env = "FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS"
+    )]
+    lease_renew_interval_ms: u64,
+    /// Cluster status reporting period.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        env = "FLOTILLA_AGENT_CLUSTER_STATUS_UPDATE_FREQUENCY_MS"
+    )]
+    cluster_status_update_frequency_ms: u64,
+    /// Log format.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "plain",
+        env = "FLOTILLA_AGENT_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not k=v")),
+    }
+}
+
+fn parse_quantity(s: &str) -> Result<Quantity, String> {
+    Quantity::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_api(s: &str) -> Result<(String, String), String> {
+    match s.rsplit_once('/') {
+        Some((gv, kind)) if !gv.is_empty() && !kind.is_empty() => {
+            Ok((gv.to_string(), kind.to_string()))
+        }
+        _ => Err(format!("{s:?} is not GROUP/VERSION/KIND")),
+    }
+}
+
+impl Args {
+    fn config(self) -> AgentConfig {
+        let mut extra_apis = SimConfig::default().extra_apis;
+        extra_apis.extend(self.sim_apis);
+        AgentConfig {
+            mode: self.mode,
+            server: self.server,
+            cluster_name: self.cluster_name,
+            sim_members: self.sim_members,
+            member_prefix: self.member_prefix,
+            token_file: self.token_file,
+            data_dir: self.data_dir,
+            ca_file: self.ca_file,
+            registration: Registration {
+                provider: self.provider,
+                region: self.region,
+                zones: self.zones,
+                labels: self.labels.into_iter().collect::<BTreeMap<_, _>>(),
+            },
+            listen: self.listen,
+            sim: SimConfig {
+                nodes: self.sim_nodes,
+                node_cpu: self.sim_node_cpu,
+                node_memory: self.sim_node_memory,
+                node_pods: self.sim_node_pods,
+                pod_startup_delay: Duration::from_millis(self.pod_startup_delay_ms),
+                job_run: Duration::from_millis(self.job_run_ms),
+                kubernetes_version: self.sim_kubernetes_version,
+                extra_apis,
+            },
+            timing: PullTiming {
+                lease_renew_interval: Duration::from_millis(self.lease_renew_interval_ms.max(1)),
+                cluster_status_update_frequency: Duration::from_millis(
+                    self.cluster_status_update_frequency_ms.max(1),
+                ),
+                ..PullTiming::default()
+            },
+            ..AgentConfig::default()
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let handle = match flotilla_agent::run(args.config()).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("flotilla-agent: {}", flotilla_agent::error_chain(&e));
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(addr) = handle.local_addr() {
+        use std::io::Write;
+        println!("flotilla-agent listening on http://{addr}");
+        let _ = std::io::stdout().flush();
+    }
+    terminated().await;
+    tracing::info!("stopping");
+    handle.shutdown().await;
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,143 @@
+//! The heartbeat: `coordination.k8s.io/v1` Lease `karmada-cluster/<cluster>` with
+//! `holderIdentity` the cluster name, `leaseDurationSeconds` 40 and `renewTime` now (RFC 3339
+//! with microseconds), created when missing and renewed every `lease_renew_interval`. The lease
+//! last written is kept so a renewal is one PUT; a conflict or a vanished lease refetches.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::backoff::{jittered, Backoff};
+use super::{pause, ClientError, PullContext, Wake};
+use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
+
+/// `renewTime` as Kubernetes writes a MicroTime.
+pub fn micro_time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn collection_path() -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/{CLUSTER_LEASE_NAMESPACE}/leases")
+}
+
+/// Sets the lease's spec for a renewal now.
+pub fn renewed(
+    mut lease: Value,
+    cluster: &str,
+    duration_seconds: i64,
+    now: DateTime<Utc>,
+) -> Value {
+    lease["apiVersion"] = json!("coordination.k8s.io/v1");
+    lease["kind"] = json!("Lease");
+    lease["metadata"]["name"] = json!(cluster);
+    lease["metadata"]["namespace"] = json!(CLUSTER_LEASE_NAMESPACE);
+    if !lease["spec"].is_object() {
+        lease["spec"] = json!({});
+    }
+    lease["spec"]["holderIdentity"] = json!(cluster);
+    lease["spec"]["leaseDurationSeconds"] = json!(duration_seconds);
+    lease["spec"]["renewTime"] = json!(micro_time(now));
+    lease
+}
+
+/// Renews one member's lease.
+struct LeaseKeeper {
+    last: Option<Value>,
+}
+
+impl LeaseKeeper {
+    async fn renew(&mut self, ctx: &PullContext) -> Result<(), ClientError> {
+        let cluster = ctx.cluster();
+        let item = format!("{}/{cluster}", collection_path());
+        let duration = ctx.timing.lease_duration_seconds;
+        if let Some(last) = self.last.take() {
+            let body = renewed(last, cluster, duration, ctx.clock.now());
+            match ctx.client.put(&item, &body).await {
+                Ok(stored) => {
+                    self.last = Some(stored);
+                    return Ok(());
+                }
+                Err(e) if e.is_conflict() || e.is_not_found() => {}
+                Err(e) => {
+                    self.last = Some(body);
+                    return Err(e);
+                }
+            }
+        }
+        match ctx.client.get(&item).await {
+            Ok(current) => {
+                let body = renewed(current, cluster, duration, ctx.clock.now());
+                self.last = Some(ctx.client.put(&item, &body).await?);
+            }
+            Err(e) if e.is_not_found() => {
+                let body = renewed(json!({}), cluster, duration, ctx.clock.now());
+                self.last = Some(ctx.client.post(&collection_path(), &body).await?);
+                tracing::info!(cluster = %cluster, "lease created");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
+/// Renews the lease until shutdown; pauses while the member is unreachable.
+pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
+    let mut keeper = LeaseKeeper { last: None };
+    let mut backoff = Backoff::default();
+    let mut faults = ctx.member.faults.subscribe();
+    if super::wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop {
+        return;
+    }
+    loop {
+        let delay = match keeper.renew(&ctx).await {
+            Ok(()) => {
+                backoff.reset();
+                tracing::debug!(cluster = %ctx.cluster(), "lease renewed");
+                jittered(ctx.timing.lease_renew_interval, 0.04)
+            }
+            Err(e) => {
+                let delay = backoff.next_delay().min(ctx.timing.lease_renew_interval);
+                super::log_retry(
+                    ctx.cluster(),
+                    "lease renewal",
+                    backoff.attempts(),
+                    delay,
+                    &e,
+                );
+                delay
+            }
+        };
+        if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn lease_shape() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+            + chrono::Duration::microseconds(1500);
+        let l = renewed(
+            json!({"metadata": {"resourceVersion": "7"}, "spec": {"other": 1}}),
+            "m1",
+            40,
+            now,
+        );
+        assert_eq!(
+            l,
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                   "metadata": {"resourceVersion": "7", "name": "m1", "namespace": "karmada-cluster"},
+                   "spec": {"other": 1, "holderIdentity": "m1", "leaseDurationSeconds": 40,
+                            "renewTime": "2026-01-01T00:00:00.001500Z"}})
+        );
+        let fresh = renewed(json!({}), "m1", 40, now);
+        assert_eq!(fresh["spec"]["renewTime"], "2026-01-01T00:00:00.001500Z");
+    }
+}

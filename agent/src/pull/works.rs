@@ -1,0 +1,705 @@
+//! The Works of one member: list `karmada-es-<cluster>`, then watch from the list's
+//! resourceVersion (resuming from the last one seen when a stream ends, relisting on 410),
+//! and for each Work:
+//!
+//! - apply every manifest whose hash changed (or whose object is missing) to the runtime,
+//!   delete objects whose manifest left the Work, and record what was applied;
+//! - report `status.conditions` Applied and `status.manifestStatuses` (the member objects'
+//!   status and health), again whenever the runtime announces a change (at most once per
+//!   `work_status_period`);
+//! - on a deletionTimestamp: delete its objects (unless `preserveResourcesOnDeletion`), then
+//!   remove the `karmada.io/execution-controller` finalizer;
+//! - when it disappears (DELETED, or missing from a relist, also across restarts thanks to the
+//!   record): delete its objects.
+//!
+//! Objects claimed by another Work's record are never deleted on behalf of this one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::cluster::execution_namespace;
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::work::{
+    ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED,
+    EXECUTION_CONTROLLER_FINALIZER, WORK_API_VERSION,
+};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::backoff::Backoff;
+use super::client::{ClientError, WatchStream};
+use super::record::{plan_sync, AppliedObject, RecordFile, WorkRecord};
+use super::{health, pause, wait_reachable, PullContext, Wake};
+use crate::hashing::canonical_hash;
+use crate::runtime::ObjectRef;
+
+/// Reason and message of a successful Applied condition.
+pub const APPLIED_REASON: &str = "AppliedSuccessful";
+/// Message of a successful Applied condition.
+pub const APPLIED_MESSAGE: &str = "Manifest has been successfully applied";
+/// Reason of a failed Applied condition.
+pub const APPLY_FAILED_REASON: &str = "AppliedFailed";
+
+/// How a watch ended.
+enum WatchEnd {
+    /// The server closed the stream: watch again from the last resourceVersion.
+    Closed,
+    /// The resourceVersion is too old: relist.
+    Gone,
+    /// The connection broke: wait, then watch again from the last resourceVersion.
+    Broken(ClientError),
+    /// The member became unreachable: wait, then relist.
+    Unreachable,
+    /// Shutdown.
+    Stop,
+}
+
+enum Step {
+    Event(
+        Result<Result<Option<super::client::WatchEvent>, ClientError>, tokio::time::error::Elapsed>,
+    ),
+    RuntimeChanged,
+    StatusTick,
+    Resync,
+    Unreachable,
+    Stop,
+}
+
+/// Syncs one member's Works.
+pub struct WorksController {
+    ctx: Arc<PullContext>,
+    namespace: String,
+    collection: String,
+    record: RecordFile,
+    works: BTreeMap<String, Work>,
+    apply_errors: HashMap<String, String>,
+    status_dirty: bool,
+}
+
+impl WorksController {
+    /// A controller for the context's member, starting from the record on disk.
+    pub fn new(ctx: Arc<PullContext>, record: RecordFile) -> Self {
+        let namespace = execution_namespace(ctx.cluster());
+        let collection = format!("/apis/work.karmada.io/v1alpha1/namespaces/{namespace}/works");
+        WorksController {
+            ctx,
+            namespace,
+            collection,
+            record,
+            works: BTreeMap::new(),
+            apply_errors: HashMap::new(),
+            status_dirty: false,
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
+    }
+
+    /// Lists, watches and syncs until shutdown.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut faults = self.ctx.member.faults.subscribe();
+        let mut backoff = Backoff::default();
+        'relist: loop {
+            if wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop {
+                break;
+            }
+            let mut rv = match self.relist().await {
+                Ok(rv) => rv,
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    super::log_retry(
+                        self.ctx.cluster(),
+                        "listing works",
+                        backoff.attempts(),
+                        delay,
+                        &e,
+                    );
+                    if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            loop {
+                let timeout_s = 240 + rand::random::<u64>() % 120;
+                let path = format!(
+                    "{}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout_s}",
+                    self.collection
+                );
+                let opened = tokio::time::Instant::now();
+                let end = match self.ctx.client.watch(&path).await {
+                    Ok(stream) => {
+                        self.consume(stream, &mut rv, &mut faults, &mut shutdown)
+                            .await
+                    }
+                    Err(e) if e.is_gone() => WatchEnd::Gone,
+                    Err(e) => WatchEnd::Broken(e),
+                };
+                match end {
+                    WatchEnd::Closed if opened.elapsed() >= Duration::from_secs(1) => {
+                        backoff.reset()
+                    }
+                    WatchEnd::Closed => {
+                        // Closed at once: do not spin on a server that ends every watch.
+                        if pause(backoff.next_delay(), &mut faults, &mut shutdown).await
+                            == Wake::Stop
+                        {
+                            break 'relist;
+                        }
+                    }
+                    WatchEnd::Gone => {
+                        tracing::info!(cluster = %self.ctx.cluster(), resource_version = %rv,
+                            "watch expired; relisting");
+                        continue 'relist;
+                    }
+                    WatchEnd::Broken(e) => {
+                        let delay = backoff.next_delay();
+                        super::log_retry(
+                            self.ctx.cluster(),
+                            "watching works",
+                            backoff.attempts(),
+                            delay,
+                            &e,
+                        );
+                        if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+                            break 'relist;
+                        }
+                        if backoff.attempts() > 3 {
+                            // A server that keeps refusing may have restarted without its
+                            // event log; a relist settles it.
+                            continue 'relist;
+                        }
+                    }
+                    WatchEnd::Unreachable => continue 'relist,
+                    WatchEnd::Stop => break 'relist,
+                }
+            }
+        }
+        if let Err(e) = self.record.save() {
+            tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
+                "saving the applied-objects record failed");
+        }
+    }
+
+    async fn consume(
+        &mut self,
+        mut stream: WatchStream,
+        rv: &mut String,
+        faults: &mut watch::Receiver<crate::member::FaultFlags>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> WatchEnd {
+        let mut changes = self.ctx.member.runtime.subscribe();
+        let mut status_tick = tokio::time::interval(self.ctx.timing.work_status_period);
+        status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let period = self.ctx.timing.resync_period;
+        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let idle = self.ctx.timing.watch_idle_timeout;
+        loop {
+            let step = tokio::select! {
+                biased;
+                _ = crate::stopped(shutdown) => Step::Stop,
+                _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
+                ev = tokio::time::timeout(idle, stream.next_event()) => Step::Event(ev),
+                r = changes.changed() => match r {
+                    Ok(()) => Step::RuntimeChanged,
+                    Err(_) => Step::StatusTick,
+                },
+                _ = status_tick.tick() => Step::StatusTick,
+                _ = resync.tick() => Step::Resync,
+            };
+            match step {
+                Step::Stop => return WatchEnd::Stop,
+                Step::Unreachable => return WatchEnd::Unreachable,
+                Step::RuntimeChanged => self.status_dirty = true,
+                Step::StatusTick => {
+                    if self.status_dirty {
+                        self.status_dirty = false;
+                        self.report_all().await;
+                    }
+                }
+                Step::Resync => {
+                    let names: Vec<String> = self.works.keys().cloned().collect();
+                    for name in names {
+                        self.sync(&name).await;
+                    }
+                }
+                Step::Event(Err(_)) => {
+                    return WatchEnd::Broken(ClientError::Idle {
+                        path: self.collection.clone(),
+                        idle,
+                    })
+                }
+                Step::Event(Ok(Err(e))) => return WatchEnd::Broken(e),
+                Step::Event(Ok(Ok(None))) => return WatchEnd::Closed,
+                Step::Event(Ok(Ok(Some(ev)))) => {
+                    if let Some(v) = ev
+                        .object
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                    {
+                        if ev.type_ != "ERROR" {
+                            *rv = v.to_string();
+                        }
+                    }
+                    match ev.type_.as_str() {
+                        "ADDED" | "MODIFIED" => match serde_json::from_value::<Work>(ev.object) {
+                            Ok(work) => self.upsert(work).await,
+                            Err(e) => tracing::warn!(cluster = %self.ctx.cluster(),
+                                error = %e, "undecodable work in watch event"),
+                        },
+                        "DELETED" => {
+                            let work: Option<Work> = serde_json::from_value(ev.object).ok();
+                            if let Some(work) = work {
+                                let preserve =
+                                    work.spec.preserve_resources_on_deletion == Some(true);
+                                self.forget(&work.metadata.name, preserve).await;
+                            }
+                        }
+                        "BOOKMARK" => {}
+                        "ERROR" => {
+                            let code = ev.object.get("code").and_then(Value::as_u64);
+                            if code == Some(410) {
+                                return WatchEnd::Gone;
+                            }
+                            return WatchEnd::Broken(ClientError::Api {
+                                method: "GET".into(),
+                                path: self.collection.clone(),
+                                code: u16::try_from(code.unwrap_or(500)).unwrap_or(500),
+                                reason: ev.object["reason"].as_str().unwrap_or("").into(),
+                                message: ev.object["message"].as_str().unwrap_or("").into(),
+                            });
+                        }
+                        other => tracing::debug!(cluster = %self.ctx.cluster(), event = other,
+                            "ignoring watch event"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lists the Works, syncs each, forgets those gone; answers the list's resourceVersion.
+    async fn relist(&mut self) -> Result<String, ClientError> {
+        let list = self.ctx.client.get(&self.collection).await?;
+        let rv = list
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("0")
+            .to_string();
+        let mut fresh = BTreeMap::new();
+        for item in list
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            match serde_json::from_value::<Work>(item) {
+                Ok(w) => {
+                    fresh.insert(w.metadata.name.clone(), w);
+                }
+                Err(e) => tracing::warn!(cluster = %self.ctx.cluster(), error = %e,
+                    "undecodable work in list"),
+            }
+        }
+        let prefix = format!("{}/", self.namespace);
+        let mut gone: Vec<(String, bool)> = self
+            .works
+            .iter()
+            .filter(|(n, _)| !fresh.contains_key(*n))
+            .map(|(n, w)| {
+                (
+                    n.clone(),
+                    w.spec.preserve_resources_on_deletion == Some(true),
+                )
+            })
+            .collect();
+        for key in self.record.work_keys() {
+            if let Some(name) = key.strip_prefix(&prefix) {
+                if !fresh.contains_key(name) && !gone.iter().any(|(n, _)| n == name) {
+                    gone.push((name.to_string(), false));
+                }
+            }
+        }
+        for (name, preserve) in gone {
+            self.forget(&name, preserve).await;
+        }
+        self.works = fresh;
+        let names: Vec<String> = self.works.keys().cloned().collect();
+        for name in names {
+            self.sync(&name).await;
+        }
+        Ok(rv)
+    }
+
+    async fn upsert(&mut self, work: Work) {
+        let name = work.metadata.name.clone();
+        self.works.insert(name.clone(), work);
+        self.sync(&name).await;
+    }
+
+    fn save_record(&mut self) {
+        if let Err(e) = self.record.save() {
+            tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
+                "saving the applied-objects record failed");
+        }
+    }
+
+    /// Deletes the recorded objects of a Work that is gone, and forgets it.
+    async fn forget(&mut self, name: &str, preserve: bool) {
+        self.works.remove(name);
+        self.apply_errors.remove(name);
+        let key = self.key(name);
+        if !preserve {
+            self.delete_objects(&key).await;
+        }
+        self.record.remove(&key);
+        self.save_record();
+    }
+
+    async fn delete_objects(&mut self, key: &str) {
+        let objects: Vec<ObjectRef> = self
+            .record
+            .get(key)
+            .map(|r| r.objects.iter().map(|o| o.object.clone()).collect())
+            .unwrap_or_default();
+        for object in objects {
+            self.delete_object(key, &object).await;
+        }
+    }
+
+    async fn delete_object(&self, key: &str, object: &ObjectRef) {
+        if self.record.record().claimed_elsewhere(key, object) {
+            return;
+        }
+        match self.ctx.member.runtime.delete(object).await {
+            Ok(_) => tracing::info!(cluster = %self.ctx.cluster(), work = %key, object = %object,
+                "deleted from the member"),
+            Err(e) => tracing::warn!(cluster = %self.ctx.cluster(), work = %key, object = %object,
+                error = %crate::error_chain(&e), "deleting from the member failed"),
+        }
+    }
+
+    /// Brings the member in line with one Work and reports its status.
+    async fn sync(&mut self, name: &str) {
+        let Some(work) = self.works.get(name).cloned() else {
+            return;
+        };
+        let key = self.key(name);
+        if work.metadata.is_deleting() {
+            if work.spec.preserve_resources_on_deletion != Some(true) {
+                self.delete_objects(&key).await;
+            }
+            self.record.remove(&key);
+            self.save_record();
+            self.remove_finalizer(work).await;
+            return;
+        }
+        if work.spec.suspend_dispatching == Some(true) {
+            return;
+        }
+        let mut errors = Vec::new();
+        let mut valid: Vec<(usize, ObjectRef, String)> = Vec::new();
+        for (i, m) in work.spec.workload.manifests.iter().enumerate() {
+            match ObjectRef::from_manifest(m) {
+                Ok(r) => valid.push((i, r, canonical_hash(m))),
+                Err(e) => errors.push(format!("manifest {i}: {e}")),
+            }
+        }
+        let pairs: Vec<(ObjectRef, String)> = valid
+            .iter()
+            .map(|(_, r, h)| (r.clone(), h.clone()))
+            .collect();
+        let previous = self.record.get(&key).cloned();
+        let plan = plan_sync(previous.as_ref(), &pairs);
+        let mut objects: Vec<Option<AppliedObject>> = vec![None; valid.len()];
+        let mut to_apply = plan.apply.clone();
+        for idx in &plan.unchanged {
+            let (_, r, h) = &valid[*idx];
+            match self.ctx.member.runtime.get(r).await {
+                Ok(Some(_)) => {
+                    objects[*idx] = Some(AppliedObject {
+                        object: r.clone(),
+                        hash: h.clone(),
+                    })
+                }
+                _ => to_apply.push(*idx),
+            }
+        }
+        to_apply.sort_unstable();
+        let mut applied_any = false;
+        for idx in to_apply {
+            let (ordinal, r, h) = &valid[idx];
+            let manifest = work.spec.workload.manifests[*ordinal].clone();
+            match self.ctx.member.runtime.apply(manifest).await {
+                Ok(_) => {
+                    applied_any = true;
+                    tracing::info!(cluster = %self.ctx.cluster(), work = %key, object = %r,
+                        "applied");
+                    objects[idx] = Some(AppliedObject {
+                        object: r.clone(),
+                        hash: h.clone(),
+                    });
+                }
+                Err(e) => {
+                    errors.push(format!("{r}: {e}"));
+                    // Still applied in its previous form, if it ever was.
+                    objects[idx] = previous
+                        .as_ref()
+                        .and_then(|p| p.objects.iter().find(|o| o.object.same_object(r)).cloned());
+                }
+            }
+        }
+        for r in &plan.delete {
+            self.delete_object(&key, r).await;
+        }
+        self.record.set(
+            &key,
+            WorkRecord {
+                uid: work.metadata.uid.clone(),
+                objects: objects.into_iter().flatten().collect(),
+            },
+        );
+        self.save_record();
+        if errors.is_empty() {
+            self.apply_errors.remove(name);
+            if applied_any {
+                self.event(
+                    &work,
+                    "Normal",
+                    "SyncSucceed",
+                    &format!(
+                        "Successfully applied resource(s) to cluster {}",
+                        self.ctx.cluster()
+                    ),
+                )
+                .await;
+            }
+        } else {
+            let message = errors.join("; ");
+            tracing::warn!(cluster = %self.ctx.cluster(), work = %key, error = %message,
+                "applying work failed");
+            let first_time = self.apply_errors.get(name) != Some(&message);
+            self.apply_errors.insert(name.to_string(), message.clone());
+            if first_time {
+                self.event(&work, "Warning", "SyncFailed", &message).await;
+            }
+        }
+        self.report_status(name).await;
+    }
+
+    /// The status the Work should carry now.
+    async fn desired_status(&self, work: &Work) -> WorkStatus {
+        let key = self.key(&work.metadata.name);
+        let recorded = self.record.get(&key);
+        let mut manifest_statuses = Vec::new();
+        for (i, m) in work.spec.workload.manifests.iter().enumerate() {
+            let Ok(r) = ObjectRef::from_manifest(m) else {
+                continue;
+            };
+            let applied =
+                recorded.is_some_and(|rec| rec.objects.iter().any(|o| o.object.same_object(&r)));
+            if !applied {
+                continue;
+            }
+            let object = self.ctx.member.runtime.get(&r).await.ok().flatten();
+            let status = object
+                .as_ref()
+                .and_then(|o| o.get("status"))
+                .filter(|s| !s.is_null())
+                .cloned();
+            let health = object
+                .as_ref()
+                .and_then(|o| health::interpret(r.group(), &r.kind, o));
+            manifest_statuses.push(ManifestStatus {
+                identifier: ResourceIdentifier {
+                    ordinal: i64::try_from(i).unwrap_or(i64::MAX),
+                    group: r.group().to_string(),
+                    version: r.version().to_string(),
+                    kind: r.kind.clone(),
+                    resource: r.resource(),
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                },
+                status,
+                health,
+            });
+        }
+        let mut conditions = work.status.conditions.clone();
+        let applied = match self.apply_errors.get(&work.metadata.name) {
+            None => Condition::new(
+                CONDITION_APPLIED,
+                ConditionStatus::True,
+                APPLIED_REASON,
+                APPLIED_MESSAGE,
+            ),
+            Some(err) => Condition::new(
+                CONDITION_APPLIED,
+                ConditionStatus::False,
+                APPLY_FAILED_REASON,
+                &format!("Failed to apply all manifests ({err})"),
+            ),
+        };
+        set_condition(&mut conditions, applied, self.ctx.clock.now());
+        WorkStatus {
+            conditions,
+            manifest_statuses,
+        }
+    }
+
+    /// Writes the Work's status if it changed (conflicts read the Work again).
+    async fn report_status(&mut self, name: &str) {
+        for _ in 0..5 {
+            let Some(work) = self.works.get(name).cloned() else {
+                return;
+            };
+            if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
+                return;
+            }
+            let status = self.desired_status(&work).await;
+            if status == work.status {
+                return;
+            }
+            let mut body = work.clone();
+            body.status = status;
+            let body = serde_json::to_value(&body).unwrap_or(Value::Null);
+            let path = format!("{}/{name}/status", self.collection);
+            match self.ctx.client.put(&path, &body).await {
+                Ok(stored) => {
+                    if let Ok(w) = serde_json::from_value::<Work>(stored) {
+                        self.works.insert(name.to_string(), w);
+                    }
+                    tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(name),
+                        "work status reported");
+                    return;
+                }
+                Err(e) if e.is_conflict() => {
+                    if !self.refresh(name).await {
+                        return;
+                    }
+                }
+                Err(e) if e.is_not_found() => return,
+                Err(e) => {
+                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(name),
+                        error = %crate::error_chain(&e), "reporting work status failed");
+                    self.status_dirty = true;
+                    return;
+                }
+            }
+        }
+        self.status_dirty = true;
+    }
+
+    /// Reads one Work again into the cache; false when it is gone or unreadable.
+    async fn refresh(&mut self, name: &str) -> bool {
+        match self
+            .ctx
+            .client
+            .get(&format!("{}/{name}", self.collection))
+            .await
+        {
+            Ok(v) => match serde_json::from_value::<Work>(v) {
+                Ok(w) => {
+                    self.works.insert(name.to_string(), w);
+                    true
+                }
+                Err(_) => false,
+            },
+            Err(e) => {
+                if !e.is_not_found() {
+                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(name),
+                        error = %crate::error_chain(&e), "reading work failed");
+                }
+                false
+            }
+        }
+    }
+
+    async fn report_all(&mut self) {
+        let names: Vec<String> = self.works.keys().cloned().collect();
+        for name in names {
+            self.report_status(&name).await;
+        }
+    }
+
+    /// Removes the execution-controller finalizer of a deleted Work (objects already gone).
+    async fn remove_finalizer(&mut self, mut work: Work) {
+        let name = work.metadata.name.clone();
+        for _ in 0..5 {
+            if !work.metadata.has_finalizer(EXECUTION_CONTROLLER_FINALIZER) {
+                return;
+            }
+            let remaining: Vec<&String> = work
+                .metadata
+                .finalizers
+                .iter()
+                .filter(|f| f.as_str() != EXECUTION_CONTROLLER_FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {
+                "resourceVersion": work.metadata.resource_version,
+                "finalizers": if remaining.is_empty() { Value::Null } else { json!(remaining) },
+            }});
+            let path = format!("{}/{name}", self.collection);
+            match self.ctx.client.merge_patch(&path, &patch).await {
+                Ok(stored) => {
+                    tracing::info!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                        "finalizer removed");
+                    if let Ok(w) = serde_json::from_value::<Work>(stored) {
+                        self.works.insert(name.clone(), w);
+                    }
+                    return;
+                }
+                Err(e) if e.is_not_found() => return,
+                Err(e) if e.is_conflict() => {
+                    if !self.refresh(&name).await {
+                        return;
+                    }
+                    match self.works.get(&name) {
+                        Some(w) => work = w.clone(),
+                        None => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                        error = %crate::error_chain(&e), "removing the finalizer failed; will retry");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Records an Event about a Work; failures are only logged.
+    async fn event(&self, work: &Work, type_: &str, reason: &str, message: &str) {
+        let now = self.ctx.clock.now();
+        let stamp = Time::new(now).to_string();
+        let suffix = format!("{:x}", now.timestamp_nanos_opt().unwrap_or_default());
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{}.{suffix}", work.metadata.name), "namespace": self.namespace},
+            "involvedObject": {
+                "apiVersion": WORK_API_VERSION,
+                "kind": "Work",
+                "namespace": self.namespace,
+                "name": work.metadata.name,
+                "uid": work.metadata.uid,
+                "resourceVersion": work.metadata.resource_version,
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": {"component": "flotilla-agent", "host": self.ctx.cluster()},
+            "reportingComponent": "flotilla-agent",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        });
+        let path = format!("/api/v1/namespaces/{}/events", self.namespace);
+        if let Err(e) = self.ctx.client.post(&path, &event).await {
+            tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&work.metadata.name),
+                error = %crate::error_chain(&e), "recording an event failed");
+        }
+    }
+}

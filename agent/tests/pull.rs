@@ -1,0 +1,504 @@
+//! The pull loop against a fake server (tests/support): registration and credential reuse,
+//! lease renewal, cluster status, Works applied and reported, deletion with and without the
+//! finalizer, restart with the same data dir, relist after 410, and HTTPS with --ca-file.
+//! Every wait has a deadline; everything runs on 127.0.0.1 with ports from 0.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_agent::app::{AgentConfig, AgentHandle, Mode};
+use flotilla_agent::member::Member;
+use flotilla_agent::pull::{PullTiming, Registration};
+use flotilla_agent::runtime::sim::SimConfig;
+use flotilla_agent::runtime::ObjectRef;
+use serde_json::{json, Value};
+use support::{wait_for, FakeServer, JOIN_TOKEN};
+
+fn config(server: &str, data_dir: &Path) -> AgentConfig {
+    let token_file = data_dir.parent().unwrap().join("join.token");
+    std::fs::write(&token_file, format!("{JOIN_TOKEN}\n")).unwrap();
+    AgentConfig {
+        mode: Mode::Pull,
+        server: Some(server.to_string()),
+        cluster_name: Some("member1".into()),
+        token_file: Some(token_file),
+        data_dir: data_dir.to_path_buf(),
+        registration: Registration {
+            provider: "sim".into(),
+            region: "eu-west".into(),
+            zones: vec!["eu-west-1a".into()],
+            labels: [("env".to_string(), "test".to_string())]
+                .into_iter()
+                .collect(),
+        },
+        sim: SimConfig {
+            pod_startup_delay: Duration::from_millis(200),
+            ..SimConfig::default()
+        },
+        timing: PullTiming {
+            lease_renew_interval: Duration::from_millis(100),
+            cluster_status_update_frequency: Duration::from_millis(100),
+            work_status_period: Duration::from_millis(100),
+            resync_period: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(5),
+            ..PullTiming::default()
+        },
+        sim_tick: Duration::from_millis(50),
+        ..AgentConfig::default()
+    }
+}
+
+async fn start(server: &str, data_dir: &Path) -> AgentHandle {
+    flotilla_agent::run(config(server, data_dir)).await.unwrap()
+}
+
+fn member(h: &AgentHandle) -> Arc<Member> {
+    h.member("member1").unwrap().clone()
+}
+
+fn nginx(replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "nginx"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx",
+                                  "resources": {"requests": {"cpu": "100m"}}}]}}}
+    })
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+}
+
+fn cm_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("v1", "ConfigMap", "default", name)
+}
+
+fn deploy_ref() -> ObjectRef {
+    ObjectRef::new("apps/v1", "Deployment", "default", "nginx")
+}
+
+async fn object(m: &Member, r: &ObjectRef) -> Option<Value> {
+    m.runtime.get(r).await.unwrap()
+}
+
+/// Waits until the member has (or lacks) an object.
+async fn wait_object(m: &Member, r: &ObjectRef, present: bool) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = object(m, r).await;
+        if o.is_some() == present {
+            return o;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "timed out after 10 s waiting for {r} to be {}",
+                if present { "applied" } else { "deleted" }
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn applied_condition(work: &Value) -> Option<Value> {
+    work["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Applied")
+        .cloned()
+}
+
+#[tokio::test]
+async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agent");
+    let agent = start(&url, &data).await;
+
+    wait_for(10, "registration", || {
+        (server.inner.lock().registrations == 1).then_some(())
+    })
+    .await;
+    let body = server.inner.lock().registered_bodies[0].clone();
+    assert_eq!(
+        body,
+        json!({"clusterName": "member1", "provider": "sim", "region": "eu-west",
+                            "zones": ["eu-west-1a"], "labels": {"env": "test"}})
+    );
+    let cred_path = data.join("credential");
+    wait_for(10, "the credential file", || {
+        cred_path.exists().then_some(())
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&cred_path).unwrap(),
+        "cred-member1-1"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&cred_path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    // Lease: created, then renewed.
+    let lease = wait_for(10, "the lease", || server.lease("member1")).await;
+    assert_eq!(lease["spec"]["holderIdentity"], "member1");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+    let first = lease["spec"]["renewTime"].as_str().unwrap().to_string();
+    assert_eq!(
+        first.len(),
+        "2026-01-01T00:00:00.000000Z".len(),
+        "microsecond renewTime: {first}"
+    );
+    wait_for(10, "lease renewals", || {
+        let l = server.lease("member1")?;
+        (l["spec"]["renewTime"].as_str()? != first && server.inner.lock().lease_writes >= 4)
+            .then_some(())
+    })
+    .await;
+
+    // Cluster status.
+    let ready = |want: &'static str| {
+        let server = server.clone();
+        move || {
+            let c = server.cluster("member1")?;
+            let cond = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready")?
+                .clone();
+            (cond["status"] == want).then_some((c, cond))
+        }
+    };
+    let (cluster, cond) = wait_for(10, "Ready=True", ready("True")).await;
+    assert_eq!(cond["reason"], "ClusterReady");
+    assert_eq!(
+        cond["message"],
+        "cluster is healthy and ready to accept workloads"
+    );
+    assert_eq!(cluster["status"]["kubernetesVersion"], "v1.32.0-sim");
+    assert_eq!(
+        cluster["status"]["nodeSummary"],
+        json!({"totalNum": 3, "readyNum": 3})
+    );
+    assert_eq!(
+        cluster["status"]["resourceSummary"]["allocatable"],
+        json!({"cpu": "24", "memory": "96Gi", "pods": "330"})
+    );
+    assert!(cluster["status"]["apiEnablements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["groupVersion"] == "apps/v1"));
+    let writes = server.inner.lock().cluster_status_writes;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        server.inner.lock().cluster_status_writes,
+        writes,
+        "unchanged status is not rewritten"
+    );
+
+    // Unhealthy: Ready False; healthy again: True.
+    let m = member(&agent);
+    m.faults.set_unhealthy(true);
+    let (_, cond) = wait_for(10, "Ready=False", ready("False")).await;
+    assert_eq!(cond["reason"], "ClusterNotReady");
+    m.faults.set_unhealthy(false);
+    wait_for(10, "Ready=True again", ready("True")).await;
+
+    // Unreachable: heartbeats stop, then resume.
+    m.faults.set_unreachable(true);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let writes = server.inner.lock().lease_writes;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        server.inner.lock().lease_writes,
+        writes,
+        "no heartbeat while unreachable"
+    );
+    m.faults.set_unreachable(false);
+    wait_for(10, "heartbeats to resume", || {
+        (server.inner.lock().lease_writes > writes).then_some(())
+    })
+    .await;
+
+    // Restart with the same data dir: the stored credential is used, no new registration.
+    agent.shutdown().await;
+    let writes = server.inner.lock().lease_writes;
+    let agent = start(&url, &data).await;
+    wait_for(10, "heartbeats after restart", || {
+        (server.inner.lock().lease_writes > writes + 2).then_some(())
+    })
+    .await;
+    assert_eq!(server.inner.lock().registrations, 1);
+
+    // A refused credential: the agent registers again with the join token.
+    server.revoke_credentials();
+    wait_for(10, "re-registration", || {
+        (server.inner.lock().registrations == 2).then_some(())
+    })
+    .await;
+    wait_for(10, "the new credential on disk", || {
+        (std::fs::read_to_string(&cred_path).ok()? == "cred-member1-2").then_some(())
+    })
+    .await;
+    let writes = server.inner.lock().lease_writes;
+    wait_for(10, "heartbeats with the new credential", || {
+        (server.inner.lock().lease_writes > writes).then_some(())
+    })
+    .await;
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn works_are_applied_reported_deleted_and_survive_a_restart() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agent");
+    server.put_work(
+        "member1",
+        "nginx-work",
+        vec![nginx(2), configmap("cfg")],
+        true,
+    );
+    let agent = start(&url, &data).await;
+    let m = member(&agent);
+
+    // Applied, and the Deployment's status reported once its pods are ready.
+    let work = wait_for(10, "work status with 2 ready replicas", || {
+        let w = server.work("member1", "nginx-work")?;
+        (w["status"]["manifestStatuses"][0]["status"]["readyReplicas"] == 2).then_some(w)
+    })
+    .await;
+    let applied = applied_condition(&work).unwrap();
+    assert_eq!(applied["status"], "True");
+    assert_eq!(applied["reason"], "AppliedSuccessful");
+    assert_eq!(applied["message"], "Manifest has been successfully applied");
+    let ms = &work["status"]["manifestStatuses"];
+    assert_eq!(
+        ms[0]["identifier"],
+        json!({"ordinal": 0, "group": "apps", "version": "v1",
+        "kind": "Deployment", "resource": "deployments", "namespace": "default", "name": "nginx"})
+    );
+    assert_eq!(ms[0]["health"], "Healthy");
+    assert_eq!(ms[0]["status"]["availableReplicas"], 2);
+    assert_eq!(ms[1]["identifier"]["kind"], "ConfigMap");
+    let deploy = object(&m, &deploy_ref()).await.unwrap();
+    let uid = deploy["metadata"]["uid"].clone();
+    assert!(data.join("applied.json").exists());
+    assert!(server
+        .inner
+        .lock()
+        .events
+        .iter()
+        .any(|e| e["reason"] == "SyncSucceed"));
+
+    // A manifest removed from the Work: its object goes.
+    server.put_work("member1", "nginx-work", vec![nginx(2)], true);
+    wait_object(&m, &cm_ref("cfg"), false).await;
+    // A scaled manifest: applied again (same object, new generation).
+    server.put_work("member1", "nginx-work", vec![nginx(3)], true);
+    wait_for(10, "3 ready replicas reported", || {
+        let w = server.work("member1", "nginx-work")?;
+        (w["status"]["manifestStatuses"][0]["status"]["readyReplicas"] == 3).then_some(())
+    })
+    .await;
+    let deploy = object(&m, &deploy_ref()).await.unwrap();
+    assert_eq!(deploy["metadata"]["uid"], uid);
+    assert_eq!(deploy["metadata"]["generation"], 2);
+
+    // A Work deleted without a finalizer (DELETED event): its objects go.
+    server.put_work("member1", "temp", vec![configmap("temp")], false);
+    wait_object(&m, &cm_ref("temp"), true).await;
+    server.delete_work("member1", "temp");
+    wait_object(&m, &cm_ref("temp"), false).await;
+
+    // A Work deleted with the finalizer: objects go, then the finalizer, then the Work.
+    server.put_work("member1", "fin", vec![configmap("fin")], true);
+    wait_object(&m, &cm_ref("fin"), true).await;
+    server.delete_work("member1", "fin");
+    wait_object(&m, &cm_ref("fin"), false).await;
+    wait_for(10, "the finalized work to go", || {
+        server.work("member1", "fin").is_none().then_some(())
+    })
+    .await;
+
+    // A failing manifest: Applied False with the error.
+    server.put_work(
+        "member1",
+        "bad",
+        vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})],
+        true,
+    );
+    let cond = wait_for(10, "Applied=False", || {
+        let c = applied_condition(&server.work("member1", "bad")?)?;
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(cond["reason"], "AppliedFailed");
+    assert!(
+        cond["message"].as_str().unwrap().contains("metadata.name"),
+        "{cond}"
+    );
+    assert!(server
+        .inner
+        .lock()
+        .events
+        .iter()
+        .any(|e| e["reason"] == "SyncFailed"));
+
+    // Restart: a Work deleted while the agent is down is cleaned up; nothing is re-created.
+    server.put_work("member1", "down", vec![configmap("down")], false);
+    wait_object(&m, &cm_ref("down"), true).await;
+    let before = object(&m, &deploy_ref()).await.unwrap();
+    agent.shutdown().await;
+    server.delete_work("member1", "down");
+    let agent = start(&url, &data).await;
+    let m = member(&agent);
+    let after = object(&m, &deploy_ref()).await.unwrap();
+    assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    assert_eq!(
+        after["metadata"]["creationTimestamp"],
+        before["metadata"]["creationTimestamp"]
+    );
+    wait_object(&m, &cm_ref("down"), false).await;
+    let lists = server.inner.lock().lists;
+    assert!(lists >= 2, "listed again after restart");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = object(&m, &deploy_ref()).await.unwrap();
+    assert_eq!(later["metadata"]["generation"], 2, "not re-applied");
+    assert_eq!(later["metadata"]["uid"], uid);
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn relists_after_410() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agent");
+    server.put_work("member1", "w1", vec![configmap("one")], false);
+    server.put_work("member1", "w2", vec![configmap("two")], false);
+    let agent = start(&url, &data).await;
+    let m = member(&agent);
+    wait_object(&m, &cm_ref("one"), true).await;
+    wait_object(&m, &cm_ref("two"), true).await;
+    wait_for(10, "a watch", || {
+        (server.inner.lock().watches >= 1).then_some(())
+    })
+    .await;
+    let lists = server.inner.lock().lists;
+
+    // A stream that ends is resumed from the last resourceVersion, without a relist.
+    server.kick_watchers();
+    server.put_work("member1", "w3", vec![configmap("three")], false);
+    wait_object(&m, &cm_ref("three"), true).await;
+    assert_eq!(server.inner.lock().lists, lists, "resumed, not relisted");
+
+    // History lost: w2 deleted with no event, w4 created with no event; resuming gets 410.
+    server.delete_work_silently("member1", "w2");
+    server.compact_and_kick();
+    server.put_work("member1", "w4", vec![configmap("four")], false);
+    server.compact_and_kick();
+    wait_for(10, "a relist", || {
+        (server.inner.lock().lists > lists).then_some(())
+    })
+    .await;
+    wait_object(&m, &cm_ref("two"), false).await;
+    wait_object(&m, &cm_ref("four"), true).await;
+    assert!(object(&m, &cm_ref("one")).await.is_some());
+    agent.shutdown().await;
+}
+
+#[tokio::test]
+async fn https_with_a_ca_file() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("tls.crt");
+    std::fs::write(&ca, cert.cert.pem()).unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(
+        cert.cert.pem().into_bytes(),
+        cert.signing_key.serialize_pem().into_bytes(),
+    )
+    .await
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = FakeServer::new();
+    let app = server.router();
+    tokio::spawn(async move {
+        let _ = axum_server::from_tcp_rustls(listener, tls)
+            .unwrap()
+            .serve(app.into_make_service())
+            .await;
+    });
+    let url = format!("https://{addr}");
+
+    // Without the CA the agent cannot talk to the server.
+    let data = dir.path().join("no-ca");
+    let agent = start(&url, &data).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.inner.lock().registrations, 0);
+    agent.shutdown().await;
+
+    let mut cfg = config(&url, &dir.path().join("with-ca"));
+    cfg.ca_file = Some(ca);
+    let agent = flotilla_agent::run(cfg).await.unwrap();
+    wait_for(10, "a lease over HTTPS", || server.lease("member1")).await;
+    agent.shutdown().await;
+
+    let mut cfg = config(&url, &dir.path().join("bad-ca"));
+    let bad = dir.path().join("bad.pem");
+    std::fs::write(&bad, "not a certificate").unwrap();
+    cfg.ca_file = Some(bad);
+    assert!(flotilla_agent::run(cfg).await.is_err());
+}
+
+#[tokio::test]
+async fn many_sim_members_each_register_with_their_own_state() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agents");
+    let mut cfg = config(&url, &data);
+    cfg.cluster_name = None;
+    cfg.sim_members = 3;
+    cfg.member_prefix = "sim".into();
+    cfg.listen = Some("127.0.0.1:0".parse().unwrap());
+    let agent = flotilla_agent::run(cfg).await.unwrap();
+    for name in ["sim1", "sim2", "sim3"] {
+        wait_for(10, "each member's lease", || server.lease(name)).await;
+        assert!(data.join(name).join("credential").exists());
+    }
+    server.put_work("sim2", "w", vec![configmap("only-on-sim2")], false);
+    let sim2 = agent.member("sim2").unwrap().clone();
+    wait_object(&sim2, &cm_ref("only-on-sim2"), true).await;
+    assert!(
+        object(agent.member("sim1").unwrap(), &cm_ref("only-on-sim2"))
+            .await
+            .is_none()
+    );
+    // Each member's surface is under /members/<name>.
+    let addr = agent.local_addr().unwrap();
+    let body = reqwest::get(format!("http://{addr}/members/sim2/objects?apiVersion=v1&kind=ConfigMap&namespace=default&name=only-on-sim2"))
+        .await
+        .unwrap();
+    assert_eq!(body.status(), 200);
+    agent.shutdown().await;
+}
