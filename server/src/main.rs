@@ -226,11 +226,27 @@ fn spawn_sim_members(
         .arg(flags.sim_pod_startup_delay_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
+        .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
     if scheme == "https" {
         cmd.arg("--ca-file").arg(data_dir.join("tls.crt"));
     }
-    let child = cmd.spawn()?;
+    let mut child = cmd.spawn()?;
+    // The agent prints where its member surface (and fault API) listens: say it again and
+    // record it in <data-dir>/sim-members.url for tests and scripts.
+    if let Some(stdout) = child.stdout.take() {
+        let url_file = data_dir.join("sim-members.url");
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(url) = line.strip_prefix("flotilla-agent listening on ") {
+                    let _ = std::fs::write(&url_file, url.trim());
+                    println!("flotilla-server simulated members on {}", url.trim());
+                }
+            }
+        });
+    }
     tracing::info!(members = flags.sim_members, "started simulated members");
     Ok(child)
 }

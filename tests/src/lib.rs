@@ -4,6 +4,7 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -55,8 +56,13 @@ pub struct Process {
 }
 
 impl Process {
-    /// Sends SIGKILL and reaps.
+    /// Sends SIGKILL to the process and everything it started (its process group), and reaps.
     pub fn kill(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -101,6 +107,7 @@ impl Server {
     pub fn start(data_dir: &Path, extra: &[&str]) -> Result<Server> {
         let bin = binary("flotilla-server")?;
         let mut child = Command::new(bin)
+            .process_group(0)
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
@@ -148,6 +155,7 @@ impl Agent {
     pub fn start(args: &[&str]) -> Result<Agent> {
         let bin = binary("flotilla-agent")?;
         let mut child = Command::new(bin)
+            .process_group(0)
             .args(args)
             .arg("--listen")
             .arg("127.0.0.1:0")
