@@ -3,9 +3,10 @@
 //! Templates are unstructured (`serde_json::Value`). [`native`] holds the rules for
 //! Kubernetes' own kinds (replicas and requirements, revision, status reflection, health,
 //! status aggregation, dependencies); [`jsonpath`] evaluates the Kubernetes JSONPath
-//! templates of `statePreservation` rules.
+//! templates of `statePreservation` rules; [`lua`] is the sandbox Lua customizations run in.
 
 pub mod jsonpath;
+pub mod lua;
 pub mod native;
 
 use std::fmt;
@@ -15,6 +16,7 @@ use flotilla_api::work::ResourceHealth;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use lua::{SandboxLimits, ScriptError};
 pub use native::{FieldError, WellKnownKind};
 
 /// `apiVersion` + `kind`: what interpreter rules are keyed by (exactly, as Karmada: a rule for
