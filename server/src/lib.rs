@@ -6,5 +6,6 @@ pub mod app;
 pub mod clock;
 pub mod controllers;
 pub mod events;
+pub mod interpreter;
 pub mod probes;
 pub mod store;
