@@ -7,4 +7,5 @@ pub mod clock;
 pub mod controllers;
 pub mod events;
 pub mod probes;
+pub mod scheduler;
 pub mod store;

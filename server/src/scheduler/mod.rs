@@ -1,0 +1,4 @@
+//! The scheduler's algorithms (karmada-semantics.md §8): pure, synchronous functions that
+//! decide where a ResourceBinding runs and with how many replicas each cluster.
+
+pub mod division;
