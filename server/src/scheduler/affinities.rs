@@ -37,7 +37,7 @@ pub fn schedule_with_affinities(
     let mut notes: Vec<String> = Vec::new();
     let mut first_error: Option<ScheduleError> = None;
     for (i, term) in placement.cluster_affinities.iter().enumerate().skip(start) {
-        let tiers = AffinityTiers::term(term, with_overflow);
+        let tiers = AffinityTiers::term(term, with_overflow, input.clusters);
         match attempt(input, placement, tiers) {
             Ok((clusters, mut explanation)) => {
                 notes.push(format!(

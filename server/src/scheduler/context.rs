@@ -4,17 +4,39 @@
 //! selectors parsed once), the interned API of the resource, and the spread fields that need
 //! a cluster property.
 
-use std::collections::BTreeMap;
-
 use flotilla_api::binding::ResourceBindingSpec;
 use flotilla_api::policy::{
     ClusterAffinity, ClusterAffinityTerm, FieldSelector, Placement, SpreadByField,
 };
-use flotilla_api::selector::{
-    LabelRequirements, LabelSelector, NodeSelectorOperator, NodeSelectorRequirement,
-};
+use flotilla_api::selector::label::Operator;
+use flotilla_api::selector::{LabelSelector, NodeSelectorOperator, NodeSelectorRequirement};
 
 use super::snapshot::{ClusterInfo, ClusterSnapshot};
+
+/// One label requirement over interned ids (unknown keys and values resolved to "absent").
+#[derive(Clone, Debug)]
+enum LabelTest {
+    /// `=`, `==`, `in`: present with one of the values.
+    In(Option<u32>, Vec<u32>),
+    /// `!=`, `notin`: absent, or none of the values.
+    NotIn(Option<u32>, Vec<u32>),
+    /// Present.
+    Exists(Option<u32>),
+    /// Absent.
+    DoesNotExist(Option<u32>),
+}
+
+impl LabelTest {
+    fn matches(&self, cluster: &ClusterInfo) -> bool {
+        let value = |key: &Option<u32>| key.and_then(|k| cluster.label(k));
+        match self {
+            LabelTest::In(k, values) => value(k).is_some_and(|v| values.contains(&v)),
+            LabelTest::NotIn(k, values) => value(k).is_none_or(|v| !values.contains(&v)),
+            LabelTest::Exists(k) => value(k).is_some(),
+            LabelTest::DoesNotExist(k) => value(k).is_none(),
+        }
+    }
+}
 
 /// A label selector compiled once.
 #[derive(Clone, Debug)]
@@ -23,8 +45,39 @@ enum LabelMatch {
     Any,
     /// An invalid selector: no cluster (as Karmada's `ClusterMatches`).
     Never,
-    /// The parsed requirements.
-    Requirements(LabelRequirements),
+    /// The requirements, all of which must hold.
+    Tests(Vec<LabelTest>),
+}
+
+impl LabelMatch {
+    fn compile(selector: Option<&LabelSelector>, snapshot: &ClusterSnapshot) -> Self {
+        let Some(sel) = selector else {
+            return LabelMatch::Any;
+        };
+        let Ok(reqs) = sel.to_requirements() else {
+            return LabelMatch::Never;
+        };
+        let tests = reqs
+            .requirements()
+            .iter()
+            .map(|r| {
+                let key = snapshot.label_key(r.key());
+                let values = || {
+                    r.values()
+                        .iter()
+                        .filter_map(|v| snapshot.label_value(v))
+                        .collect::<Vec<u32>>()
+                };
+                match r.operator() {
+                    Operator::Equals | Operator::In => LabelTest::In(key, values()),
+                    Operator::NotEquals | Operator::NotIn => LabelTest::NotIn(key, values()),
+                    Operator::Exists => LabelTest::Exists(key),
+                    Operator::DoesNotExist => LabelTest::DoesNotExist(key),
+                }
+            })
+            .collect();
+        LabelMatch::Tests(tests)
+    }
 }
 
 /// Karmada's `ClusterMatches`, compiled: exclusions, label selector, field selector (zones
@@ -43,39 +96,36 @@ impl<'a> CompiledAffinity<'a> {
         field_selector: Option<&'a FieldSelector>,
         names: &'a [String],
         exclude: &'a [String],
+        snapshot: &ClusterSnapshot,
     ) -> Self {
-        let labels = match label_selector {
-            None => LabelMatch::Any,
-            Some(sel) => match sel.to_requirements() {
-                Ok(r) => LabelMatch::Requirements(r),
-                Err(_) => LabelMatch::Never,
-            },
-        };
         CompiledAffinity {
-            labels,
+            labels: LabelMatch::compile(label_selector, snapshot),
             fields: field_selector.map_or(&[], |f| f.match_expressions.as_slice()),
             names,
             exclude,
         }
     }
 
-    /// Compiles a `clusterAffinity` (or a static-weight target).
-    pub fn new(affinity: &'a ClusterAffinity) -> Self {
+    /// Compiles a `clusterAffinity` (or a static-weight target) against the snapshot's
+    /// label tables.
+    pub fn new(affinity: &'a ClusterAffinity, snapshot: &ClusterSnapshot) -> Self {
         Self::compile(
             affinity.label_selector.as_ref(),
             affinity.field_selector.as_ref(),
             &affinity.cluster_names,
             &affinity.exclude,
+            snapshot,
         )
     }
 
     /// Compiles the inline affinity of a `clusterAffinities` term.
-    pub fn of_term(term: &'a ClusterAffinityTerm) -> Self {
+    pub fn of_term(term: &'a ClusterAffinityTerm, snapshot: &ClusterSnapshot) -> Self {
         Self::compile(
             term.label_selector.as_ref(),
             term.field_selector.as_ref(),
             &term.cluster_names,
             &term.exclude,
+            snapshot,
         )
     }
 
@@ -88,7 +138,7 @@ impl<'a> CompiledAffinity<'a> {
         let labels_ok = match &self.labels {
             LabelMatch::Any => true,
             LabelMatch::Never => false,
-            LabelMatch::Requirements(r) => r.matches(&cluster.labels),
+            LabelMatch::Tests(tests) => tests.iter().all(|t| t.matches(cluster)),
         };
         if !labels_ok {
             return false;
@@ -129,15 +179,19 @@ impl<'a> AffinityTiers<'a> {
     }
 
     /// A plain `clusterAffinity`.
-    pub fn plain(affinity: &'a ClusterAffinity) -> Self {
+    pub fn plain(affinity: &'a ClusterAffinity, snapshot: &ClusterSnapshot) -> Self {
         AffinityTiers {
-            tiers: vec![CompiledAffinity::new(affinity)],
+            tiers: vec![CompiledAffinity::new(affinity, snapshot)],
         }
     }
 
     /// A `clusterAffinities` term, with its overflow tiers when `with_overflow`.
-    pub fn term(term: &'a ClusterAffinityTerm, with_overflow: bool) -> Self {
-        let mut tiers = vec![CompiledAffinity::of_term(term)];
+    pub fn term(
+        term: &'a ClusterAffinityTerm,
+        with_overflow: bool,
+        snapshot: &ClusterSnapshot,
+    ) -> Self {
+        let mut tiers = vec![CompiledAffinity::of_term(term, snapshot)];
         if with_overflow {
             tiers.extend(term.overflow_affinities.iter().map(|o| {
                 CompiledAffinity::compile(
@@ -145,6 +199,7 @@ impl<'a> AffinityTiers<'a> {
                     o.field_selector.as_ref(),
                     &o.cluster_names,
                     &o.exclude,
+                    snapshot,
                 )
             }));
         }
@@ -176,10 +231,10 @@ pub struct BindingContext<'a> {
     pub spec: &'a ResourceBindingSpec,
     /// Its placement.
     pub placement: &'a Placement,
-    /// `spec.clusters` as name → replicas.
-    pub scheduled: BTreeMap<&'a str, i32>,
-    /// `fromCluster` of every graceful eviction task.
-    pub evicting: Vec<&'a str>,
+    /// `spec.clusters` as snapshot index → replicas (clusters not in the snapshot left out).
+    pub scheduled: Vec<(usize, i32)>,
+    /// Snapshot index of the `fromCluster` of every graceful eviction task.
+    pub evicting: Vec<usize>,
     /// The affinity in force.
     pub affinity: AffinityTiers<'a>,
     /// The interned id of the resource's API (`None`: no cluster serves it).
@@ -196,9 +251,15 @@ impl<'a> BindingContext<'a> {
         affinity: AffinityTiers<'a>,
         snapshot: &ClusterSnapshot,
     ) -> Self {
-        let mut scheduled = BTreeMap::new();
+        let mut scheduled: Vec<(usize, i32)> = Vec::with_capacity(spec.clusters.len());
         for c in &spec.clusters {
-            *scheduled.entry(c.name.as_str()).or_insert(0) += c.replicas;
+            let Some(i) = snapshot.index_of(&c.name) else {
+                continue;
+            };
+            match scheduled.iter_mut().find(|(j, _)| *j == i) {
+                Some(entry) => entry.1 += c.replicas,
+                None => scheduled.push((i, c.replicas)),
+            }
         }
         let mut spread_fields: Vec<SpreadByField> = placement
             .spread_constraints
@@ -215,7 +276,7 @@ impl<'a> BindingContext<'a> {
             evicting: spec
                 .graceful_eviction_tasks
                 .iter()
-                .map(|t| t.from_cluster.as_str())
+                .filter_map(|t| snapshot.index_of(&t.from_cluster))
                 .collect(),
             affinity,
             api: snapshot.api_id(&spec.resource.api_version, &spec.resource.kind),
@@ -224,13 +285,21 @@ impl<'a> BindingContext<'a> {
     }
 
     /// True when `spec.clusters` names the cluster.
-    pub fn is_scheduled(&self, name: &str) -> bool {
-        self.scheduled.contains_key(name)
+    pub fn is_scheduled(&self, cluster: &ClusterInfo) -> bool {
+        self.scheduled.iter().any(|(i, _)| *i == cluster.index)
     }
 
     /// Replicas the previous result gave the cluster (0 when none).
-    pub fn assigned(&self, name: &str) -> i32 {
-        self.scheduled.get(name).copied().unwrap_or(0)
+    pub fn assigned(&self, cluster: &ClusterInfo) -> i32 {
+        self.scheduled
+            .iter()
+            .find(|(i, _)| *i == cluster.index)
+            .map_or(0, |(_, r)| *r)
+    }
+
+    /// True when a graceful eviction task names the cluster.
+    pub fn is_evicting(&self, cluster: &ClusterInfo) -> bool {
+        self.evicting.contains(&cluster.index)
     }
 }
 
@@ -311,7 +380,7 @@ mod tests {
         #[test]
         fn compiled_affinity_equals_cluster_matches(c in arb_cluster(), a in arb_affinity()) {
             let snap = ClusterSnapshot::new([&c]);
-            let compiled = CompiledAffinity::new(&a);
+            let compiled = CompiledAffinity::new(&a, &snap);
             prop_assert_eq!(compiled.matches(&snap.clusters()[0]), cluster_matches(&c, &a));
         }
     }

@@ -20,7 +20,7 @@ struct Request {
     /// cpu is compared in milli-units, everything else in whole units.
     cpu: bool,
     /// The request in the unit it is compared in.
-    amount: i128,
+    amount: i64,
 }
 
 /// A binding's replica requirements, resolved once per schedule.
@@ -45,10 +45,11 @@ impl Estimator {
                     return None;
                 }
                 let cpu = name == "cpu";
+                let amount = if cpu { q.milli_value() } else { units };
                 Some(Request {
                     index: snapshot.resource_index(name),
                     cpu,
-                    amount: if cpu { q.milli_value() } else { units },
+                    amount: i64::try_from(amount).unwrap_or(i64::MAX),
                 })
             })
             .collect();
@@ -100,8 +101,7 @@ impl Estimator {
             } else {
                 ceil_units(free_milli)
             };
-            let fit = i64::try_from(free / req.amount).unwrap_or(i64::MAX);
-            max = max.min(fit);
+            max = max.min(free / req.amount);
         }
         max
     }

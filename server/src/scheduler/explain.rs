@@ -9,13 +9,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::filters::Rejection;
-use super::snapshot::ClusterInfo;
 
-/// What happened to one cluster.
+/// What happened to one cluster (its name is kept by the [`Explanation`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterExplanation {
-    /// Cluster name.
-    pub name: Arc<str>,
     /// The filter that rejected the cluster, with its reason; `None` when it was feasible.
     pub rejected: Option<Rejection>,
     /// Sum of the score plugins (feasible clusters).
@@ -31,9 +28,8 @@ pub struct ClusterExplanation {
 }
 
 impl ClusterExplanation {
-    pub(crate) fn rejected(info: &ClusterInfo, why: Rejection) -> Self {
+    pub(crate) fn rejected(why: Rejection) -> Self {
         ClusterExplanation {
-            name: info.name.clone(),
             rejected: Some(why),
             score: None,
             available_replicas: None,
@@ -43,14 +39,8 @@ impl ClusterExplanation {
         }
     }
 
-    pub(crate) fn feasible(
-        info: &ClusterInfo,
-        score: i64,
-        available: i64,
-        tier: Option<u32>,
-    ) -> Self {
+    pub(crate) fn feasible(score: i64, available: i64, tier: Option<u32>) -> Self {
         ClusterExplanation {
-            name: info.name.clone(),
             rejected: None,
             score: Some(score),
             available_replicas: Some(available),
@@ -64,9 +54,8 @@ impl ClusterExplanation {
 impl fmt::Display for ClusterExplanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.rejected {
-            Some(r) => write!(f, "{}: rejected by {}: {}", self.name, r.filter(), r),
+            Some(r) => write!(f, "rejected by {}: {}", r.filter(), r),
             None => {
-                write!(f, "{}: ", self.name)?;
                 match (self.selected, self.replicas) {
                     (true, Some(r)) => write!(f, "selected, {r} replica(s)")?,
                     (true, None) => f.write_str("selected, no replicas")?,
@@ -90,33 +79,69 @@ impl fmt::Display for ClusterExplanation {
 /// The whole explanation of one scheduling attempt.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Explanation {
-    /// Every cluster of the snapshot, by name.
-    pub clusters: Vec<ClusterExplanation>,
+    /// Cluster names, shared with the snapshot (sorted).
+    names: Arc<[Arc<str>]>,
+    /// One entry per name, same order.
+    verdicts: Vec<ClusterExplanation>,
     /// Strategy, selection and replica arithmetic, in order.
     pub lines: Vec<String>,
 }
 
 impl Explanation {
+    pub(crate) fn new(names: Arc<[Arc<str>]>, lines: Vec<String>) -> Self {
+        let verdicts = Vec::with_capacity(names.len());
+        Explanation {
+            names,
+            verdicts,
+            lines,
+        }
+    }
+
+    /// Appends the verdict of the next cluster of the snapshot.
+    pub(crate) fn push(&mut self, verdict: ClusterExplanation) {
+        self.verdicts.push(verdict);
+    }
+
+    /// Every cluster with its explanation, by name.
+    pub fn clusters(&self) -> impl Iterator<Item = (&str, &ClusterExplanation)> {
+        self.names.iter().map(|n| &**n).zip(&self.verdicts)
+    }
+
+    /// Number of clusters explained.
+    pub fn len(&self) -> usize {
+        self.verdicts.len()
+    }
+
+    /// True when no cluster is explained.
+    pub fn is_empty(&self) -> bool {
+        self.verdicts.is_empty()
+    }
+
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.names
+            .binary_search_by(|n| (**n).cmp(name))
+            .ok()
+            .filter(|&i| i < self.verdicts.len())
+    }
+
     /// The explanation of one cluster.
     pub fn cluster(&self, name: &str) -> Option<&ClusterExplanation> {
-        self.clusters
-            .binary_search_by(|c| (*c.name).cmp(name))
-            .ok()
-            .and_then(|i| self.clusters.get(i))
+        self.index_of(name).and_then(|i| self.verdicts.get(i))
     }
 
     pub(crate) fn cluster_mut(&mut self, name: &str) -> Option<&mut ClusterExplanation> {
-        self.clusters
-            .binary_search_by(|c| (*c.name).cmp(name))
-            .ok()
-            .and_then(|i| self.clusters.get_mut(i))
+        self.index_of(name).and_then(|i| self.verdicts.get_mut(i))
+    }
+
+    pub(crate) fn at_mut(&mut self, index: usize) -> Option<&mut ClusterExplanation> {
+        self.verdicts.get_mut(index)
     }
 
     /// Karmada's FitError text: `0/N clusters are available: <count> <reason>, ….` with the
     /// reasons sorted; deleting clusters count in N but give no reason.
     pub fn fit_error_message(&self) -> String {
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        for c in &self.clusters {
+        for c in &self.verdicts {
             if let Some(r) = c.rejected.as_ref().filter(|r| r.is_filter()) {
                 *reasons.entry(r.to_string()).or_insert(0) += 1;
             }
@@ -126,7 +151,7 @@ impl Explanation {
             .map(|(reason, n)| format!("{n} {reason}"))
             .collect();
         parts.sort();
-        let mut msg = format!("0/{} clusters are available:", self.clusters.len());
+        let mut msg = format!("0/{} clusters are available:", self.verdicts.len());
         if !parts.is_empty() {
             msg.push(' ');
             msg.push_str(&parts.join(", "));
@@ -139,8 +164,8 @@ impl Explanation {
 impl fmt::Display for Explanation {
     /// One line per cluster, then the arithmetic lines.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for c in &self.clusters {
-            writeln!(f, "{c}")?;
+        for (name, c) in self.clusters() {
+            writeln!(f, "{name}: {c}")?;
         }
         for l in &self.lines {
             writeln!(f, "{l}")?;

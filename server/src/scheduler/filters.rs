@@ -28,7 +28,7 @@ pub enum Rejection {
     /// APIEnablement: the resource's API is not listed.
     ApiNotEnabled,
     /// TaintToleration: this taint is not tolerated.
-    UntoleratedTaint(Taint),
+    UntoleratedTaint(Box<Taint>),
     /// ClusterAffinity: the affinity in force does not match.
     AffinityMismatch,
     /// SpreadConstraint: the cluster lacks the property a constraint spreads by.
@@ -106,7 +106,7 @@ impl Filter for ApiEnablement {
         "APIEnablement"
     }
     fn filter(&self, binding: &BindingContext<'_>, cluster: &ClusterInfo) -> Result<(), Rejection> {
-        if binding.is_scheduled(&cluster.name) || cluster.serves(binding.api) {
+        if binding.is_scheduled(cluster) || cluster.serves(binding.api) {
             Ok(())
         } else {
             Err(Rejection::ApiNotEnabled)
@@ -126,7 +126,7 @@ impl Filter for TaintToleration {
         "TaintToleration"
     }
     fn filter(&self, binding: &BindingContext<'_>, cluster: &ClusterInfo) -> Result<(), Rejection> {
-        if cluster.taints.is_empty() || binding.is_scheduled(&cluster.name) {
+        if cluster.taints.is_empty() || binding.is_scheduled(cluster) {
             return Ok(());
         }
         match first_untolerated(
@@ -134,7 +134,7 @@ impl Filter for TaintToleration {
             &binding.placement.cluster_tolerations,
             &FILTERED_EFFECTS,
         ) {
-            Some(t) => Err(Rejection::UntoleratedTaint(t.clone())),
+            Some(t) => Err(Rejection::UntoleratedTaint(Box::new(t.clone()))),
             None => Ok(()),
         }
     }
@@ -186,7 +186,7 @@ impl Filter for ClusterEviction {
         "ClusterEviction"
     }
     fn filter(&self, binding: &BindingContext<'_>, cluster: &ClusterInfo) -> Result<(), Rejection> {
-        if binding.evicting.iter().any(|n| **n == *cluster.name) {
+        if binding.is_evicting(cluster) {
             Err(Rejection::Evicting)
         } else {
             Ok(())
@@ -277,8 +277,8 @@ mod tests {
             &placement.cluster_affinity,
             placement.cluster_affinities.first(),
         ) {
-            (Some(a), _) => AffinityTiers::plain(a),
-            (None, Some(t)) => AffinityTiers::term(t, true),
+            (Some(a), _) => AffinityTiers::plain(a, &snap),
+            (None, Some(t)) => AffinityTiers::term(t, true, &snap),
             (None, None) => AffinityTiers::none(),
         };
         let ctx = BindingContext::new(s, placement, affinity, &snap);

@@ -235,7 +235,7 @@ pub fn schedule(input: &ScheduleInput<'_>) -> Result<ScheduleOutcome, ScheduleEr
         return affinities::schedule_with_affinities(input, placement);
     }
     let affinity = match &placement.cluster_affinity {
-        Some(a) => AffinityTiers::plain(a),
+        Some(a) => AffinityTiers::plain(a, input.clusters),
         None => AffinityTiers::none(),
     };
     let (clusters, explanation) = attempt(input, placement, affinity)?;
@@ -259,20 +259,18 @@ pub(crate) fn attempt<'a>(
     let overflow = ctx.affinity.has_overflow();
     let strategy = Strategy::of(placement);
 
-    let mut explanation = Explanation {
-        clusters: Vec::with_capacity(snap.len()),
-        lines: vec![format!(
+    let mut explanation = Explanation::new(
+        snap.names(),
+        vec![format!(
             "strategy: {} ({} replica(s))",
             strategy.describe(),
             spec.replicas
         )],
-    };
+    );
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for info in snap.clusters() {
         match filters::run_filters(&ctx, info) {
-            Err(why) => explanation
-                .clusters
-                .push(ClusterExplanation::rejected(info, why)),
+            Err(why) => explanation.push(ClusterExplanation::rejected(why)),
             Ok(()) => {
                 let tier = if overflow {
                     ctx.affinity.tier_of(info).unwrap_or(0)
@@ -281,9 +279,8 @@ pub(crate) fn attempt<'a>(
                 };
                 let score = scores::total_score(&ctx, info);
                 let allocatable = estimator.max_available(info);
-                let available = allocatable.saturating_add(i64::from(ctx.assigned(&info.name)));
-                explanation.clusters.push(ClusterExplanation::feasible(
-                    info,
+                let available = allocatable.saturating_add(i64::from(ctx.assigned(info)));
+                explanation.push(ClusterExplanation::feasible(
                     score,
                     available,
                     overflow.then_some(tier),
@@ -308,7 +305,8 @@ pub(crate) fn attempt<'a>(
             explanation: Box::new(explanation),
         });
     }
-    candidates.sort_by(spread::candidate_order);
+    // The order is total (names are unique), so an unstable sort gives the stable result.
+    candidates.sort_unstable_by(spread::candidate_order);
 
     let duplicated = strategy == Strategy::Duplicated;
     let rules = SelectionRules {
@@ -322,7 +320,7 @@ pub(crate) fn attempt<'a>(
         .map_err(|e| ScheduleError::SchedulerError(format!("failed to select clusters: {e}")))?;
     let selected: Vec<&Candidate<'_>> = picked.iter().filter_map(|&i| candidates.get(i)).collect();
     for c in &selected {
-        if let Some(e) = explanation.cluster_mut(&c.info.name) {
+        if let Some(e) = explanation.at_mut(c.info.index) {
             e.selected = true;
         }
     }
@@ -415,7 +413,12 @@ fn assign<'a>(
                 .map(|w| {
                     w.static_weight_list
                         .iter()
-                        .map(|s| (CompiledAffinity::new(&s.target_cluster), s.weight))
+                        .map(|s| {
+                            (
+                                CompiledAffinity::new(&s.target_cluster, input.clusters),
+                                s.weight,
+                            )
+                        })
                         .collect()
                 });
             let weight_of = |i: usize| {

@@ -27,7 +27,7 @@ impl Score for ClusterLocality {
         "ClusterLocality"
     }
     fn score(&self, binding: &BindingContext<'_>, cluster: &ClusterInfo) -> i64 {
-        if binding.is_scheduled(&cluster.name) {
+        if binding.is_scheduled(cluster) {
             MAX_CLUSTER_SCORE
         } else {
             MIN_CLUSTER_SCORE

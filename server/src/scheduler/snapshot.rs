@@ -21,6 +21,8 @@ const PODS: &str = "pods";
 pub struct ClusterInfo {
     /// Cluster name.
     pub name: Arc<str>,
+    /// Position in the snapshot (name order).
+    pub index: usize,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
     /// `spec.provider`.
@@ -36,6 +38,8 @@ pub struct ClusterInfo {
     pub deleting: bool,
     /// `provider` and `region` as field-selector values (absent when empty).
     pub(crate) fields: BTreeMap<String, String>,
+    /// The labels as interned (key, value) ids, sorted by key id.
+    pub(crate) label_ids: Vec<(u32, u32)>,
     /// Interned ids of the (groupVersion, kind) pairs listed in `status.apiEnablements`, sorted.
     pub(crate) apis: Vec<u32>,
     /// Free resources; `None` when the cluster reports no `resourceSummary`.
@@ -49,25 +53,60 @@ pub(crate) struct Capacity {
     pub(crate) allowed_pods: i64,
     /// Per snapshot resource index: `allocatable − allocated − allocating` in milli-units, or
     /// `None` when the resource is not in `allocatable`.
-    pub(crate) free_milli: Vec<Option<i128>>,
+    pub(crate) free_milli: Vec<Option<i64>>,
 }
 
 /// Every cluster, sorted by name, with the interning tables their digests refer to.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterSnapshot {
     clusters: Vec<ClusterInfo>,
+    names: Arc<[Arc<str>]>,
     by_name: HashMap<Arc<str>, usize>,
     apis: HashMap<(String, String), u32>,
     resources: HashMap<String, usize>,
+    label_keys: HashMap<String, u32>,
+    label_values: HashMap<String, u32>,
+}
+
+fn intern(table: &mut HashMap<String, u32>, s: &str) -> u32 {
+    if let Some(id) = table.get(s) {
+        return *id;
+    }
+    let id = u32::try_from(table.len()).unwrap_or(u32::MAX);
+    table.insert(s.to_string(), id);
+    id
 }
 
 /// Whole units of a milli-value, rounded up (Kubernetes' `Quantity.Value()`).
-pub(crate) fn ceil_units(milli: i128) -> i128 {
-    let q = milli.div_euclid(1000);
-    if milli.rem_euclid(1000) == 0 {
-        q
-    } else {
-        q + 1
+pub(crate) fn ceil_units<T: CeilUnits>(milli: T) -> T {
+    milli.ceil_units()
+}
+
+/// Rounding a milli-value up to whole units.
+pub(crate) trait CeilUnits: Copy {
+    /// The value in whole units, rounded up.
+    fn ceil_units(self) -> Self;
+}
+
+impl CeilUnits for i64 {
+    fn ceil_units(self) -> i64 {
+        let q = self.div_euclid(1000);
+        if self.rem_euclid(1000) == 0 {
+            q
+        } else {
+            q + 1
+        }
+    }
+}
+
+impl CeilUnits for i128 {
+    fn ceil_units(self) -> i128 {
+        let q = self.div_euclid(1000);
+        if self.rem_euclid(1000) == 0 {
+            q
+        } else {
+            q + 1
+        }
     }
 }
 
@@ -100,6 +139,8 @@ impl ClusterSnapshot {
             }
         }
 
+        let mut label_keys: HashMap<String, u32> = HashMap::new();
+        let mut label_values: HashMap<String, u32> = HashMap::new();
         let mut infos = Vec::with_capacity(sorted.len());
         let mut by_name = HashMap::with_capacity(sorted.len());
         for c in sorted {
@@ -138,7 +179,12 @@ impl ClusterSnapshot {
                         let used = milli_of(&rs.allocated, rname).unwrap_or(0)
                             + milli_of(&rs.allocating, rname).unwrap_or(0);
                         if let Some(slot) = free_milli.get_mut(*idx) {
-                            *slot = Some(total.saturating_sub(used));
+                            let free = total.saturating_sub(used);
+                            *slot = Some(i64::try_from(free).unwrap_or(if free < 0 {
+                                i64::MIN
+                            } else {
+                                i64::MAX
+                            }));
                         }
                     }
                 }
@@ -147,8 +193,16 @@ impl ClusterSnapshot {
                     free_milli,
                 }
             });
+            let mut label_ids: Vec<(u32, u32)> = c
+                .metadata
+                .labels
+                .iter()
+                .map(|(k, v)| (intern(&mut label_keys, k), intern(&mut label_values, v)))
+                .collect();
+            label_ids.sort_unstable();
             by_name.insert(name.clone(), infos.len());
             infos.push(ClusterInfo {
+                index: infos.len(),
                 name,
                 labels: c.metadata.labels.clone(),
                 provider: c.spec.provider.clone(),
@@ -157,21 +211,35 @@ impl ClusterSnapshot {
                 taints: c.spec.taints.clone(),
                 deleting: c.metadata.deletion_timestamp.is_some(),
                 fields,
+                label_ids,
                 apis: api_ids,
                 capacity,
             });
         }
         ClusterSnapshot {
+            names: infos.iter().map(|c| c.name.clone()).collect(),
             clusters: infos,
             by_name,
             apis,
             resources,
+            label_keys,
+            label_values,
         }
     }
 
     /// Every cluster, sorted by name.
     pub fn clusters(&self) -> &[ClusterInfo] {
         &self.clusters
+    }
+
+    /// Every cluster name, sorted, as one shared table.
+    pub(crate) fn names(&self) -> Arc<[Arc<str>]> {
+        self.names.clone()
+    }
+
+    /// The position of the cluster with this name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
     }
 
     /// The cluster with this name.
@@ -197,6 +265,16 @@ impl ClusterSnapshot {
             .copied()
     }
 
+    /// The interned id of a label key, if any cluster has it.
+    pub(crate) fn label_key(&self, key: &str) -> Option<u32> {
+        self.label_keys.get(key).copied()
+    }
+
+    /// The interned id of a label value, if any cluster has it.
+    pub(crate) fn label_value(&self, value: &str) -> Option<u32> {
+        self.label_values.get(value).copied()
+    }
+
     /// The index of a resource in [`Capacity::free_milli`], if any cluster has it allocatable.
     pub(crate) fn resource_index(&self, name: &str) -> Option<usize> {
         self.resources.get(name).copied()
@@ -204,6 +282,14 @@ impl ClusterSnapshot {
 }
 
 impl ClusterInfo {
+    /// The interned value of the label with this interned key.
+    pub(crate) fn label(&self, key: u32) -> Option<u32> {
+        self.label_ids
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
     /// True when `status.apiEnablements` lists the API with this interned id.
     pub(crate) fn serves(&self, api: Option<u32>) -> bool {
         api.is_some_and(|id| self.apis.binary_search(&id).is_ok())

@@ -39,7 +39,8 @@ pub fn candidate_order(a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
         .cmp(&b.tier)
         .then_with(|| b.score.cmp(&a.score))
         .then_with(|| b.available.cmp(&a.available))
-        .then_with(|| a.info.name.cmp(&b.info.name))
+        // Snapshot order is name order.
+        .then_with(|| a.info.index.cmp(&b.info.index))
 }
 
 /// What selection needs from the placement.

@@ -301,7 +301,7 @@ fn scenario_01_duplicated_failover() {
         "0/5 clusters are available: 1 cluster(s) did not match the placement cluster affinity constraint, \
          4 cluster(s) had untolerated taint {cluster.karmada.io/not-ready:NoSchedule}."
     );
-    assert!(explanation.clusters.iter().all(|c| c.rejected.is_some()));
+    assert!(explanation.clusters().all(|(_, c)| c.rejected.is_some()));
     assert_eq!(condition_for(&Err(err.clone())).1, "NoClusterFit");
 }
 
@@ -920,9 +920,8 @@ proptest! {
             Err(ScheduleError::Unschedulable { explanation, .. }) => {
                 prop_assert!(w.strategy < 2, "static weights never run out of capacity");
                 let capacity: i64 = explanation
-                    .clusters
-                    .iter()
-                    .filter_map(|c| c.available_replicas)
+                    .clusters()
+                    .filter_map(|(_, c)| c.available_replicas)
                     .sum();
                 prop_assert!(capacity < i64::from(w.replicas), "enough capacity ({capacity}) but unschedulable");
             }
@@ -936,7 +935,7 @@ proptest! {
     fn never_placed_on_rejected_clusters(w in arb_world()) {
         let spec = w.spec();
         if let Ok(out) = run(&spec, &ResourceBindingStatus::default(), &w.clusters()) {
-            prop_assert_eq!(out.explanation.clusters.len(), w.clusters.len());
+            prop_assert_eq!(out.explanation.len(), w.clusters.len());
             for t in &out.clusters {
                 let e = out.explanation.cluster(&t.name);
                 prop_assert!(e.is_some_and(|e| e.rejected.is_none() && e.selected), "{} placed but rejected", t.name);
