@@ -368,7 +368,8 @@ pub fn divide_dynamic<'a>(
     } else {
         "DynamicWeight"
     };
-    let (target, available, init): (i64, Assignment<'a>, Assignment<'a>) = match mode {
+    let (target, available, init, weighs): (i64, Assignment<'a>, Assignment<'a>, &str) = match mode
+    {
         DynamicMode::Steady => {
             trace.push(format!(
                 "{kind}, steady: the {assigned} replica(s) on surviving clusters already match spec.replicas; kept as is: {}",
@@ -393,14 +394,24 @@ pub fn divide_dynamic<'a>(
                 "{kind}, fresh (rescheduleTriggeredAt is newer than lastScheduledTime): all {} replica(s) divided from scratch over capacity plus current replicas",
                 input.replicas
             ));
-            (input.replicas, stable_desc(avail), Vec::new())
+            (
+                input.replicas,
+                stable_desc(avail),
+                Vec::new(),
+                "room including current replicas",
+            )
         }
         DynamicMode::ScaleDown => {
             trace.push(format!(
                 "{kind}, scale down: {assigned} assigned on surviving clusters > {} wanted; divided in proportion to the current assignment",
                 input.replicas
             ));
-            (input.replicas, stable_desc(scheduled.clone()), Vec::new())
+            (
+                input.replicas,
+                stable_desc(scheduled.clone()),
+                Vec::new(),
+                "current replicas",
+            )
         }
         DynamicMode::ScaleUp => {
             let target = input.replicas - assigned;
@@ -413,12 +424,13 @@ pub fn divide_dynamic<'a>(
                 target,
                 stable_desc(input.candidates.clone()),
                 scheduled.clone(),
+                "room for new replicas",
             )
         }
     };
     let total_available = sum(&available);
     trace.push(format!(
-        "available (sorted): {} = {total_available}",
+        "weights, {weighs} (sorted): {} = {total_available}",
         render(&available)
     ));
     if total_available < target {
