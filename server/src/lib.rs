@@ -8,4 +8,5 @@ pub mod controllers;
 pub mod events;
 pub mod interpreter;
 pub mod probes;
+pub mod scheduler;
 pub mod store;
