@@ -332,3 +332,87 @@ pub async fn run_with_clock(
         tasks,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn configs_are_checked_before_anything_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = AgentConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..AgentConfig::default()
+        };
+        let named = |name: &str| AgentConfig {
+            cluster_name: Some(name.into()),
+            ..base.clone()
+        };
+        assert_eq!(member_names(&named("member1")).unwrap(), ["member1"]);
+        let many = AgentConfig {
+            sim_members: 3,
+            member_prefix: "edge-".into(),
+            ..base.clone()
+        };
+        assert_eq!(member_names(&many).unwrap(), ["edge-1", "edge-2", "edge-3"]);
+        let cases = [
+            ("no name", base.clone(), "--cluster-name is required"),
+            ("bad name", named("Not_A_Name"), "--cluster-name"),
+            (
+                "pull without server",
+                named("m1"),
+                "pull mode needs --server",
+            ),
+            (
+                "push without listen",
+                AgentConfig {
+                    mode: Mode::Push,
+                    ..named("m1")
+                },
+                "push mode needs --listen",
+            ),
+            (
+                "bad server URL",
+                AgentConfig {
+                    server: Some("127.0.0.1:7070".into()),
+                    ..named("m1")
+                },
+                "must start with http",
+            ),
+        ];
+        for (what, config, want) in cases {
+            let err = run(config).await.unwrap_err();
+            let chain = crate::error_chain(&err);
+            assert!(chain.contains(want), "{what}: {chain}");
+        }
+    }
+
+    #[tokio::test]
+    async fn push_mode_serves_and_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = run(AgentConfig {
+            mode: Mode::Push,
+            cluster_name: Some("m1".into()),
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            data_dir: dir.path().to_path_buf(),
+            ..AgentConfig::default()
+        })
+        .await
+        .unwrap();
+        let addr = handle.local_addr().unwrap();
+        let body = reqwest::get(format!("http://{addr}/readyz"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(body, "ok");
+        assert_eq!(handle.members().len(), 1);
+        handle.shutdown().await;
+        assert!(
+            dir.path().join("sim-state.json").exists(),
+            "state written on shutdown"
+        );
+        assert!(reqwest::get(format!("http://{addr}/readyz")).await.is_err());
+    }
+}

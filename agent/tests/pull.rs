@@ -502,3 +502,32 @@ async fn many_sim_members_each_register_with_their_own_state() {
     assert_eq!(body.status(), 200);
     agent.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_silent_watch_is_reopened_without_a_relist() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&url, &dir.path().join("agent"));
+    cfg.timing.watch_idle_timeout = Duration::from_millis(300);
+    let agent = flotilla_agent::run(cfg).await.unwrap();
+    wait_for(10, "a first watch", || {
+        (server.inner.lock().watches >= 1).then_some(())
+    })
+    .await;
+    let lists = server.inner.lock().lists;
+    // The fake server sends no bookmarks: after 300 ms of silence the agent reopens the watch
+    // (the agent's own status writes are events too, so allow for a few).
+    wait_for(10, "the watch to be reopened three times", || {
+        (server.inner.lock().watches >= 4).then_some(())
+    })
+    .await;
+    assert_eq!(
+        server.inner.lock().lists,
+        lists,
+        "resumed from its resourceVersion, not relisted"
+    );
+    server.put_work("member1", "w", vec![configmap("late")], false);
+    wait_object(&member(&agent), &cm_ref("late"), true).await;
+    agent.shutdown().await;
+}

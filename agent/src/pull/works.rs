@@ -49,6 +49,8 @@ enum WatchEnd {
     Gone,
     /// The connection broke: wait, then watch again from the last resourceVersion.
     Broken(ClientError),
+    /// Nothing came for the idle timeout: watch again from the last resourceVersion at once.
+    Idle,
     /// The member became unreachable: wait, then relist.
     Unreachable,
     /// Shutdown.
@@ -56,9 +58,8 @@ enum WatchEnd {
 }
 
 enum Step {
-    Event(
-        Result<Result<Option<super::client::WatchEvent>, ClientError>, tokio::time::error::Elapsed>,
-    ),
+    Event(Result<Option<super::client::WatchEvent>, ClientError>),
+    Idle,
     RuntimeChanged,
     StatusTick,
     Resync,
@@ -138,10 +139,13 @@ impl WorksController {
                     Err(e) if e.is_gone() => WatchEnd::Gone,
                     Err(e) => WatchEnd::Broken(e),
                 };
+                let lived = opened.elapsed() >= Duration::from_secs(1);
+                if lived {
+                    // The watch served a while: whatever ended it, start backing off afresh.
+                    backoff.reset();
+                }
                 match end {
-                    WatchEnd::Closed if opened.elapsed() >= Duration::from_secs(1) => {
-                        backoff.reset()
-                    }
+                    WatchEnd::Closed if lived => {}
                     WatchEnd::Closed => {
                         // Closed at once: do not spin on a server that ends every watch.
                         if pause(backoff.next_delay(), &mut faults, &mut shutdown).await
@@ -167,11 +171,9 @@ impl WorksController {
                         if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
                             break 'relist;
                         }
-                        if backoff.attempts() > 3 {
-                            // A server that keeps refusing may have restarted without its
-                            // event log; a relist settles it.
-                            continue 'relist;
-                        }
+                    }
+                    WatchEnd::Idle => {
+                        tracing::debug!(cluster = %self.ctx.cluster(), "watch went quiet; reopening");
                     }
                     WatchEnd::Unreachable => continue 'relist,
                     WatchEnd::Stop => break 'relist,
@@ -192,21 +194,28 @@ impl WorksController {
         shutdown: &mut watch::Receiver<bool>,
     ) -> WatchEnd {
         let mut changes = self.ctx.member.runtime.subscribe();
+        let mut runtime_alive = true;
         let mut status_tick = tokio::time::interval(self.ctx.timing.work_status_period);
         status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let period = self.ctx.timing.resync_period;
         let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let idle = self.ctx.timing.watch_idle_timeout;
+        let mut last_data = tokio::time::Instant::now();
         loop {
             let step = tokio::select! {
                 biased;
                 _ = crate::stopped(shutdown) => Step::Stop,
                 _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
-                ev = tokio::time::timeout(idle, stream.next_event()) => Step::Event(ev),
-                r = changes.changed() => match r {
+                ev = stream.next_event() => Step::Event(ev),
+                _ = tokio::time::sleep_until(last_data + idle) => Step::Idle,
+                r = changes.changed(), if runtime_alive => match r {
                     Ok(()) => Step::RuntimeChanged,
-                    Err(_) => Step::StatusTick,
+                    Err(_) => {
+                        // The runtime is gone (shutting down): rely on the status tick.
+                        runtime_alive = false;
+                        Step::StatusTick
+                    }
                 },
                 _ = status_tick.tick() => Step::StatusTick,
                 _ = resync.tick() => Step::Resync,
@@ -227,15 +236,11 @@ impl WorksController {
                         self.sync(&name).await;
                     }
                 }
-                Step::Event(Err(_)) => {
-                    return WatchEnd::Broken(ClientError::Idle {
-                        path: self.collection.clone(),
-                        idle,
-                    })
-                }
-                Step::Event(Ok(Err(e))) => return WatchEnd::Broken(e),
-                Step::Event(Ok(Ok(None))) => return WatchEnd::Closed,
-                Step::Event(Ok(Ok(Some(ev)))) => {
+                Step::Idle => return WatchEnd::Idle,
+                Step::Event(Err(e)) => return WatchEnd::Broken(e),
+                Step::Event(Ok(None)) => return WatchEnd::Closed,
+                Step::Event(Ok(Some(ev))) => {
+                    last_data = tokio::time::Instant::now();
                     if let Some(v) = ev
                         .object
                         .pointer("/metadata/resourceVersion")
