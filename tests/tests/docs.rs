@@ -39,7 +39,7 @@ fn run_page(page: &str) {
     let server = Server::start(dir.path(), &[]).unwrap();
     for (line, block) in blocks {
         let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", &block])
+            .args(["-eu", "-c", &block])
             .env("FLOTILLA", &server.url)
             .env("TOKEN", &server.token)
             .env("KUBECONFIG", server.kubeconfig())
