@@ -226,6 +226,8 @@ fn spawn_sim_members(
         .arg(flags.sim_pod_startup_delay_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
+        .arg("--exit-on-stdin-close")
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
     if scheme == "https" {

@@ -121,6 +121,10 @@ struct Args {
         env = "FLOTILLA_AGENT_LOG_FORMAT"
     )]
     log_format: LogFormat,
+    /// Stop when standard input is closed (for agents started by a parent process that must
+    /// not outlive it, like `flotilla-server --sim-members`).
+    #[arg(long)]
+    exit_on_stdin_close: bool,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -219,10 +223,25 @@ async fn terminated() {
     }
 }
 
+/// Resolves when standard input reaches end of file: a parent that started the agent with a
+/// pipe on stdin (as `flotilla-server --sim-members` does) has exited, even by SIGKILL.
+async fn stdin_closed() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    loop {
+        match stdin.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
+    let args_exit_on_stdin_close = args.exit_on_stdin_close;
     let handle = match flotilla_agent::run(args.config()).await {
         Ok(h) => h,
         Err(e) => {
@@ -235,7 +254,14 @@ async fn main() -> ExitCode {
         println!("flotilla-agent listening on http://{addr}");
         let _ = std::io::stdout().flush();
     }
-    terminated().await;
+    if args_exit_on_stdin_close {
+        tokio::select! {
+            _ = terminated() => {}
+            _ = stdin_closed() => tracing::info!("stdin closed (the parent is gone)"),
+        }
+    } else {
+        terminated().await;
+    }
     tracing::info!("stopping");
     handle.shutdown().await;
     ExitCode::SUCCESS
