@@ -81,6 +81,11 @@ pub struct ControllerSettings {
     pub probe_timeout: std::time::Duration,
     /// How often every controller relists everything.
     pub resync: std::time::Duration,
+    /// How often the scheduler looks at every binding again (cluster changes reach bindings
+    /// this way).
+    pub scheduler_resync: std::time::Duration,
+    /// How often the status of Works on push members is read back.
+    pub push_status_period: std::time::Duration,
 }
 
 impl Default for ControllerSettings {
@@ -93,6 +98,8 @@ impl Default for ControllerSettings {
             },
             probe_timeout: std::time::Duration::from_secs(5),
             resync: std::time::Duration::from_secs(300),
+            scheduler_resync: std::time::Duration::from_secs(15),
+            push_status_period: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -366,7 +373,7 @@ pub fn start_controllers(
     let mut taint_cfg = ControllerConfig::new(vec![clusters(), leases]);
     taint_cfg.workers = 2;
     taint_cfg.resync = settings.resync;
-    Ok(vec![
+    let mut handles = vec![
         controllers::spawn(
             state.store.clone(),
             Arc::new(status),
@@ -378,10 +385,142 @@ pub fn start_controllers(
             state.store.clone(),
             Arc::new(taints),
             taint_cfg,
-            Some(metrics),
-            stop,
+            Some(metrics.clone()),
+            stop.clone(),
         ),
-    ])
+    ];
+    handles.extend(start_propagation(
+        state, settings, &metrics, &events, &stop,
+    )?);
+    Ok(handles)
+}
+
+/// The propagation controllers: interpreter customizations, detector, scheduler, binding
+/// works, binding status, and push execution.
+fn start_propagation(
+    state: &ApiState,
+    settings: &ControllerSettings,
+    metrics: &ControllerMetrics,
+    events: &EventRecorder,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<ControllerHandle>, StartError> {
+    use crate::controllers::binding_status::BindingStatusController;
+    use crate::controllers::binding_works::BindingController;
+    use crate::controllers::customizations::CustomizationController;
+    use crate::controllers::detector::Detector;
+    use crate::controllers::push_execution::PushExecutionController;
+    use crate::controllers::queue::WorkQueue;
+    use crate::controllers::scheduling::SchedulerController;
+    use flotilla_api::kinds::well_known;
+
+    let store = &state.store;
+    let registry = &state.metrics.registry;
+    let interpreter = Arc::new(crate::interpreter::Interpreter::new());
+    let spawn = |reconciler: Arc<dyn controllers::Reconciler>, config: ControllerConfig| {
+        controllers::spawn(
+            store.clone(),
+            reconciler,
+            config,
+            Some(metrics.clone()),
+            stop.clone(),
+        )
+    };
+    let with = |sources: Vec<Source>, workers: usize, resync: std::time::Duration| {
+        let mut c = ControllerConfig::new(sources);
+        c.workers = workers;
+        c.resync = resync;
+        c
+    };
+    let binding_sources = || {
+        vec![
+            Source::mapped(well_known::resource_bindings(), |b| {
+                BindingController::binding_key(b).into_iter().collect()
+            }),
+            Source::mapped(well_known::cluster_resource_bindings(), |b| {
+                BindingController::binding_key(b).into_iter().collect()
+            }),
+        ]
+    };
+    let mut handles = Vec::new();
+    if let Some(ric) = flotilla_api::kinds::builtin_by_plural(
+        flotilla_api::kinds::CONFIG_GROUP,
+        "resourceinterpretercustomizations",
+    ) {
+        handles.push(spawn(
+            Arc::new(CustomizationController::new(
+                store.clone(),
+                interpreter.clone(),
+                events.for_component("interpreter"),
+            )),
+            with(vec![Source::primary(ric)], 1, settings.resync),
+        ));
+    }
+    let detector_queue = WorkQueue::default();
+    let detector = Detector::new(
+        store.clone(),
+        state.clock.clone(),
+        state.registry.clone(),
+        interpreter.clone(),
+        events.for_component("resource-detector"),
+        detector_queue.clone(),
+    );
+    handles.push(controllers::runtime::spawn_with_queue(
+        store.clone(),
+        Arc::new(detector),
+        with(Detector::sources(), 2, settings.resync),
+        Some(metrics.clone()),
+        stop.clone(),
+        detector_queue,
+    ));
+    let scheduler = SchedulerController::new(
+        store.clone(),
+        state.clock.clone(),
+        events.for_component("default-scheduler"),
+        registry,
+    )
+    .map_err(StartError::Metrics)?;
+    handles.push(spawn(
+        Arc::new(scheduler),
+        with(binding_sources(), 2, settings.scheduler_resync),
+    ));
+    let mut work_sources = binding_sources();
+    work_sources.push(Source::mapped(
+        well_known::works(),
+        BindingController::work_key,
+    ));
+    handles.push(spawn(
+        Arc::new(BindingController::new(
+            store.clone(),
+            state.registry.clone(),
+            interpreter.clone(),
+        )),
+        with(work_sources.clone(), 2, settings.resync),
+    ));
+    handles.push(spawn(
+        Arc::new(BindingStatusController::new(
+            store.clone(),
+            state.clock.clone(),
+            state.registry.clone(),
+            interpreter.clone(),
+        )),
+        with(work_sources, 2, settings.resync),
+    ));
+    let member =
+        Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
+    handles.push(spawn(
+        Arc::new(PushExecutionController::new(
+            store.clone(),
+            state.clock.clone(),
+            member,
+            settings.push_status_period,
+        )),
+        with(
+            vec![Source::primary(well_known::works())],
+            4,
+            settings.resync,
+        ),
+    ));
+    Ok(handles)
 }
 
 /// Starts the server.

@@ -118,6 +118,16 @@ async fn verify(dir: &Path, acks: &Acks, round: usize) {
             "round {round}: {key} has {value}, but {acked} was acknowledged"
         );
     }
+    // Garbage collection finishes what the kill interrupted (before the log is read: its
+    // deletions are writes that extend and trim the event log).
+    let deadline = Instant::now() + WAIT;
+    while !store.gc_idle() {
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: gc did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let current = store.current_resource_version().await.unwrap();
     assert!(
         current >= acks.max_rv,
@@ -172,15 +182,6 @@ async fn verify(dir: &Path, acks: &Acks, round: usize) {
         assert_eq!(last, current);
     }
 
-    // Garbage collection finishes what the kill interrupted.
-    let deadline = Instant::now() + WAIT;
-    while !store.gc_idle() {
-        assert!(
-            Instant::now() < deadline,
-            "round {round}: gc did not finish"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
     let owners: HashSet<Value> = store
         .list(&deployments, Some("gc"), &ListOptions::default())
         .await

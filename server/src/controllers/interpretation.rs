@@ -19,3 +19,45 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
     /// The template's status folded from the members' statuses (`None`: leave it alone).
     fn aggregate_status(&self, template: &Value, items: &[AggregatedStatusItem]) -> Option<Value>;
 }
+
+/// The server's interpreter answers for the controllers; a rule that fails is logged and
+/// treated as "no answer" (the template is left as it is).
+impl TemplateInterpreter for crate::interpreter::Interpreter {
+    fn replicas(&self, template: &Value) -> (i32, Option<ReplicaRequirements>) {
+        match crate::interpreter::Interpreter::replicas(self, template) {
+            Ok(Some(r)) => r,
+            Ok(None) => (0, None),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading a template's replicas failed");
+                (0, None)
+            }
+        }
+    }
+
+    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value {
+        crate::interpreter::Interpreter::revise_replicas(self, manifest, replicas).unwrap_or_else(
+            |e| {
+                tracing::warn!(error = %e, "revising a manifest's replicas failed");
+                manifest.clone()
+            },
+        )
+    }
+
+    fn health(&self, object: &Value) -> ResourceHealth {
+        crate::interpreter::Interpreter::health(self, object).into()
+    }
+
+    fn has_health_rule(&self, object: &Value) -> bool {
+        crate::interpreter::Gvk::of(object)
+            .is_some_and(|g| crate::interpreter::Interpreter::has_health_rule(self, &g))
+    }
+
+    fn aggregate_status(&self, template: &Value, items: &[AggregatedStatusItem]) -> Option<Value> {
+        crate::interpreter::Interpreter::aggregate_status(self, template, items).unwrap_or_else(
+            |e| {
+                tracing::warn!(error = %e, "aggregating a template's status failed");
+                None
+            },
+        )
+    }
+}

@@ -7,12 +7,14 @@ pub mod binding_works;
 pub mod cluster_health;
 pub mod cluster_status;
 pub mod cluster_taints;
+pub mod customizations;
 pub mod detector;
 pub mod interpretation;
 pub mod policy_matching;
 pub mod push_execution;
 pub mod queue;
 pub mod runtime;
+pub mod scheduling;
 #[cfg(test)]
 pub(crate) mod testing;
 

@@ -1,0 +1,78 @@
+//! Feeds `ResourceInterpreterCustomization` objects (config.karmada.io/v1alpha1) into the
+//! interpreter: a stored customization is compiled and used; a deleted one is dropped. A
+//! customization whose Lua does not compile is reported with an Event and not used.
+
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::events::{EventRecorder, EventType};
+use crate::interpreter::{Interpreter, ResourceInterpreterCustomization};
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::kinds::builtin_by_plural;
+use std::sync::Arc;
+
+/// The controller.
+pub struct CustomizationController {
+    store: Arc<dyn Store>,
+    interpreter: Arc<Interpreter>,
+    events: EventRecorder,
+}
+
+impl CustomizationController {
+    /// A controller feeding `interpreter`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        interpreter: Arc<Interpreter>,
+        events: EventRecorder,
+    ) -> Self {
+        Self {
+            store,
+            interpreter,
+            events,
+        }
+    }
+}
+
+#[async_trait]
+impl Reconciler for CustomizationController {
+    fn name(&self) -> &'static str {
+        "interpreter-customizations"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let Some(rt) = builtin_by_plural(
+            flotilla_api::kinds::CONFIG_GROUP,
+            "resourceinterpretercustomizations",
+        ) else {
+            return Ok(Action::Done);
+        };
+        let raw = match self.store.get(&rt, None, key).await {
+            Ok(v) => v,
+            Err(StoreError::NotFound { .. }) => {
+                self.interpreter.remove_customization(key);
+                return Ok(Action::Done);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if raw.pointer("/metadata/deletionTimestamp").is_some() {
+            self.interpreter.remove_customization(key);
+            return Ok(Action::Done);
+        }
+        let parsed: Result<ResourceInterpreterCustomization, _> =
+            serde_json::from_value(raw.clone());
+        let result = match parsed {
+            Ok(c) => self
+                .interpreter
+                .add_customization(&c)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the customization does not decode: {e}")),
+        };
+        if let Err(message) = result {
+            self.interpreter.remove_customization(key);
+            tracing::warn!(customization = key, error = %message, "customization not used");
+            self.events
+                .record(&raw, EventType::Warning, "CustomizationInvalid", &message)
+                .await;
+        }
+        Ok(Action::Done)
+    }
+}

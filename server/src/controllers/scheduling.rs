@@ -1,0 +1,256 @@
+//! The scheduler controller: runs the pure [`crate::scheduler`] over a binding and the current
+//! clusters whenever [`crate::scheduler::needs_scheduling`] says so (new binding, placement or
+//! replicas changed, a target removed by eviction, reschedule requested, a target cluster
+//! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
+//! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision
+//! is an Event on the binding. Bindings are looked at again on a short resync so that cluster
+//! changes (new members, taints) reach bindings that could not be placed.
+
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::scheduler::{
+    condition_for, needs_scheduling, schedule, ClusterSnapshot, ScheduleError, ScheduleInput,
+    ScheduleOptions,
+};
+use crate::store::{ListOptions, Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::binding::{
+    ResourceBindingSpec, ResourceBindingStatus, CONDITION_SCHEDULED, REASON_SUCCESS,
+};
+use flotilla_api::cluster::Cluster;
+use flotilla_api::kinds::well_known;
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::policy::{APPLIED_PLACEMENT_ANNOTATION, DEFAULT_SCHEDULER_NAME};
+use prometheus::IntCounterVec;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How soon a binding that could not be placed is tried again.
+pub const RETRY_UNSCHEDULABLE: Duration = Duration::from_secs(5);
+
+/// The controller.
+pub struct SchedulerController {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    events: EventRecorder,
+    results: IntCounterVec,
+}
+
+impl SchedulerController {
+    /// A controller over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        events: EventRecorder,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let results = IntCounterVec::new(
+            prometheus::Opts::new("flotilla_scheduler_results_total", "Scheduling decisions by result (Success, NoClusterFit, Unschedulable, SchedulerError)."),
+            &["result"],
+        )?;
+        registry.register(Box::new(results.clone()))?;
+        Ok(Self {
+            store,
+            clock,
+            events,
+            results,
+        })
+    }
+
+    /// Every cluster, digested for the scheduler.
+    pub async fn snapshot(store: &dyn Store) -> Result<ClusterSnapshot, StoreError> {
+        let list = store
+            .list(&well_known::clusters(), None, &ListOptions::default())
+            .await?;
+        let clusters: Vec<Cluster> = list
+            .items
+            .into_iter()
+            .filter_map(|c| serde_json::from_value(c).ok())
+            .collect();
+        Ok(ClusterSnapshot::new(clusters.iter()))
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, ReconcileError> {
+    serde_json::from_value(v.clone()).map_err(|e| ReconcileError::Decode {
+        what: format!("binding {key}"),
+        message: e.to_string(),
+    })
+}
+
+#[async_trait]
+impl Reconciler for SchedulerController {
+    fn name(&self) -> &'static str {
+        "scheduler"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let parts: Vec<&str> = key.split('|').collect();
+        let (rt, ns, name) = match parts.as_slice() {
+            ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
+            ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
+            _ => {
+                return Err(ReconcileError::Other(format!(
+                    "unknown binding key {key:?}"
+                )))
+            }
+        };
+        let binding = match self.store.get(&rt, ns, name).await {
+            Ok(b) => b,
+            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
+            Err(e) => return Err(e.into()),
+        };
+        if binding.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Action::Done);
+        }
+        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
+        let status: ResourceBindingStatus = match binding.get("status") {
+            Some(s) => decode(s, key)?,
+            None => ResourceBindingStatus::default(),
+        };
+        if !spec.scheduler_name.is_empty() && spec.scheduler_name != DEFAULT_SCHEDULER_NAME {
+            return Ok(Action::Done);
+        }
+        if spec.suspension.as_ref().and_then(|s| s.scheduling) == Some(true) {
+            return Ok(Action::Done);
+        }
+        let generation = binding
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let snapshot = Self::snapshot(self.store.as_ref()).await?;
+        let applied = binding
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let Some(reason) = needs_scheduling(&spec, &status, applied.as_deref(), &snapshot) else {
+            // The spec write and the status write of a decision are two steps; if the second
+            // was lost to a conflict, the decision stands and its condition is written now.
+            let placed = applied.is_some() && !spec.clusters.is_empty();
+            let unrecorded = !status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == CONDITION_SCHEDULED);
+            if status.scheduler_observed_generation != generation || (placed && unrecorded) {
+                let mut updated = binding.clone();
+                updated["status"]["schedulerObservedGeneration"] = json!(generation);
+                if placed && unrecorded {
+                    let mut conditions = status.conditions.clone();
+                    let success = Condition::new(
+                        CONDITION_SCHEDULED,
+                        ConditionStatus::True,
+                        REASON_SUCCESS,
+                        "Binding has been scheduled successfully.",
+                    );
+                    set_condition(&mut conditions, success, self.clock.now());
+                    updated["status"]["conditions"] = json!(conditions);
+                }
+                self.store.update_status(&rt, updated).await?;
+            }
+            return Ok(Action::Done);
+        };
+        let result = schedule(&ScheduleInput {
+            spec: &spec,
+            status: &status,
+            clusters: &snapshot,
+            options: ScheduleOptions::default(),
+        });
+        let (cond_status, cond_reason, message) = condition_for(&result);
+        self.results.with_label_values(&[cond_reason]).inc();
+        let now = self.clock.now();
+        // spec.clusters: the result, empty on a FitError, unchanged otherwise.
+        let new_clusters = match &result {
+            Ok(outcome) => Some(json!(outcome.clusters)),
+            Err(ScheduleError::FitError { .. }) => Some(json!([])),
+            Err(_) => None,
+        };
+        let mut current = binding.clone();
+        if let Some(clusters) = new_clusters {
+            let mut updated = binding.clone();
+            updated["spec"]["clusters"] = clusters;
+            if result.is_ok() {
+                let placement = serde_json::to_string(&spec.placement).unwrap_or_default();
+                updated["metadata"]["annotations"][APPLIED_PLACEMENT_ANNOTATION] = json!(placement);
+            }
+            if updated != binding {
+                current = self.store.update(&rt, updated).await?;
+            }
+        }
+        let new_generation = current
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(generation);
+        let previous = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_SCHEDULED)
+            .map(|c| (c.status, c.reason.clone(), c.message.clone()));
+        let decision_changed = current != binding
+            || previous != Some((cond_status, cond_reason.to_string(), message.clone()));
+        let mut conditions = status.conditions.clone();
+        set_condition(
+            &mut conditions,
+            Condition::new(CONDITION_SCHEDULED, cond_status, cond_reason, &message),
+            now,
+        );
+        let mut updated = current.clone();
+        updated["status"]["conditions"] = json!(conditions);
+        updated["status"]["schedulerObservedGeneration"] = json!(new_generation);
+        if let Ok(outcome) = &result {
+            updated["status"]["lastScheduledTime"] = json!(Time::new(now));
+            if let Some(affinity) = &outcome.affinity_name {
+                updated["status"]["schedulerObservingAffinityName"] = json!(affinity);
+            }
+        }
+        if updated != current {
+            self.store.update_status(&rt, updated).await?;
+        }
+        let targets = match &result {
+            Ok(o) => o
+                .clusters
+                .iter()
+                .map(|c| format!("{}:{}", c.name, c.replicas))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(_) => String::new(),
+        };
+        // One Event per decision, not per retry.
+        match &result {
+            Ok(_) => {
+                if decision_changed {
+                    tracing::info!(binding = key, reason = ?reason, clusters = %targets, "scheduled");
+                    self.events
+                        .record(
+                            &current,
+                            EventType::Normal,
+                            "ScheduleBindingSucceed",
+                            &format!(
+                                "Binding has been scheduled successfully ({reason:?}): {targets}"
+                            ),
+                        )
+                        .await;
+                }
+                Ok(Action::Done)
+            }
+            Err(_) => {
+                if decision_changed {
+                    tracing::info!(binding = key, error = %message, "scheduling failed");
+                    self.events
+                        .record(
+                            &current,
+                            EventType::Warning,
+                            "ScheduleBindingFailed",
+                            &message,
+                        )
+                        .await;
+                }
+                Ok(Action::RequeueAfter(RETRY_UNSCHEDULABLE))
+            }
+        }
+    }
+}

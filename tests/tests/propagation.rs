@@ -1,0 +1,149 @@
+//! Propagation end to end with the real binaries: a template plus a policy become a binding,
+//! the scheduler places it as the scenario says, Works reach the simulated pull members, their
+//! status flows back as Healthy, and the Deployment's status shows the summed ready replicas.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flotilla_tests::{scenarios_dir, wait_for, ApiClient, Server};
+use serde_json::Value;
+use std::time::Duration;
+
+const RB: &str =
+    "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
+
+fn post_all(api: &ApiClient, file: &std::path::Path) {
+    let text = std::fs::read_to_string(file).unwrap();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let kind = doc["kind"].as_str().unwrap();
+        let path = match kind {
+            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
+            "PropagationPolicy" => {
+                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+            }
+            other => panic!("unexpected kind {other}"),
+        };
+        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
+        assert_eq!(code, 201, "{body}");
+    }
+}
+
+fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
+    let rb = api.get(RB).ok()?;
+    let mut out: Vec<(String, i64)> = rb["spec"]["clusters"]
+        .as_array()?
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or("").to_string(),
+                c["replicas"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    out.sort();
+    Some(out)
+}
+
+#[test]
+fn scenario_02_divided_by_weight_runs_healthy_on_members() {
+    let Some(dir) = scenarios_dir() else {
+        eprintln!(
+            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "200"],
+    )
+    .unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    wait_for("three Ready members", Duration::from_secs(60), || {
+        let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
+        let ready = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|c| {
+                c.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            })
+            .count();
+        (ready == 3).then_some(())
+    })
+    .unwrap();
+    post_all(&api, &dir.join("02-divided-weighted-failover.yaml"));
+
+    let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
+    wait_for(
+        "the binding placed 1/2 on member1/member2",
+        Duration::from_secs(60),
+        || (placement(&api).as_ref() == Some(&want)).then_some(()),
+    )
+    .unwrap();
+    for (cluster, replicas) in &want {
+        let works = api
+            .get(&format!(
+                "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-{cluster}/works"
+            ))
+            .unwrap();
+        let items = works["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{cluster}: {works}");
+        assert_eq!(
+            items[0]["spec"]["workload"]["manifests"][0]["spec"]["replicas"],
+            *replicas
+        );
+    }
+    let works3 = api
+        .get("/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member3/works")
+        .unwrap();
+    assert_eq!(
+        works3["items"].as_array().unwrap().len(),
+        0,
+        "member3 is not in the affinity"
+    );
+
+    wait_for(
+        "aggregatedStatus Healthy on both members",
+        Duration::from_secs(60),
+        || {
+            let rb = api.get(RB).ok()?;
+            let items = rb["status"]["aggregatedStatus"].as_array()?;
+            (items.len() == 2
+                && items
+                    .iter()
+                    .all(|i| i["applied"] == true && i["health"] == "Healthy"))
+            .then_some(rb)
+        },
+    )
+    .unwrap();
+    wait_for(
+        "the Deployment's status shows 3 ready replicas",
+        Duration::from_secs(60),
+        || {
+            let d = api
+                .get("/apis/apps/v1/namespaces/default/deployments/nginx")
+                .ok()?;
+            (d["status"]["readyReplicas"] == 3).then_some(())
+        },
+    )
+    .unwrap();
+    let rb = api.get(RB).unwrap();
+    let scheduled = rb["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Scheduled")
+        .unwrap();
+    assert_eq!(scheduled["status"], "True");
+    let fully = rb["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "FullyApplied")
+        .unwrap_or_else(|| panic!("{rb:#}"));
+    assert_eq!(fully["status"], "True");
+}
