@@ -1,8 +1,10 @@
 //! The docs' examples are tests: every ```sh block of the pages below runs, top to bottom,
-//! against a fresh `flotilla-server` with FLOTILLA, TOKEN and KUBECONFIG set, and must exit 0.
+//! against a fresh `flotilla-server` with FLOTILLA, TOKEN and KUBECONFIG set, and must exit 0
+//! (```shell blocks are shown, not run: they start servers of their own).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{kubectl_available, Server};
+use flotilla_tests::{kubectl_available, wait_for, Server};
+use std::time::Duration;
 use std::path::Path;
 use std::process::Command;
 
@@ -25,6 +27,12 @@ fn sh_blocks(text: &str) -> Vec<(usize, String)> {
 }
 
 fn run_page(page: &str) {
+    run_page_with(page, &[], |_| Vec::new());
+}
+
+/// Runs a page against a server started with `server_args`; `env` adds variables once the
+/// server runs.
+fn run_page_with(page: &str, server_args: &[&str], env: impl Fn(&Server) -> Vec<(String, String)>) {
     if !kubectl_available() {
         return;
     }
@@ -36,7 +44,8 @@ fn run_page(page: &str) {
     assert!(!blocks.is_empty(), "{page} has no sh examples");
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]).unwrap();
+    let server = Server::start(dir.path(), server_args).unwrap();
+    let extra = env(&server);
     for (line, block) in blocks {
         let out = Command::new("bash")
             .args(["-eu", "-c", &block])
@@ -46,6 +55,7 @@ fn run_page(page: &str) {
             .env("CURL_CA_BUNDLE", server.data_dir.join("tls.crt"))
             .env("KUBECACHEDIR", home.path().join("kube-cache"))
             .env("HOME", home.path())
+            .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .unwrap();
         assert!(
@@ -60,6 +70,21 @@ fn run_page(page: &str) {
 #[test]
 fn api_page_examples_run() {
     run_page("api.md");
+}
+
+#[test]
+fn members_page_examples_run() {
+    run_page_with(
+        "members.md",
+        &["--sim-members", "2", "--sim-pod-startup-delay-ms", "100"],
+        |server| {
+            let url = wait_for("sim-members.url", Duration::from_secs(60), || {
+                std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
+            })
+            .unwrap();
+            vec![("MEMBER".to_string(), format!("{}/members/member1", url.trim()))]
+        },
+    );
 }
 
 #[test]
