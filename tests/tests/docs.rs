@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{kubectl_available, wait_for, Server};
-use std::time::Duration;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 /// The ```sh blocks of a markdown file, with the line each starts on.
 fn sh_blocks(text: &str) -> Vec<(usize, String)> {
@@ -82,7 +82,10 @@ fn members_page_examples_run() {
                 std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
             })
             .unwrap();
-            vec![("MEMBER".to_string(), format!("{}/members/member1", url.trim()))]
+            vec![(
+                "MEMBER".to_string(),
+                format!("{}/members/member1", url.trim()),
+            )]
         },
     );
 }

@@ -5,19 +5,19 @@
 //! the items into the template's own status (e.g. a Deployment's summed readyReplicas).
 //! Works being deleted are left out.
 
+use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::binding_works::BindingController;
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
     AggregatedStatusItem, ResourceBindingSpec, CONDITION_FULLY_APPLIED,
     REASON_FULLY_APPLIED_SUCCESS,
 };
 use flotilla_api::cluster::cluster_of_execution_namespace;
-use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::work::{ResourceHealth, CONDITION_APPLIED};
 use serde_json::{json, Value};
@@ -154,49 +154,15 @@ impl Reconciler for BindingStatusController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
-        let parts: Vec<&str> = key.split('|').collect();
-        let (rt, ns, name) = match parts.as_slice() {
-            ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
-            ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
-            _ => {
-                return Err(ReconcileError::Other(format!(
-                    "unknown binding key {key:?}"
-                )))
-            }
-        };
-        let binding = match self.store.get(&rt, ns, name).await {
-            Ok(b) => b,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        if binding.pointer("/metadata/deletionTimestamp").is_some() {
+        let Some(LiveBinding {
+            rt,
+            object: binding,
+        }) = live_binding(self.store.as_ref(), key).await?
+        else {
             return Ok(Action::Done);
-        }
-        let spec: ResourceBindingSpec =
-            serde_json::from_value(binding["spec"].clone()).map_err(|e| {
-                ReconcileError::Decode {
-                    what: format!("binding {key}"),
-                    message: e.to_string(),
-                }
-            })?;
-        let uid = binding
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let owned = ListOptions {
-            filter: Some(Arc::new(move |w: &Value| {
-                w.pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
-            })),
-            ..ListOptions::default()
         };
-        let works = self
-            .store
-            .list(&well_known::works(), None, &owned)
-            .await?
-            .items;
+        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
+        let works = owned_works(self.store.as_ref(), &binding).await?;
         let items = aggregate(&works, self.interpreter.as_ref());
         let now = self.clock.now();
         let mut conditions: Vec<Condition> = binding

@@ -9,6 +9,7 @@
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3).
 
+use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
@@ -265,17 +266,7 @@ impl BindingController {
 
     /// Keys: `rb|<ns>|<name>` and `crb|<name>`.
     pub fn binding_key(binding: &Value) -> Option<String> {
-        let name = binding.pointer("/metadata/name").and_then(Value::as_str)?;
-        Some(
-            match binding
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                Some(ns) => format!("rb|{ns}|{name}"),
-                None => format!("crb|{name}"),
-            },
-        )
+        binding_key(binding)
     }
 
     /// The binding key a Work belongs to (from its annotations).
@@ -315,32 +306,13 @@ impl Reconciler for BindingController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
-        let parts: Vec<&str> = key.split('|').collect();
-        let (rt, ns, name) = match parts.as_slice() {
-            ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
-            ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
-            _ => {
-                return Err(ReconcileError::Other(format!(
-                    "unknown binding key {key:?}"
-                )))
-            }
-        };
-        let binding = match self.store.get(&rt, ns, name).await {
-            Ok(b) => b,
-            // Works are owned by the binding: garbage collection removes them.
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        if binding.pointer("/metadata/deletionTimestamp").is_some() {
+        let Some(LiveBinding {
+            object: binding, ..
+        }) = live_binding(self.store.as_ref(), key).await?
+        else {
             return Ok(Action::Done);
-        }
-        let spec: ResourceBindingSpec =
-            serde_json::from_value(binding["spec"].clone()).map_err(|e| {
-                ReconcileError::Decode {
-                    what: format!("binding {key}"),
-                    message: e.to_string(),
-                }
-            })?;
+        };
+        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
         let r = &spec.resource;
         let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
         let template = match self
@@ -356,21 +328,8 @@ impl Reconciler for BindingController {
             Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
-        let uid = binding
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let owned = ListOptions {
-            filter: Some(Arc::new(move |w: &Value| {
-                w.pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
-            })),
-            ..ListOptions::default()
-        };
         let works_rt = well_known::works();
-        let existing = self.store.list(&works_rt, None, &owned).await?.items;
+        let existing = owned_works(self.store.as_ref(), &binding).await?;
         let ready = self.cluster_ready().await?;
         let plan = plan_works(
             &binding,

@@ -2,6 +2,7 @@
 //! queue fed by store watches and a periodic resync (see [`runtime`]). Controllers talk to each
 //! other only through the store.
 
+pub mod binding_keys;
 pub mod binding_status;
 pub mod binding_works;
 pub mod cluster_health;

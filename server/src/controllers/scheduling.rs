@@ -6,6 +6,7 @@
 //! is an Event on the binding. Bindings are looked at again on a short resync so that cluster
 //! changes (new members, taints) reach bindings that could not be placed.
 
+use super::binding_keys::{decode, live_binding, LiveBinding};
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
@@ -73,13 +74,6 @@ impl SchedulerController {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, ReconcileError> {
-    serde_json::from_value(v.clone()).map_err(|e| ReconcileError::Decode {
-        what: format!("binding {key}"),
-        message: e.to_string(),
-    })
-}
-
 #[async_trait]
 impl Reconciler for SchedulerController {
     fn name(&self) -> &'static str {
@@ -87,24 +81,13 @@ impl Reconciler for SchedulerController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
-        let parts: Vec<&str> = key.split('|').collect();
-        let (rt, ns, name) = match parts.as_slice() {
-            ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
-            ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
-            _ => {
-                return Err(ReconcileError::Other(format!(
-                    "unknown binding key {key:?}"
-                )))
-            }
-        };
-        let binding = match self.store.get(&rt, ns, name).await {
-            Ok(b) => b,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        if binding.pointer("/metadata/deletionTimestamp").is_some() {
+        let Some(LiveBinding {
+            rt,
+            object: binding,
+        }) = live_binding(self.store.as_ref(), key).await?
+        else {
             return Ok(Action::Done);
-        }
+        };
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
         let status: ResourceBindingStatus = match binding.get("status") {
             Some(s) => decode(s, key)?,

@@ -1,0 +1,82 @@
+//! What the binding controllers (scheduler, works, status) share: their keys (`rb|<ns>|<name>`
+//! for ResourceBindings, `crb|<name>` for ClusterResourceBindings), reading a live binding, and
+//! the Works a binding owns.
+
+use super::runtime::ReconcileError;
+use crate::store::{ListOptions, Store, StoreError};
+use flotilla_api::kinds::{well_known, ResourceType};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A binding as a controller reads it.
+pub struct LiveBinding {
+    /// ResourceBinding or ClusterResourceBinding.
+    pub rt: ResourceType,
+    /// The stored object.
+    pub object: Value,
+}
+
+/// The key of a binding object.
+pub fn binding_key(binding: &Value) -> Option<String> {
+    let name = binding.pointer("/metadata/name").and_then(Value::as_str)?;
+    Some(
+        match binding
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            Some(ns) => format!("rb|{ns}|{name}"),
+            None => format!("crb|{name}"),
+        },
+    )
+}
+
+/// Reads the binding behind `key`; `None` when it is gone or being deleted (its Works are
+/// owned by it and go with it).
+pub async fn live_binding(
+    store: &dyn Store,
+    key: &str,
+) -> Result<Option<LiveBinding>, ReconcileError> {
+    let parts: Vec<&str> = key.split('|').collect();
+    let (rt, ns, name) = match parts.as_slice() {
+        ["rb", ns, name] => (well_known::resource_bindings(), Some(*ns), *name),
+        ["crb", name] => (well_known::cluster_resource_bindings(), None, *name),
+        _ => {
+            return Err(ReconcileError::Other(format!(
+                "unknown binding key {key:?}"
+            )))
+        }
+    };
+    match store.get(&rt, ns, name).await {
+        Ok(b) if b.pointer("/metadata/deletionTimestamp").is_some() => Ok(None),
+        Ok(object) => Ok(Some(LiveBinding { rt, object })),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Decodes a binding's spec (or another part).
+pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, ReconcileError> {
+    serde_json::from_value(v.clone()).map_err(|e| ReconcileError::Decode {
+        what: format!("binding {key}"),
+        message: e.to_string(),
+    })
+}
+
+/// The Works a binding owns, in every execution namespace.
+pub async fn owned_works(store: &dyn Store, binding: &Value) -> Result<Vec<Value>, StoreError> {
+    let uid = binding
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let owned = ListOptions {
+        filter: Some(Arc::new(move |w: &Value| {
+            w.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
+        })),
+        ..ListOptions::default()
+    };
+    Ok(store.list(&well_known::works(), None, &owned).await?.items)
+}
