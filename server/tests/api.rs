@@ -800,3 +800,47 @@ async fn a_request_past_its_deadline_is_504() {
     let (_, list) = api.call("GET", DEPLOY, None).await;
     assert_eq!(list["items"], json!([]));
 }
+
+#[tokio::test]
+async fn delete_collection_and_dry_run() {
+    let api = TestApi::new().await;
+    for (name, tier) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let mut d = deployment(name, 1);
+        d["metadata"]["labels"]["tier"] = json!(tier);
+        api.call("POST", DEPLOY, Some(d)).await;
+    }
+    // dryRun=All validates and answers without storing.
+    let (s, v) = api
+        .call(
+            "POST",
+            &format!("{DEPLOY}?dryRun=All"),
+            Some(deployment("dry", 1)),
+        )
+        .await;
+    assert_eq!(
+        (s, v["metadata"]["name"].clone()),
+        (StatusCode::CREATED, json!("dry"))
+    );
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/dry"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = api
+        .call("DELETE", &format!("{DEPLOY}/a?dryRun=All"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/a"), None).await;
+    assert_eq!(s, StatusCode::OK, "a dry-run delete keeps the object");
+    // DELETE on a collection with a selector.
+    let (s, v) = api
+        .call("DELETE", &format!("{DEPLOY}?labelSelector=tier%3Dx"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["items"].as_array().unwrap().len(), 2);
+    let (_, list) = api.call("GET", DEPLOY, None).await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
+}
