@@ -139,6 +139,21 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
         .find(|c| c["type"] == "Scheduled")
         .unwrap();
     assert_eq!(scheduled["status"], "True");
+    // Why: member3 is filtered by the affinity, member1/member2 carry the 1:2 weights.
+    let why = api.get(&format!("{RB}/explain")).unwrap();
+    assert_eq!(why["result"]["reason"], "Success", "{why:#}");
+    let clusters = why["clusters"].as_array().unwrap();
+    let member = |n: &str| {
+        clusters
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("{n} in {why:#}"))
+    };
+    assert_eq!(member("member1")["replicas"], 1);
+    assert_eq!(member("member2")["replicas"], 2);
+    assert_eq!(member("member3")["selected"], false);
+    assert_eq!(member("member3")["filter"], "ClusterAffinity", "{why:#}");
+    assert!(!why["arithmetic"].as_array().unwrap().is_empty());
     let fully = rb["status"]["conditions"]
         .as_array()
         .unwrap()

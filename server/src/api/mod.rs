@@ -8,6 +8,7 @@ pub mod authz;
 pub mod body;
 pub mod discovery;
 pub mod error;
+pub mod explain;
 pub mod metrics;
 pub mod openapi;
 pub mod patch;

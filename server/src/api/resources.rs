@@ -186,6 +186,21 @@ async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    if target.subresource.as_deref() == Some("explain")
+        && target.rt.group == flotilla_api::kinds::WORK_GROUP
+        && target.rt.plural.ends_with("resourcebindings")
+    {
+        if method != Method::GET {
+            return Err(ApiError::MethodNotAllowed(
+                "explain only answers GET".into(),
+            ));
+        }
+        let encoding = negotiate(&headers)?;
+        let name = target.name.as_deref().unwrap_or_default();
+        let doc =
+            super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
+        return Ok(respond(StatusCode::OK, &doc, encoding));
+    }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
             return Err(ApiError::no_route(&format!("{}/{}", target.rt.plural, sub)));

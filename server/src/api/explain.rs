@@ -1,0 +1,107 @@
+//! `GET .../resourcebindings/<name>/explain` (and `clusterresourcebindings`): why the binding
+//! is placed where it is. The scheduler runs again, changing nothing, over the binding and the
+//! clusters as they are now, and the answer lists every cluster — selected or not, the filter
+//! that rejected it and why, its score and available replicas — plus the replica arithmetic
+//! (strategy, weights, the order seats were given). Flotilla's addition to Karmada.
+
+use super::error::{ApiError, ApiResult};
+use super::ApiState;
+use crate::controllers::scheduling::SchedulerController;
+use crate::scheduler::{
+    condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
+    ScheduleOptions,
+};
+use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::kinds::ResourceType;
+use flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION;
+use serde_json::{json, Value};
+
+fn explanation_json(e: &Explanation) -> Value {
+    let clusters: Vec<Value> = e
+        .clusters()
+        .map(|(name, c)| {
+            let mut v = json!({
+                "name": name,
+                "selected": c.selected,
+                "summary": c.to_string(),
+            });
+            if let Some(r) = &c.rejected {
+                v["filter"] = json!(r.filter());
+                v["reason"] = json!(r.to_string());
+            }
+            if let Some(s) = c.score {
+                v["score"] = json!(s);
+            }
+            if let Some(a) = c.available_replicas {
+                v["availableReplicas"] = json!(a);
+            }
+            if let Some(r) = c.replicas {
+                v["replicas"] = json!(r);
+            }
+            v
+        })
+        .collect();
+    json!({"clusters": clusters, "arithmetic": e.lines})
+}
+
+/// Builds the explanation of one stored binding.
+pub async fn explain(
+    state: &ApiState,
+    rt: &ResourceType,
+    namespace: Option<&str>,
+    name: &str,
+) -> ApiResult<Value> {
+    let binding = state
+        .store
+        .get(rt, namespace, name)
+        .await
+        .map_err(|e| ApiError::from_store(e, &rt.group, &rt.plural))?;
+    let bad = |e: serde_json::Error| {
+        ApiError::BadRequest(format!("the stored binding does not decode: {e}"))
+    };
+    let spec: ResourceBindingSpec = serde_json::from_value(binding["spec"].clone()).map_err(bad)?;
+    let status: ResourceBindingStatus = match binding.get("status") {
+        Some(s) => serde_json::from_value(s.clone()).map_err(bad)?,
+        None => ResourceBindingStatus::default(),
+    };
+    let snapshot = SchedulerController::snapshot(state.store.as_ref())
+        .await
+        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?;
+    let applied = binding
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str);
+    let would_schedule = needs_scheduling(&spec, &status, applied, &snapshot);
+    let result = schedule(&ScheduleInput {
+        spec: &spec,
+        status: &status,
+        clusters: &snapshot,
+        options: ScheduleOptions::default(),
+    });
+    let (cond, reason, message) = condition_for(&result);
+    let mut out = json!({
+        "kind": "BindingExplanation",
+        "apiVersion": "flotilla.io/v1alpha1",
+        "binding": {"name": name, "namespace": namespace},
+        "current": spec.clusters,
+        "wouldReschedule": would_schedule.map(|r| format!("{r:?}")),
+        "result": {"status": cond.as_str(), "reason": reason, "message": message},
+    });
+    let explanation = match &result {
+        Ok(o) => {
+            out["proposed"] = json!(o.clusters);
+            Some(&o.explanation)
+        }
+        Err(ScheduleError::FitError { explanation, .. })
+        | Err(ScheduleError::Unschedulable { explanation, .. }) => Some(explanation.as_ref()),
+        Err(ScheduleError::SchedulerError(_)) => None,
+    };
+    if let Some(e) = explanation {
+        if let (Some(target), Value::Object(more)) = (out.as_object_mut(), explanation_json(e)) {
+            target.extend(more);
+        }
+    }
+    Ok(out)
+}
