@@ -162,3 +162,111 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
         .unwrap_or_else(|| panic!("{rb:#}"));
     assert_eq!(fully["status"], "True");
 }
+
+#[test]
+fn a_lua_health_rule_for_a_custom_kind_is_honoured() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &[]).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    // A member that serves the custom kind (its API enablements list it).
+    let agent_dir = tempfile::tempdir().unwrap();
+    let ca = server.data_dir.join("tls.crt");
+    let token = server.data_dir.join("join.token");
+    let agent = flotilla_tests::Agent::start(&[
+        "--server",
+        &server.url,
+        "--cluster-name",
+        "member1",
+        "--token-file",
+        token.to_str().unwrap(),
+        "--ca-file",
+        ca.to_str().unwrap(),
+        "--data-dir",
+        agent_dir.path().to_str().unwrap(),
+        "--sim-api",
+        "example.io/v1/Widget",
+        "--lease-renew-interval-ms",
+        "300",
+        "--cluster-status-update-frequency-ms",
+        "300",
+    ])
+    .unwrap();
+    let customization = serde_json::json!({
+        "apiVersion": "config.karmada.io/v1alpha1", "kind": "ResourceInterpreterCustomization",
+        "metadata": {"name": "widget-health"},
+        "spec": {"target": {"apiVersion": "example.io/v1", "kind": "Widget"},
+                 "customizations": {"healthInterpretation": {"luaScript":
+                    "function InterpretHealth(observedObj)\n  return observedObj.status ~= nil and observedObj.status.ok == true\nend\n"}}}});
+    let (code, body) = api
+        .send(
+            "POST",
+            "/apis/config.karmada.io/v1alpha1/resourceinterpretercustomizations",
+            Some(&customization),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let widget = serde_json::json!({"apiVersion": "example.io/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "default"}, "spec": {"size": 1}});
+    let (code, body) = api
+        .send(
+            "POST",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            Some(&widget),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let policy = serde_json::json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "widgets", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "example.io/v1", "kind": "Widget", "name": "w1"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["member1"]}}}});
+    let (code, body) = api
+        .send(
+            "POST",
+            "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
+            Some(&policy),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let rb = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/w1-widget";
+    let health = |api: &ApiClient| -> Option<String> {
+        let b = api.get(rb).ok()?;
+        b["status"]["aggregatedStatus"][0]["health"]
+            .as_str()
+            .map(String::from)
+    };
+    let members = agent.url.clone();
+    let set_ok = |ok: bool| {
+        let body = serde_json::json!({"apiVersion": "example.io/v1", "kind": "Widget", "namespace": "default", "name": "w1",
+            "status": {"ok": ok}});
+        flotilla_tests::member_call("POST", &format!("{members}/faults/status"), Some(&body))
+    };
+    // The Widget reaches member1; its status says ok → Healthy by the Lua rule.
+    wait_for(
+        "the widget applied on member1 and marked ok",
+        Duration::from_secs(20),
+        || {
+            let (code, _) = set_ok(true).ok()?;
+            (code == 200).then_some(())
+        },
+    )
+    .unwrap_or_else(|e| {
+        let b = api
+            .get(rb)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|e| e.to_string());
+        let w = api
+            .get("/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member1/works")
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        panic!("{e}\nbinding: {b}\nworks: {w}\nset_ok: {:?}", set_ok(true))
+    });
+    wait_for("Healthy by the Lua rule", Duration::from_secs(60), || {
+        (health(&api).as_deref() == Some("Healthy")).then_some(())
+    })
+    .unwrap();
+    set_ok(false).unwrap();
+    wait_for("Unhealthy by the Lua rule", Duration::from_secs(60), || {
+        (health(&api).as_deref() == Some("Unhealthy")).then_some(())
+    })
+    .unwrap();
+}
