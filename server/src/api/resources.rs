@@ -82,6 +82,38 @@ pub async fn dispatch_apis_root(State(state): State<ApiState>) -> Response {
     axum::Json(discovery::group_list(&state.registry)).into_response()
 }
 
+/// The non-empty segments of a path.
+fn segments(rest: &str) -> Vec<String> {
+    rest.split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// A request of one group-version: its APIResourceList when nothing follows, else a resource.
+#[allow(clippy::too_many_arguments)]
+async fn serve_group_version(
+    state: &ApiState,
+    group: &str,
+    version: &str,
+    tail: &[String],
+    path: &str,
+    method: Method,
+    params: Params,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    if tail.is_empty() {
+        return discovery::resource_list(&state.registry, group, version)
+            .map(|d| axum::Json(d).into_response())
+            .ok_or_else(|| ApiError::no_route(path));
+    }
+    match resolve(&state.registry, group, version, tail) {
+        Some(target) => serve(state, method, target, params, headers, body).await,
+        None => Err(ApiError::no_route(path)),
+    }
+}
+
 /// Everything under `/api/`.
 pub async fn dispatch_core(
     State(state): State<ApiState>,
@@ -91,20 +123,13 @@ pub async fn dispatch_core(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let segs: Vec<String> = rest
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let path = format!("/api/{rest}");
+    let segs = segments(&rest);
     let result = match segs.as_slice() {
-        [v] if v == "v1" => discovery::resource_list(&state.registry, "", "v1")
-            .map(|d| axum::Json(d).into_response())
-            .ok_or_else(|| ApiError::no_route(&format!("/api/{rest}"))),
-        [v, tail @ ..] if v == "v1" => match resolve(&state.registry, "", "v1", tail) {
-            Some(target) => serve(&state, method, target, params, headers, body).await,
-            None => Err(ApiError::no_route(&format!("/api/{rest}"))),
-        },
-        _ => Err(ApiError::no_route(&format!("/api/{rest}"))),
+        [v, tail @ ..] if v == "v1" => {
+            serve_group_version(&state, "", "v1", tail, &path, method, params, headers, body).await
+        }
+        _ => Err(ApiError::no_route(&path)),
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
@@ -118,26 +143,22 @@ pub async fn dispatch_apis(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let segs: Vec<String> = rest
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let path = format!("/apis/{rest}");
+    let segs = segments(&rest);
     let result = match segs.as_slice() {
+        [] => Ok(dispatch_apis_root(State(state.clone())).await),
         [group] => state
             .registry
             .groups()
             .get(group)
             .map(|versions| axum::Json(discovery::group_doc(group, versions)).into_response())
-            .ok_or_else(|| ApiError::no_route(&format!("/apis/{rest}"))),
-        [group, version] => discovery::resource_list(&state.registry, group, version)
-            .map(|d| axum::Json(d).into_response())
-            .ok_or_else(|| ApiError::no_route(&format!("/apis/{rest}"))),
-        [group, version, tail @ ..] => match resolve(&state.registry, group, version, tail) {
-            Some(target) => serve(&state, method, target, params, headers, body).await,
-            None => Err(ApiError::no_route(&format!("/apis/{rest}"))),
-        },
-        [] => Ok(dispatch_apis_root(State(state.clone())).await),
+            .ok_or_else(|| ApiError::no_route(&path)),
+        [group, version, tail @ ..] => {
+            serve_group_version(
+                &state, group, version, tail, &path, method, params, headers, body,
+            )
+            .await
+        }
     };
     result.unwrap_or_else(IntoResponse::into_response)
 }
