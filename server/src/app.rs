@@ -334,12 +334,13 @@ pub fn start_controllers(
         registry,
     )
     .map_err(StartError::Metrics)?;
-    let member =
+    // One HTTP client (and connection pool) for every call to push members.
+    let member_client =
         Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
     let status = ClusterStatusController::new(
         state.store.clone(),
         state.clock.clone(),
-        member,
+        member_client.clone(),
         settings.health,
         events.for_component("cluster-status-controller"),
         registry,
@@ -390,7 +391,12 @@ pub fn start_controllers(
         ),
     ];
     handles.extend(start_propagation(
-        state, settings, &metrics, &events, &stop,
+        state,
+        settings,
+        member_client,
+        &metrics,
+        &events,
+        &stop,
     )?);
     Ok(handles)
 }
@@ -400,6 +406,7 @@ pub fn start_controllers(
 fn start_propagation(
     state: &ApiState,
     settings: &ControllerSettings,
+    member: Arc<HttpMemberClient>,
     metrics: &ControllerMetrics,
     events: &EventRecorder,
     stop: &tokio::sync::watch::Receiver<bool>,
@@ -434,10 +441,14 @@ fn start_propagation(
     let binding_sources = || {
         vec![
             Source::mapped(well_known::resource_bindings(), |b| {
-                BindingController::binding_key(b).into_iter().collect()
+                crate::controllers::binding_keys::binding_key(b)
+                    .into_iter()
+                    .collect()
             }),
             Source::mapped(well_known::cluster_resource_bindings(), |b| {
-                BindingController::binding_key(b).into_iter().collect()
+                crate::controllers::binding_keys::binding_key(b)
+                    .into_iter()
+                    .collect()
             }),
         ]
     };
@@ -505,8 +516,6 @@ fn start_propagation(
         )),
         with(work_sources, 2, settings.resync),
     ));
-    let member =
-        Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
     handles.push(spawn(
         Arc::new(PushExecutionController::new(
             store.clone(),

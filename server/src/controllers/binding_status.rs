@@ -5,7 +5,7 @@
 //! the items into the template's own status (e.g. a Deployment's summed readyReplicas).
 //! Works being deleted are left out.
 
-use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
+use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
 use super::binding_works::BindingController;
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -142,7 +142,7 @@ impl BindingStatusController {
         if obj.get("kind").and_then(Value::as_str) == Some("Work") {
             BindingController::work_key(obj)
         } else {
-            BindingController::binding_key(obj).into_iter().collect()
+            binding_key(obj).into_iter().collect()
         }
     }
 }

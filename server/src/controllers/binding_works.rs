@@ -9,7 +9,7 @@
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3).
 
-use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
+use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
@@ -262,11 +262,6 @@ impl BindingController {
             registry,
             interpreter,
         }
-    }
-
-    /// Keys: `rb|<ns>|<name>` and `crb|<name>`.
-    pub fn binding_key(binding: &Value) -> Option<String> {
-        binding_key(binding)
     }
 
     /// The binding key a Work belongs to (from its annotations).
