@@ -9,6 +9,7 @@ use std::time::Duration;
 
 const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
+const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/default/deployments/nginx";
 
 fn post_all(api: &ApiClient, file: &std::path::Path) {
     let text = std::fs::read_to_string(file).unwrap();
@@ -43,22 +44,16 @@ fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     Some(out)
 }
 
-#[test]
-fn scenario_02_divided_by_weight_runs_healthy_on_members() {
-    let Some(dir) = scenarios_dir() else {
-        eprintln!(
-            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
-        );
-        return;
-    };
-    let data = tempfile::tempdir().unwrap();
+/// A server with `members` simulated members, once they are all Ready.
+fn server_with_members(data: &std::path::Path, members: usize) -> (Server, ApiClient) {
+    let n = members.to_string();
     let server = Server::start(
-        data.path(),
-        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "200"],
+        data,
+        &["--sim-members", &n, "--sim-pod-startup-delay-ms", "200"],
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    wait_for("three Ready members", Duration::from_secs(60), || {
+    wait_for("every member Ready", Duration::from_secs(60), || {
         let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
         let ready = list["items"]
             .as_array()?
@@ -72,18 +67,150 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
                     })
             })
             .count();
-        (ready == 3).then_some(())
+        (ready == members).then_some(())
     })
     .unwrap();
-    post_all(&api, &dir.join("02-divided-weighted-failover.yaml"));
+    (server, api)
+}
 
-    let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
-    wait_for(
-        "the binding placed 1/2 on member1/member2",
+/// The URL of a simulated member's own surface.
+fn member_url(server: &Server, member: &str) -> String {
+    let base = wait_for("sim-members.url", Duration::from_secs(30), || {
+        std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
+    })
+    .unwrap();
+    format!("{}/members/{member}", base.trim())
+}
+
+/// The `spec.replicas` of the nginx Deployment as the member runs it, if it runs there.
+fn replicas_on_member(server: &Server, member: &str) -> Option<i64> {
+    let url = format!(
+        "{}/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
+        member_url(server, member)
+    );
+    match flotilla_tests::member_call("GET", &url, None).ok()? {
+        (200, d) => d["spec"]["replicas"].as_i64(),
+        _ => None,
+    }
+}
+
+fn scale(api: &ApiClient, replicas: i64) {
+    let (code, body) = api
+        .send(
+            "PATCH",
+            DEPLOYMENT,
+            Some(&serde_json::json!({"spec": {"replicas": replicas}})),
+        )
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+}
+
+/// Waits until the binding's placement and the members' copies both equal `want`.
+fn wait_placed(server: &Server, api: &ApiClient, what: &str, want: &[(&str, i64)]) {
+    let want: Vec<(String, i64)> = want.iter().map(|(c, r)| (c.to_string(), *r)).collect();
+    wait_for(what, Duration::from_secs(60), || {
+        (placement(api).as_ref() == Some(&want)).then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}: binding {:?}", api.get(RB)));
+    for (cluster, replicas) in &want {
+        wait_for(
+            &format!("{what}: {cluster} runs {replicas} replicas"),
+            Duration::from_secs(60),
+            || (replicas_on_member(server, cluster) == Some(*replicas)).then_some(()),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn scenario_01_duplicated_on_exactly_two_allowed_members() {
+    let Some(dir) = scenarios_dir() else {
+        eprintln!(
+            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let (server, api) = server_with_members(data.path(), 5);
+    post_all(&api, &dir.join("01-duplicated-failover.yaml"));
+    let placed = wait_for(
+        "the binding placed on two clusters",
         Duration::from_secs(60),
-        || (placement(&api).as_ref() == Some(&want)).then_some(()),
+        || placement(&api).filter(|p| p.len() == 2),
     )
     .unwrap();
+    let allowed = ["member1", "member2", "member3", "member5"];
+    for (cluster, replicas) in &placed {
+        assert!(allowed.contains(&cluster.as_str()), "{placed:?}");
+        assert_eq!(
+            *replicas, 2,
+            "Duplicated: the full count on each: {placed:?}"
+        );
+        wait_for(
+            &format!("the Deployment on {cluster}"),
+            Duration::from_secs(60),
+            || replicas_on_member(&server, cluster),
+        )
+        .unwrap();
+    }
+    wait_for(
+        "aggregatedStatus Healthy on both members",
+        Duration::from_secs(60),
+        || {
+            let rb = api.get(RB).ok()?;
+            let items = rb["status"]["aggregatedStatus"].as_array()?;
+            (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
+        },
+    )
+    .unwrap();
+    wait_for(
+        "the Deployment's status sums both copies",
+        Duration::from_secs(60),
+        || {
+            let d = api.get(DEPLOYMENT).ok()?;
+            (d["status"]["readyReplicas"] == 4).then_some(())
+        },
+    )
+    .unwrap();
+    // Scaling keeps the two clusters (ClusterLocality) and gives each the new full count.
+    scale(&api, 3);
+    let want: Vec<(&str, i64)> = placed.iter().map(|(c, _)| (c.as_str(), 3)).collect();
+    wait_placed(&server, &api, "scaled to 3 on the same two clusters", &want);
+    // member4 never received anything.
+    let works4 = api
+        .get("/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member4/works")
+        .unwrap();
+    assert_eq!(works4["items"].as_array().unwrap().len(), 0, "{works4}");
+    assert_eq!(replicas_on_member(&server, "member4"), None);
+    let why = api.get(&format!("{RB}/explain")).unwrap();
+    let member4 = why["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "member4")
+        .unwrap_or_else(|| panic!("{why:#}"));
+    assert_eq!(member4["filter"], "ClusterAffinity", "{why:#}");
+}
+
+#[test]
+fn scenario_02_divided_by_weight_runs_healthy_on_members() {
+    let Some(dir) = scenarios_dir() else {
+        eprintln!(
+            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
+        );
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    let (server, api) = server_with_members(data.path(), 3);
+    post_all(&api, &dir.join("02-divided-weighted-failover.yaml"));
+
+    wait_placed(
+        &server,
+        &api,
+        "the binding placed 1/2 on member1/member2",
+        &[("member1", 1), ("member2", 2)],
+    );
+    let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
     for (cluster, replicas) in &want {
         let works = api
             .get(&format!(
@@ -161,6 +288,33 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
         .find(|c| c["type"] == "FullyApplied")
         .unwrap_or_else(|| panic!("{rb:#}"));
     assert_eq!(fully["status"], "True");
+
+    // Scaling rebalances by the static weights, recomputed from scratch (1:2 of 6, then of 4).
+    scale(&api, 6);
+    wait_placed(
+        &server,
+        &api,
+        "scaled up to 6",
+        &[("member1", 2), ("member2", 4)],
+    );
+    wait_for(
+        "the Deployment's status shows 6 ready replicas",
+        Duration::from_secs(60),
+        || {
+            let d = api.get(DEPLOYMENT).ok()?;
+            (d["status"]["readyReplicas"] == 6).then_some(())
+        },
+    )
+    .unwrap();
+    // Webster over 1:2 for 4 seats: member2, member1, member2, member2 (2/5 > 1/3): 1/3.
+    scale(&api, 4);
+    wait_placed(
+        &server,
+        &api,
+        "scaled down to 4",
+        &[("member1", 1), ("member2", 3)],
+    );
+    assert_eq!(replicas_on_member(&server, "member3"), None);
 }
 
 #[test]
