@@ -105,6 +105,33 @@ fn scale(api: &ApiClient, replicas: i64) {
     assert_eq!(code, 200, "{body}");
 }
 
+/// Waits until `n` members report the binding's work applied and Healthy.
+fn wait_healthy(api: &ApiClient, n: usize) {
+    wait_for("aggregatedStatus Healthy", Duration::from_secs(60), || {
+        let rb = api.get(RB).ok()?;
+        let items = rb["status"]["aggregatedStatus"].as_array()?;
+        (items.len() == n
+            && items
+                .iter()
+                .all(|i| i["applied"] == true && i["health"] == "Healthy"))
+        .then_some(())
+    })
+    .unwrap_or_else(|e| panic!("{e}: binding {:?}", api.get(RB)));
+}
+
+/// Waits until the Deployment's status shows `n` ready replicas summed over the members.
+fn wait_ready_replicas(api: &ApiClient, n: i64) {
+    wait_for(
+        &format!("the Deployment's status shows {n} ready replicas"),
+        Duration::from_secs(60),
+        || {
+            let d = api.get(DEPLOYMENT).ok()?;
+            (d["status"]["readyReplicas"] == n).then_some(())
+        },
+    )
+    .unwrap();
+}
+
 /// Waits until the binding's placement and the members' copies both equal `want`.
 fn wait_placed(server: &Server, api: &ApiClient, what: &str, want: &[(&str, i64)]) {
     let want: Vec<(String, i64)> = want.iter().map(|(c, r)| (c.to_string(), *r)).collect();
@@ -153,25 +180,8 @@ fn scenario_01_duplicated_on_exactly_two_allowed_members() {
         )
         .unwrap();
     }
-    wait_for(
-        "aggregatedStatus Healthy on both members",
-        Duration::from_secs(60),
-        || {
-            let rb = api.get(RB).ok()?;
-            let items = rb["status"]["aggregatedStatus"].as_array()?;
-            (items.len() == 2 && items.iter().all(|i| i["health"] == "Healthy")).then_some(())
-        },
-    )
-    .unwrap();
-    wait_for(
-        "the Deployment's status sums both copies",
-        Duration::from_secs(60),
-        || {
-            let d = api.get(DEPLOYMENT).ok()?;
-            (d["status"]["readyReplicas"] == 4).then_some(())
-        },
-    )
-    .unwrap();
+    wait_healthy(&api, 2);
+    wait_ready_replicas(&api, 4);
     // Scaling keeps the two clusters (ClusterLocality) and gives each the new full count.
     scale(&api, 3);
     let want: Vec<(&str, i64)> = placed.iter().map(|(c, _)| (c.as_str(), 3)).collect();
@@ -233,31 +243,8 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
         "member3 is not in the affinity"
     );
 
-    wait_for(
-        "aggregatedStatus Healthy on both members",
-        Duration::from_secs(60),
-        || {
-            let rb = api.get(RB).ok()?;
-            let items = rb["status"]["aggregatedStatus"].as_array()?;
-            (items.len() == 2
-                && items
-                    .iter()
-                    .all(|i| i["applied"] == true && i["health"] == "Healthy"))
-            .then_some(rb)
-        },
-    )
-    .unwrap();
-    wait_for(
-        "the Deployment's status shows 3 ready replicas",
-        Duration::from_secs(60),
-        || {
-            let d = api
-                .get("/apis/apps/v1/namespaces/default/deployments/nginx")
-                .ok()?;
-            (d["status"]["readyReplicas"] == 3).then_some(())
-        },
-    )
-    .unwrap();
+    wait_healthy(&api, 2);
+    wait_ready_replicas(&api, 3);
     let rb = api.get(RB).unwrap();
     let scheduled = rb["status"]["conditions"]
         .as_array()
@@ -297,15 +284,7 @@ fn scenario_02_divided_by_weight_runs_healthy_on_members() {
         "scaled up to 6",
         &[("member1", 2), ("member2", 4)],
     );
-    wait_for(
-        "the Deployment's status shows 6 ready replicas",
-        Duration::from_secs(60),
-        || {
-            let d = api.get(DEPLOYMENT).ok()?;
-            (d["status"]["readyReplicas"] == 6).then_some(())
-        },
-    )
-    .unwrap();
+    wait_ready_replicas(&api, 6);
     // Webster over 1:2 for 4 seats: member2, member1, member2, member2 (2/5 > 1/3): 1/3.
     scale(&api, 4);
     wait_placed(
