@@ -88,6 +88,10 @@ struct Flags {
     /// Pod startup delay of the simulated members, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     sim_pod_startup_delay_ms: u64,
+    /// An extra API (`group/version/Kind`) the simulated members serve besides the built-in
+    /// kinds, so bindings of that kind pass the APIEnablement filter; repeatable.
+    #[arg(long = "sim-api", value_name = "G/V/KIND")]
+    sim_apis: Vec<String>,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -224,6 +228,12 @@ fn spawn_sim_members(
         .arg("member")
         .arg("--pod-startup-delay-ms")
         .arg(flags.sim_pod_startup_delay_ms.to_string())
+        .args(
+            flags
+                .sim_apis
+                .iter()
+                .flat_map(|api| ["--sim-api", api.as_str()]),
+        )
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--exit-on-stdin-close")

@@ -318,7 +318,14 @@ fn the_server_starts_a_simulated_fleet() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         dir.path(),
-        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"],
+        &[
+            "--sim-members",
+            "3",
+            "--sim-pod-startup-delay-ms",
+            "100",
+            "--sim-api",
+            "example.io/v1/Widget",
+        ],
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
@@ -331,6 +338,17 @@ fn the_server_starts_a_simulated_fleet() {
         c["status"]["resourceSummary"]["allocatable"]["cpu"].is_string(),
         "{c}"
     );
+    let widgets_served = c["status"]["apiEnablements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| {
+            e["groupVersion"] == "example.io/v1"
+                && e["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|r| r["kind"] == "Widget"))
+        });
+    assert!(widgets_served, "--sim-api reaches the members: {c}");
     let url = wait_for("sim-members.url", Duration::from_secs(30), || {
         std::fs::read_to_string(dir.path().join("sim-members.url")).ok()
     })
