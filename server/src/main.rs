@@ -88,6 +88,10 @@ struct Flags {
     /// Pod startup delay of the simulated members, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     sim_pod_startup_delay_ms: u64,
+    /// How often the simulated members report their Cluster status (resource summary
+    /// included), in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    sim_cluster_status_update_frequency_ms: u64,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -224,6 +228,8 @@ fn spawn_sim_members(
         .arg("member")
         .arg("--pod-startup-delay-ms")
         .arg(flags.sim_pod_startup_delay_ms.to_string())
+        .arg("--cluster-status-update-frequency-ms")
+        .arg(flags.sim_cluster_status_update_frequency_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--exit-on-stdin-close")
