@@ -92,6 +92,10 @@ struct Flags {
     /// kinds, so bindings of that kind pass the APIEnablement filter; repeatable.
     #[arg(long = "sim-api", value_name = "G/V/KIND")]
     sim_apis: Vec<String>,
+    /// How often the simulated members report their Cluster status (resource summary
+    /// included), in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    sim_cluster_status_update_frequency_ms: u64,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -234,6 +238,8 @@ fn spawn_sim_members(
                 .iter()
                 .flat_map(|api| ["--sim-api", api.as_str()]),
         )
+        .arg("--cluster-status-update-frequency-ms")
+        .arg(flags.sim_cluster_status_update_frequency_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--exit-on-stdin-close")

@@ -72,21 +72,49 @@ fn api_page_examples_run() {
     run_page("api.md");
 }
 
+/// The URL of the server's simulated members (`--sim-members`).
+fn sim_members_url(server: &Server) -> String {
+    wait_for("sim-members.url", Duration::from_secs(60), || {
+        std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
+    })
+    .unwrap()
+    .trim()
+    .to_string()
+}
+
 #[test]
 fn members_page_examples_run() {
     run_page_with(
         "members.md",
         &["--sim-members", "2", "--sim-pod-startup-delay-ms", "100"],
         |server| {
-            let url = wait_for("sim-members.url", Duration::from_secs(60), || {
-                std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
-            })
-            .unwrap();
             vec![(
                 "MEMBER".to_string(),
-                format!("{}/members/member1", url.trim()),
+                format!("{}/members/member1", sim_members_url(server)),
             )]
         },
+    );
+}
+
+#[test]
+fn scheduling_page_examples_run() {
+    // The page reads explanations with jq.
+    let jq = Command::new("jq").arg("--version").output();
+    if !jq.is_ok_and(|o| o.status.success()) {
+        eprintln!("jq is not installed: skipping the scheduling page's examples");
+        return;
+    }
+    run_page_with(
+        "scheduling.md",
+        &[
+            "--sim-members",
+            "5",
+            "--sim-pod-startup-delay-ms",
+            "100",
+            "--sim-cluster-status-update-frequency-ms",
+            "1000",
+        ],
+        |server| vec![("MEMBERS".to_string(), sim_members_url(server))],
     );
 }
 
