@@ -43,6 +43,7 @@ use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::kinds::{builtin_by_plural, well_known, WORK_GROUP};
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -307,6 +308,15 @@ pub fn plan_release(
     }
     let before = required_by(existing)?;
     let after = remove_snapshot(&before, namespace, name);
+    let label = depended_by_label(namespace, name);
+    let labelled = existing
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(&label));
+    if after == before && !labelled {
+        // Not required by that binding: not ours to touch.
+        return Ok(AttachedPlan::Keep);
+    }
     let placed = existing
         .pointer("/spec/placement")
         .is_some_and(|p| !p.is_null());
@@ -315,7 +325,6 @@ pub fn plan_release(
     }
     let mut updated = existing.clone();
     set_required_by(&mut updated, &after);
-    let label = depended_by_label(namespace, name);
     if let Some(labels) = updated
         .pointer_mut("/metadata/labels")
         .and_then(Value::as_object_mut)
@@ -329,6 +338,89 @@ pub fn plan_release(
         binding: updated,
         required_by_changed: before != after,
     })
+}
+
+/// Annotation on a binding recording the objects it requires (a JSON list of
+/// `{apiVersion, kind, namespace, name}`, sorted), as Karmada records them; the distributor
+/// reads it to find the attached bindings a binding stops requiring.
+pub const DEPENDENCIES_ANNOTATION: &str = "resourcebinding.karmada.io/dependencies";
+
+/// One object a binding requires.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyRef {
+    /// apiVersion.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl DependencyRef {
+    /// The reference to a stored object.
+    pub fn of(object: &Value) -> Self {
+        DependencyRef {
+            api_version: str_at(object, "/apiVersion").to_string(),
+            kind: str_at(object, "/kind").to_string(),
+            namespace: str_at(object, "/metadata/namespace").to_string(),
+            name: str_at(object, "/metadata/name").to_string(),
+        }
+    }
+
+    /// The name of its attached binding.
+    pub fn binding_name(&self) -> String {
+        binding_name(&self.name, &self.kind)
+    }
+}
+
+fn annotation_pointer() -> String {
+    format!(
+        "/metadata/annotations/{}",
+        DEPENDENCIES_ANNOTATION.replace('/', "~1")
+    )
+}
+
+fn has_recorded_dependencies(binding: &Value) -> bool {
+    binding.pointer(&annotation_pointer()).is_some()
+}
+
+/// The dependencies recorded on a binding; `None` when there is no record.
+pub fn recorded_dependencies(binding: &Value) -> Result<Option<BTreeSet<DependencyRef>>, String> {
+    match binding.pointer(&annotation_pointer()) {
+        None => Ok(None),
+        Some(v) => {
+            let text = v.as_str().ok_or("not a string")?;
+            serde_json::from_str(text)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// `binding` with `deps` recorded (the annotation removed when there are none).
+pub fn with_recorded_dependencies(binding: &Value, deps: &BTreeSet<DependencyRef>) -> Value {
+    let mut out = binding.clone();
+    if deps.is_empty() {
+        if let Some(a) = out
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(DEPENDENCIES_ANNOTATION);
+            if a.is_empty() {
+                if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("annotations");
+                }
+            }
+        }
+    } else {
+        let list: Vec<&DependencyRef> = deps.iter().collect();
+        out["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] =
+            json!(serde_json::to_string(&list).unwrap_or_default());
+    }
+    out
 }
 
 /// What one reconcile of a dependent binding changed (for its Event).
@@ -389,8 +481,15 @@ impl DependenciesDistributor {
     /// What feeds the distributor: ResourceBindings, and the dependency kinds (keyed by
     /// namespace).
     pub fn sources() -> Vec<Source> {
+        // A binding concerns the distributor while it propagates dependencies or has
+        // attached bindings recorded (also the last state seen of a deleted binding).
         let mut sources = vec![Source::mapped(well_known::resource_bindings(), |b| {
-            binding_key(b).into_iter().collect()
+            let propagating = b.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+            if propagating || has_recorded_dependencies(b) {
+                binding_key(b).into_iter().collect()
+            } else {
+                Vec::new()
+            }
         })];
         for plural in DEPENDENCY_PLURALS {
             if let Some(rt) = builtin_by_plural("", plural) {
@@ -542,6 +641,11 @@ impl DependenciesDistributor {
     }
 
     /// Converges the attached bindings of the binding `ns/name`.
+    ///
+    /// The dependencies a binding required are recorded on it ([`DEPENDENCIES_ANNOTATION`])
+    /// before any attached binding is written, so that the ones it stops requiring are found
+    /// without scanning the namespace; only a deleted binding (or an unreadable record) needs
+    /// the scan by [`depended_by_label`].
     async fn reconcile_binding(
         &self,
         key: &str,
@@ -550,35 +654,47 @@ impl DependenciesDistributor {
     ) -> Result<Action, ReconcileError> {
         let rb = well_known::resource_bindings();
         let binding = match self.store.get(&rb, Some(ns), name).await {
-            Ok(b) if b.pointer("/metadata/deletionTimestamp").is_none() => Some(b),
-            Ok(_) | Err(StoreError::NotFound { .. }) => None,
+            Ok(b) if b.pointer("/metadata/deletionTimestamp").is_none() => b,
+            Ok(_) | Err(StoreError::NotFound { .. }) => {
+                return self.release_all(key, ns, name).await;
+            }
             Err(e) => return Err(e.into()),
         };
-        let (objects, spec) = match &binding {
-            Some(b) => {
-                let spec: ResourceBindingSpec = decode(&b["spec"], key)?;
-                (self.required_objects(key, b, &spec).await?, spec)
+        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
+        let objects = self.required_objects(key, &binding, &spec).await?;
+        let wanted: BTreeSet<DependencyRef> = objects.iter().map(DependencyRef::of).collect();
+        let recorded = match recorded_dependencies(&binding) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(binding = key, error = %e, "unreadable dependencies record; scanning the namespace");
+                None
             }
-            None => (Vec::new(), ResourceBindingSpec::default()),
         };
-        let permanent_id = binding
-            .as_ref()
-            .map(|b| {
-                let id = str_at(
-                    b,
-                    &format!(
-                        "/metadata/labels/{}",
-                        RB_PERMANENT_ID_LABEL.replace('/', "~1")
-                    ),
-                );
-                if id.is_empty() {
-                    str_at(b, "/metadata/uid")
-                } else {
-                    id
-                }
-                .to_string()
-            })
-            .unwrap_or_default();
+        let scan = recorded.is_none() && has_recorded_dependencies(&binding);
+        if recorded.is_none() && wanted.is_empty() && !scan {
+            return Ok(Action::Done);
+        }
+        let recorded = recorded.unwrap_or_default();
+        let union: BTreeSet<DependencyRef> = recorded.union(&wanted).cloned().collect();
+        let mut current = binding;
+        if union != recorded {
+            current = self.record(&current, &union).await?;
+        }
+        let permanent_id = {
+            let id = str_at(
+                &current,
+                &format!(
+                    "/metadata/labels/{}",
+                    RB_PERMANENT_ID_LABEL.replace('/', "~1")
+                ),
+            );
+            if id.is_empty() {
+                str_at(&current, "/metadata/uid")
+            } else {
+                id
+            }
+            .to_string()
+        };
         let dependent = Dependent {
             namespace: ns,
             name,
@@ -586,18 +702,9 @@ impl DependenciesDistributor {
             clusters: &spec.clusters,
         };
         let mut outcome = Outcome::default();
-        let mut wanted = BTreeSet::new();
         for dependency in &objects {
-            let bname = binding_name(
-                str_at(dependency, "/metadata/name"),
-                str_at(dependency, "/kind"),
-            );
-            wanted.insert(bname.clone());
-            let existing = match self.store.get(&rb, Some(ns), &bname).await {
-                Ok(b) => Some(b),
-                Err(StoreError::NotFound { .. }) => None,
-                Err(e) => return Err(e.into()),
-            };
+            let bname = DependencyRef::of(dependency).binding_name();
+            let existing = self.get_binding(ns, &bname).await?;
             match plan_attach(existing.as_ref(), dependency, &dependent) {
                 Ok(plan) => {
                     let why = format!("required by ResourceBinding {ns}/{name}");
@@ -606,21 +713,80 @@ impl DependenciesDistributor {
                 }
                 Err(e) => {
                     self.count("blocked");
-                    if let Some(b) = &binding {
-                        self.warn_once(
-                            key,
-                            &bname,
-                            b,
-                            "SyncScheduleResultToDependenciesFailed",
-                            &format!("Dependency {bname} not propagated: {e}"),
-                        )
-                        .await;
-                    }
+                    self.warn_once(
+                        key,
+                        &bname,
+                        &current,
+                        "SyncScheduleResultToDependenciesFailed",
+                        &format!("Dependency {bname} not propagated: {e}"),
+                    )
+                    .await;
                     outcome.errors.push(e.to_string());
                 }
             }
         }
         // Attached bindings this binding no longer requires.
+        let wanted_names: BTreeSet<String> =
+            wanted.iter().map(DependencyRef::binding_name).collect();
+        let candidates = if scan {
+            self.labelled(ns, name).await?
+        } else {
+            let mut found = Vec::new();
+            for r in recorded.difference(&wanted) {
+                if let Some(b) = self.get_binding(ns, &r.binding_name()).await? {
+                    found.push(b);
+                }
+            }
+            found
+        };
+        for attached in candidates {
+            let bname = str_at(&attached, "/metadata/name").to_string();
+            if wanted_names.contains(&bname) {
+                continue;
+            }
+            self.release(&attached, ns, name, &mut outcome).await?;
+        }
+        if wanted != union || scan {
+            current = self.record(&current, &wanted).await?;
+        }
+        if !outcome.changed.is_empty() {
+            let clusters: Vec<&str> = spec.clusters.iter().map(|c| c.name.as_str()).collect();
+            self.events
+                .record(
+                    &current,
+                    EventType::Normal,
+                    "SyncScheduleResultToDependenciesSucceed",
+                    &format!(
+                        "Dependencies follow the binding to [{}]: {}",
+                        clusters.join(", "),
+                        outcome.changed.join("; ")
+                    ),
+                )
+                .await;
+        }
+        if outcome.errors.is_empty() {
+            self.clear_warnings(key);
+            Ok(Action::Done)
+        } else {
+            Err(ReconcileError::Other(outcome.errors.join("; ")))
+        }
+    }
+
+    /// The binding `ns/bname`, if any.
+    async fn get_binding(&self, ns: &str, bname: &str) -> Result<Option<Value>, ReconcileError> {
+        match self
+            .store
+            .get(&well_known::resource_bindings(), Some(ns), bname)
+            .await
+        {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The bindings of `ns` labelled as required by `ns/name` (a scan of the namespace).
+    async fn labelled(&self, ns: &str, name: &str) -> Result<Vec<Value>, ReconcileError> {
         let label = depended_by_label(ns, name);
         let labelled = ListOptions {
             filter: Some(Arc::new(move |b: &Value| {
@@ -630,43 +796,62 @@ impl DependenciesDistributor {
             })),
             ..ListOptions::default()
         };
-        for attached in self.store.list(&rb, Some(ns), &labelled).await?.items {
-            let bname = str_at(&attached, "/metadata/name").to_string();
-            if wanted.contains(&bname) {
-                continue;
-            }
-            match plan_release(&attached, ns, name) {
-                Ok(plan) => {
-                    let why = format!("no longer required by ResourceBinding {ns}/{name}");
-                    self.apply(plan, Some(&attached), &bname, ns, &why, &mut outcome)
-                        .await?;
-                }
-                Err(e) => outcome.errors.push(e.to_string()),
-            }
+        Ok(self
+            .store
+            .list(&well_known::resource_bindings(), Some(ns), &labelled)
+            .await?
+            .items)
+    }
+
+    /// The binding `ns/name` is gone: every attached binding it required is released.
+    async fn release_all(&self, key: &str, ns: &str, name: &str) -> Result<Action, ReconcileError> {
+        let mut outcome = Outcome::default();
+        for attached in self.labelled(ns, name).await? {
+            self.release(&attached, ns, name, &mut outcome).await?;
         }
-        if !outcome.changed.is_empty() {
-            if let Some(b) = &binding {
-                let clusters: Vec<&str> = spec.clusters.iter().map(|c| c.name.as_str()).collect();
-                self.events
-                    .record(
-                        b,
-                        EventType::Normal,
-                        "SyncScheduleResultToDependenciesSucceed",
-                        &format!(
-                            "Dependencies follow the binding to [{}]: {}",
-                            clusters.join(", "),
-                            outcome.changed.join("; ")
-                        ),
-                    )
-                    .await;
-            }
-        }
+        self.clear_warnings(key);
         if outcome.errors.is_empty() {
-            self.clear_warnings(key);
             Ok(Action::Done)
         } else {
             Err(ReconcileError::Other(outcome.errors.join("; ")))
         }
+    }
+
+    async fn release(
+        &self,
+        attached: &Value,
+        ns: &str,
+        name: &str,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileError> {
+        let bname = str_at(attached, "/metadata/name").to_string();
+        match plan_release(attached, ns, name) {
+            Ok(plan) => {
+                let why = format!("no longer required by ResourceBinding {ns}/{name}");
+                self.apply(plan, Some(attached), &bname, ns, &why, outcome)
+                    .await
+            }
+            Err(e) => {
+                outcome.errors.push(e.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the dependencies record of a binding; returns the binding as stored.
+    async fn record(
+        &self,
+        binding: &Value,
+        deps: &BTreeSet<DependencyRef>,
+    ) -> Result<Value, ReconcileError> {
+        let updated = with_recorded_dependencies(binding, deps);
+        if &updated == binding {
+            return Ok(updated);
+        }
+        Ok(self
+            .store
+            .update(&well_known::resource_bindings(), updated)
+            .await?)
     }
 
     /// Writes one plan; a create that finds the name taken is a conflict (retried).
@@ -881,6 +1066,38 @@ mod tests {
         assert!(name.len() <= 63 && name.starts_with("depended-by-"), "{a}");
     }
 
+    #[test]
+    fn dependencies_are_recorded_sorted_and_removed_when_none() {
+        let b = json!({"metadata": {"name": "web-deployment", "annotations": {"keep": "me"}}});
+        assert_eq!(recorded_dependencies(&b), Ok(None));
+        let cm = DependencyRef::of(&config_map("u", "1"));
+        let secret = DependencyRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "default".into(),
+            name: "a-secret".into(),
+        };
+        let deps: BTreeSet<DependencyRef> = [secret.clone(), cm.clone()].into();
+        let with = with_recorded_dependencies(&b, &deps);
+        assert_eq!(
+            with["metadata"]["annotations"][DEPENDENCIES_ANNOTATION],
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"default","name":"cfg"},{"apiVersion":"v1","kind":"Secret","namespace":"default","name":"a-secret"}]"#
+        );
+        assert_eq!(recorded_dependencies(&with), Ok(Some(deps)));
+        assert_eq!(with["metadata"]["annotations"]["keep"], "me");
+        assert_eq!(with_recorded_dependencies(&with, &BTreeSet::new()), b);
+        let bare = json!({"metadata": {"name": "x"}});
+        let round = with_recorded_dependencies(
+            &with_recorded_dependencies(&bare, &[cm.clone()].into()),
+            &BTreeSet::new(),
+        );
+        assert_eq!(round, bare, "no empty annotations left behind");
+        let mut garbage = b.clone();
+        garbage["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] = json!("not json");
+        assert!(recorded_dependencies(&garbage).is_err());
+        assert_eq!(cm.binding_name(), "cfg-configmap");
+    }
+
     fn config_map(uid: &str, rv: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "cfg", "namespace": "default", "uid": uid, "resourceVersion": rv},
@@ -1089,6 +1306,12 @@ mod tests {
                 json!(null),
             ),
             (
+                "not ours, even with nothing left in it",
+                attached("u", json!(null), None),
+                "keep",
+                json!(null),
+            ),
+            (
                 "being deleted",
                 {
                     let mut b = with_label(attached("u", json!([ours]), None));
@@ -1266,6 +1489,12 @@ mod tests {
             a["metadata"]["labels"][depended_by_label("default", "web-deployment")],
             "web-deployment-id"
         );
+        let recorded = recorded_dependencies(&get_rb(&f.store, "web-deployment").await.unwrap());
+        assert_eq!(
+            recorded.unwrap().unwrap().into_iter().collect::<Vec<_>>(),
+            [DependencyRef::of(&cm)],
+            "the binding records what it requires"
+        );
         assert!(
             a["metadata"]["labels"][RB_PERMANENT_ID_LABEL].is_string(),
             "admitted: {a}"
@@ -1338,6 +1567,13 @@ mod tests {
         assert!(a["metadata"]["labels"]
             .get(depended_by_label("default", "web-deployment"))
             .is_none());
+        let web_rb = get_rb(&f.store, "web-deployment").await.unwrap();
+        assert_eq!(recorded_dependencies(&web_rb), Ok(None), "record removed");
+        let keys = (DependenciesDistributor::sources()[0].keys)(&web_rb);
+        assert!(
+            keys.is_empty(),
+            "a binding with nothing to do is not queued: {keys:?}"
+        );
 
         // The last dependent is deleted: the attached binding goes.
         f.store
@@ -1402,6 +1638,31 @@ mod tests {
             .await
             .unwrap();
         assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_record_falls_back_to_the_label_scan() {
+        let f = fixture();
+        put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        let web = deployment(&f.store, "web", "cfg").await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_some());
+        update_rb(&f.store, "web-deployment", |b| {
+            b["spec"]["propagateDeps"] = json!(false);
+            b["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] = json!("[broken");
+        })
+        .await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+        let b = get_rb(&f.store, "web-deployment").await.unwrap();
+        assert_eq!(recorded_dependencies(&b), Ok(None), "{b}");
     }
 
     #[tokio::test]
