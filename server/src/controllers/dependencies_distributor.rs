@@ -20,11 +20,18 @@
 //! object (an earlier dependency of the same name still being collected, Karmada issue #2090)
 //! is an error, retried until it is gone.
 //!
+//! The dependent binding records what it requires in [`DEPENDENCIES_ANNOTATION`] (written
+//! before any attached binding, so nothing is forgotten across a crash); what it stops
+//! requiring is found from that record, and only a deleted binding needs a scan of its
+//! namespace by label. Bindings that neither propagate dependencies nor have a record are not
+//! queued at all.
+//!
 //! The rules are the pure functions [`merge_snapshot`], [`remove_snapshot`], [`plan_attach`]
 //! and [`plan_release`]; the controller fetches, calls them and writes with compare-and-swap.
 //! Keys: `rb|<ns>|<name>` for a binding, and `deps-ns|<ns>` when an object of a dependency kind
 //! changed in a namespace (every propagateDeps binding there is queued again, so a ConfigMap
-//! created after its Deployment is picked up, and a changed one reaches the members).
+//! created after its Deployment is picked up, and a changed one reaches the members). User
+//! guide: `docs/dependencies.md`.
 
 use super::binding_keys::{binding_key, decode};
 use super::detector::{binding_name, is_reserved_namespace};
