@@ -430,6 +430,30 @@ pub fn with_recorded_dependencies(binding: &Value, deps: &BTreeSet<DependencyRef
     out
 }
 
+/// The keys a ResourceBinding event concerns: the binding itself while it propagates
+/// dependencies or has some recorded (also the last state seen of a deleted binding), and the
+/// dependents named in its `requiredBy` (so an attached binding deleted or edited by hand is
+/// put right at once). Other bindings concern nobody here.
+pub fn binding_keys_concerned(binding: &Value) -> Vec<String> {
+    let mut keys = Vec::new();
+    let propagating = binding.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+    if propagating || has_recorded_dependencies(binding) {
+        keys.extend(binding_key(binding));
+    }
+    if let Some(snapshots) = binding
+        .pointer("/spec/requiredBy")
+        .and_then(Value::as_array)
+    {
+        for s in snapshots {
+            let (ns, name) = (str_at(s, "/namespace"), str_at(s, "/name"));
+            if !ns.is_empty() && !name.is_empty() {
+                keys.push(format!("rb|{ns}|{name}"));
+            }
+        }
+    }
+    keys
+}
+
 /// What one reconcile of a dependent binding changed (for its Event).
 #[derive(Default)]
 struct Outcome {
@@ -488,16 +512,10 @@ impl DependenciesDistributor {
     /// What feeds the distributor: ResourceBindings, and the dependency kinds (keyed by
     /// namespace).
     pub fn sources() -> Vec<Source> {
-        // A binding concerns the distributor while it propagates dependencies or has
-        // attached bindings recorded (also the last state seen of a deleted binding).
-        let mut sources = vec![Source::mapped(well_known::resource_bindings(), |b| {
-            let propagating = b.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
-            if propagating || has_recorded_dependencies(b) {
-                binding_key(b).into_iter().collect()
-            } else {
-                Vec::new()
-            }
-        })];
+        let mut sources = vec![Source::mapped(
+            well_known::resource_bindings(),
+            binding_keys_concerned,
+        )];
         for plural in DEPENDENCY_PLURALS {
             if let Some(rt) = builtin_by_plural("", plural) {
                 sources.push(Source::mapped(rt, |obj| {
@@ -1071,6 +1089,37 @@ mod tests {
         let (prefix, name) = a.split_once('/').unwrap();
         assert_eq!(prefix, "resourcebinding.karmada.io");
         assert!(name.len() <= 63 && name.starts_with("depended-by-"), "{a}");
+    }
+
+    #[test]
+    fn binding_events_concern_dependents_and_their_attached_bindings_only() {
+        let cases = [
+            (
+                "plain binding",
+                json!({"metadata": {"name": "a", "namespace": "default"}, "spec": {}}),
+                vec![],
+            ),
+            (
+                "propagates",
+                json!({"metadata": {"name": "a", "namespace": "default"}, "spec": {"propagateDeps": true}}),
+                vec!["rb|default|a"],
+            ),
+            (
+                "turned off, still recorded",
+                json!({"metadata": {"name": "a", "namespace": "default",
+                                    "annotations": {DEPENDENCIES_ANNOTATION: "[]"}}, "spec": {}}),
+                vec!["rb|default|a"],
+            ),
+            (
+                "attached: its dependents",
+                json!({"metadata": {"name": "cfg-configmap", "namespace": "default"},
+                       "spec": {"requiredBy": [{"namespace": "default", "name": "a"}, {"namespace": "default", "name": "b"}]}}),
+                vec!["rb|default|a", "rb|default|b"],
+            ),
+        ];
+        for (what, binding, want) in cases {
+            assert_eq!(binding_keys_concerned(&binding), want, "{what}");
+        }
     }
 
     #[test]
