@@ -1,7 +1,8 @@
 //! propagateDeps end to end with the real binaries: a Deployment whose pod template uses a
 //! ConfigMap, placed by a policy with `propagateDeps: true` on two simulated members, takes the
 //! ConfigMap with it — through the attached binding `cfg-configmap` and its `requiredBy` — and
-//! the ConfigMap follows the Deployment when the policy narrows and goes when it is deleted.
+//! a Secret it names that is created later; the ConfigMap's changes reach the members, it
+//! follows the Deployment when the policy narrows, and goes when the Deployment is deleted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{member_call, wait_for, ApiClient, Server};
@@ -26,8 +27,13 @@ fn patch(api: &ApiClient, path: &str, body: Value) {
 
 /// The ConfigMap `cfg` on a simulated member (`None` when it is not there).
 fn member_cm(members: &str, member: &str) -> Option<Value> {
-    let url =
-        format!("{members}/members/{member}/objects?apiVersion=v1&kind=ConfigMap&namespace=default&name=cfg");
+    member_object(members, member, "ConfigMap", "cfg")
+}
+
+fn member_object(members: &str, member: &str, kind: &str, name: &str) -> Option<Value> {
+    let url = format!(
+        "{members}/members/{member}/objects?apiVersion=v1&kind={kind}&namespace=default&name={name}"
+    );
     match member_call("GET", &url, None) {
         Ok((200, v)) => Some(v),
         _ => None,
@@ -125,6 +131,7 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
                      "template": {"metadata": {"labels": {"app": "web"}},
                                   "spec": {"containers": [{"name": "web", "image": "nginx",
                                                            "envFrom": [{"configMapRef": {"name": "cfg"}}],
+                                                           "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "token", "key": "t"}}}],
                                                            "volumeMounts": [{"name": "conf", "mountPath": "/etc/web"}]}],
                                            "volumes": [{"name": "conf", "configMap": {"name": "cfg"}}]}}}}),
     );
@@ -177,6 +184,22 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
         })
         .unwrap();
         assert_eq!(cm["data"]["greeting"], "hello", "{cm}");
+    }
+
+    // A dependency created after the workload is picked up when it appears.
+    create(
+        &api,
+        "/api/v1/namespaces/default/secrets",
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "token", "namespace": "default"}, "data": {"t": "czNjcjN0"}}),
+    );
+    for cluster in ["member1", "member2"] {
+        wait_for(
+            &format!("the Secret created later on {cluster}"),
+            WAIT,
+            || member_object(&members, cluster, "Secret", "token"),
+        )
+        .unwrap();
     }
 
     // A change of the ConfigMap reaches the members.
