@@ -401,8 +401,8 @@ pub fn start_controllers(
     Ok(handles)
 }
 
-/// The propagation controllers: interpreter customizations, detector, scheduler, binding
-/// works, binding status, and push execution.
+/// The propagation controllers: interpreter customizations, detector, dependencies
+/// distributor, scheduler, binding works, binding status, and push execution.
 fn start_propagation(
     state: &ApiState,
     settings: &ControllerSettings,
@@ -414,6 +414,7 @@ fn start_propagation(
     use crate::controllers::binding_status::BindingStatusController;
     use crate::controllers::binding_works::BindingController;
     use crate::controllers::customizations::CustomizationController;
+    use crate::controllers::dependencies_distributor::DependenciesDistributor;
     use crate::controllers::detector::Detector;
     use crate::controllers::push_execution::PushExecutionController;
     use crate::controllers::queue::WorkQueue;
@@ -482,6 +483,25 @@ fn start_propagation(
         Some(metrics.clone()),
         stop.clone(),
         detector_queue,
+    ));
+    let distributor_queue = WorkQueue::default();
+    let distributor = DependenciesDistributor::new(
+        store.clone(),
+        state.clock.clone(),
+        state.registry.clone(),
+        interpreter.clone(),
+        events.for_component("dependencies-distributor"),
+        distributor_queue.clone(),
+        registry,
+    )
+    .map_err(StartError::Metrics)?;
+    handles.push(controllers::runtime::spawn_with_queue(
+        store.clone(),
+        Arc::new(distributor),
+        with(DependenciesDistributor::sources(), 2, settings.resync),
+        Some(metrics.clone()),
+        stop.clone(),
+        distributor_queue,
     ));
     let scheduler = SchedulerController::new(
         store.clone(),

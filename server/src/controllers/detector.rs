@@ -5,7 +5,10 @@
 //! marked with the claiming policy (its permanent-id label, name and namespace annotations).
 //! Which policy wins is [`super::policy_matching`]'s decision. A policy change re-evaluates the
 //! templates it selects; a template that no policy selects any more loses its claim and its
-//! binding; a deleted template's binding (and so its works) goes by garbage collection.
+//! binding — unless other bindings still require it (`spec.requiredBy`, written by
+//! [`super::dependencies_distributor`]): then only the placement and claim go and the binding
+//! stays as an attached binding. The detector never writes `requiredBy`. A deleted template's
+//! binding (and so its works) goes by garbage collection.
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
@@ -22,8 +25,8 @@ use flotilla_api::binding::ReplicaRequirements;
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::kinds::{well_known, ResourceType, WORK_GROUP};
 use flotilla_api::policy::{
-    ClusterPropagationPolicy, PropagationPolicy, CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME,
-    PP_PERMANENT_ID_LABEL,
+    ClusterPropagationPolicy, PropagationPolicy, APPLIED_PLACEMENT_ANNOTATION,
+    CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME, PP_PERMANENT_ID_LABEL,
 };
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
@@ -333,6 +336,11 @@ impl Detector {
         let Some(i) = choice else {
             self.set_claim(rt, &template, None).await?;
             match self.store.get(&binding_rt, namespace, &bname).await {
+                Ok(b)
+                    if owned_by(&b, str_at(&template, "/metadata/uid")) && has_required_by(&b) =>
+                {
+                    return self.keep_for_dependents(&binding_rt, &template, b).await;
+                }
                 Ok(b) if owned_by(&b, str_at(&template, "/metadata/uid")) => {
                     match self
                         .store
@@ -415,6 +423,44 @@ impl Detector {
             return Ok(updated);
         }
         Ok(self.store.update(rt, updated).await?)
+    }
+
+    /// No policy selects the template, but other bindings still require it (it is one of their
+    /// dependencies): the binding stays as an attached binding, without the policy's placement
+    /// and claim, and so goes only where `spec.requiredBy` says.
+    async fn keep_for_dependents(
+        &self,
+        rt: &ResourceType,
+        template: &Value,
+        binding: Value,
+    ) -> Result<Action, ReconcileError> {
+        let mut released = release_claim(&binding);
+        if released == binding {
+            return Ok(Action::Done);
+        }
+        let name = str_at(&binding, "/metadata/name").to_string();
+        flotilla_api::admission::admit(
+            WORK_GROUP,
+            &rt.kind,
+            &mut released,
+            Some(&binding),
+            &DefaultingConfig::default(),
+            self.clock.now(),
+        )
+        .map_err(|e| ReconcileError::Other(format!("binding {name} is invalid: {e}")))?;
+        self.store.update(rt, released).await?;
+        tracing::info!(binding = %name, "no policy selects the template any more; binding kept for the bindings that require it");
+        self.events
+            .record(
+                template,
+                EventType::Normal,
+                "PolicyClaimReleased",
+                &format!(
+                    "No policy selects the template any more; binding {name} keeps only the clusters of the bindings that depend on it (spec.requiredBy)"
+                ),
+            )
+            .await;
+        Ok(Action::Done)
     }
 
     async fn ensure_binding(
@@ -595,6 +641,58 @@ const OWNED_SPEC_FIELDS: &[&str] = &[
     "suspension",
     "preserveResourcesOnDeletion",
 ];
+
+fn has_required_by(binding: &Value) -> bool {
+    binding
+        .pointer("/spec/requiredBy")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty())
+}
+
+/// The binding without what a policy gave it: the detector's spec fields (all but `resource`),
+/// the scheduling result and what hangs on it (eviction tasks, reschedule request), and the
+/// claim labels and annotations. `requiredBy`, the depended-by labels and the binding's own
+/// permanent id stay: what is left is an attached binding.
+pub fn release_claim(binding: &Value) -> Value {
+    let mut out = binding.clone();
+    if let Some(spec) = out.get_mut("spec").and_then(Value::as_object_mut) {
+        for field in OWNED_SPEC_FIELDS
+            .iter()
+            .filter(|f| **f != "resource")
+            .chain(&["clusters", "gracefulEvictionTasks", "rescheduleTriggeredAt"])
+        {
+            spec.remove(*field);
+        }
+    }
+    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        for (part, keys) in [
+            (
+                "labels",
+                &[PP_PERMANENT_ID_LABEL, CPP_PERMANENT_ID_LABEL][..],
+            ),
+            (
+                "annotations",
+                &[
+                    PP_NAME_ANNOTATION,
+                    PP_NAMESPACE_ANNOTATION,
+                    CPP_NAME_ANNOTATION,
+                    APPLIED_PLACEMENT_ANNOTATION,
+                ][..],
+            ),
+        ] {
+            let Some(map) = meta.get_mut(part).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for k in keys {
+                map.remove(*k);
+            }
+            if map.is_empty() {
+                meta.remove(part);
+            }
+        }
+    }
+    out
+}
 
 fn merge_binding(existing: &mut Value, desired: &Value) {
     for field in OWNED_SPEC_FIELDS {
@@ -908,6 +1006,85 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         panic!("binding not collected");
+    }
+
+    #[tokio::test]
+    async fn a_binding_other_bindings_require_keeps_requiredby_and_outlives_its_policy() {
+        let f = fixture().await;
+        create(&f.store, &deploy_rt(), deployment()).await;
+        create(
+            &f.store,
+            &well_known::propagation_policies(),
+            policy("p", &["m1"], 0),
+        )
+        .await;
+        f.detector.reconcile("pp|default|p").await.unwrap();
+        let key = f.detector.queue.next().await.unwrap();
+        f.detector.queue.done(&key);
+        f.detector.reconcile(&key).await.unwrap();
+        // The dependencies distributor adds a snapshot; the scheduler placed it.
+        let mut b = binding(&f.store).await.unwrap();
+        let depended_by = "resourcebinding.karmada.io/depended-by-0000abcd";
+        b["spec"]["requiredBy"] = json!([{"namespace": "default", "name": "app-deployment", "clusters": [{"name": "m2"}]}]);
+        b["spec"]["clusters"] = json!([{"name": "m1", "replicas": 3}]);
+        b["metadata"]["labels"][depended_by] = json!("app-id");
+        b["metadata"]["annotations"][APPLIED_PLACEMENT_ANNOTATION] = json!("{}");
+        f.store
+            .update(&well_known::resource_bindings(), b)
+            .await
+            .unwrap();
+        // A template change rewrites the detector's fields only.
+        let mut t = f
+            .store
+            .get(&deploy_rt(), Some("default"), "nginx")
+            .await
+            .unwrap();
+        t["spec"]["replicas"] = json!(4);
+        f.store.update(&deploy_rt(), t).await.unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store).await.unwrap();
+        assert_eq!(b["spec"]["replicas"], 4);
+        assert_eq!(b["spec"]["requiredBy"][0]["name"], "app-deployment", "{b}");
+        // No policy any more: the binding stays for its dependents, without placement or claim.
+        f.store
+            .delete(
+                &well_known::propagation_policies(),
+                Some("default"),
+                "p",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        f.detector.reconcile(&key).await.unwrap();
+        let b = binding(&f.store)
+            .await
+            .expect("kept for the bindings that require it");
+        assert_eq!(b["spec"]["requiredBy"][0]["name"], "app-deployment");
+        for gone in [
+            "placement",
+            "clusters",
+            "propagateDeps",
+            "replicas",
+            "schedulerName",
+        ] {
+            assert!(b["spec"].get(gone).is_none(), "{gone}: {b}");
+        }
+        assert!(b["spec"]["resource"]["name"] == "nginx");
+        let labels = &b["metadata"]["labels"];
+        assert!(labels.get(PP_PERMANENT_ID_LABEL).is_none(), "{b}");
+        assert_eq!(labels[depended_by], "app-id");
+        assert!(labels["resourcebinding.karmada.io/permanent-id"].is_string());
+        assert!(b["metadata"]
+            .get("annotations")
+            .and_then(|a| a.get(APPLIED_PLACEMENT_ANNOTATION))
+            .is_none());
+        // Converged: a second pass writes nothing.
+        let rv = b["metadata"]["resourceVersion"].clone();
+        f.detector.reconcile(&key).await.unwrap();
+        assert_eq!(
+            binding(&f.store).await.unwrap()["metadata"]["resourceVersion"],
+            rv
+        );
     }
 
     #[test]

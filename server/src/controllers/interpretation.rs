@@ -1,6 +1,7 @@
 //! What controllers ask of the resource interpreter about a template, as a trait so that each
 //! controller is tested with a small fake and the interpreter stays a pure library.
 
+use crate::interpreter::{InterpretError, ObjectRef};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::work::ResourceHealth;
 use serde_json::Value;
@@ -18,6 +19,10 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
     fn has_health_rule(&self, object: &Value) -> bool;
     /// The template's status folded from the members' statuses (`None`: leave it alone).
     fn aggregate_status(&self, template: &Value, items: &[AggregatedStatusItem]) -> Option<Value>;
+    /// The objects the template depends on (`propagateDeps`); empty for kinds without a rule.
+    /// An error is reported (a rule failed), not treated as "no dependencies": dropping every
+    /// dependency because a rule broke would remove them from the members.
+    fn dependencies(&self, template: &Value) -> Result<Vec<ObjectRef>, InterpretError>;
 }
 
 /// The server's interpreter answers for the controllers; a rule that fails is logged and
@@ -59,5 +64,9 @@ impl TemplateInterpreter for crate::interpreter::Interpreter {
                 None
             },
         )
+    }
+
+    fn dependencies(&self, template: &Value) -> Result<Vec<ObjectRef>, InterpretError> {
+        crate::interpreter::Interpreter::dependencies(self, template)
     }
 }

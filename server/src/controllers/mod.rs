@@ -9,6 +9,7 @@ pub mod cluster_health;
 pub mod cluster_status;
 pub mod cluster_taints;
 pub mod customizations;
+pub mod dependencies_distributor;
 pub mod detector;
 pub mod interpretation;
 pub mod policy_matching;

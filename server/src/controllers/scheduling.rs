@@ -4,7 +4,9 @@
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
 //! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision
 //! is an Event on the binding. Bindings are looked at again on a short resync so that cluster
-//! changes (new members, taints) reach bindings that could not be placed.
+//! changes (new members, taints) reach bindings that could not be placed. Bindings without a
+//! placement (attached bindings of dependencies, see [`super::dependencies_distributor`]) are
+//! left alone.
 
 use super::binding_keys::{decode, live_binding, LiveBinding};
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -97,6 +99,13 @@ impl Reconciler for SchedulerController {
             return Ok(Action::Done);
         }
         if spec.suspension.as_ref().and_then(|s| s.scheduling) == Some(true) {
+            return Ok(Action::Done);
+        }
+        // A binding without placement is an attached binding (created by the dependencies
+        // distributor for a ConfigMap, Secret, ... a workload needs): it goes where
+        // `spec.requiredBy` says and is never scheduled, as Karmada's scheduler filters out
+        // bindings no policy claims.
+        if spec.placement.is_none() {
             return Ok(Action::Done);
         }
         let generation = binding
@@ -235,5 +244,44 @@ impl Reconciler for SchedulerController {
                 Ok(Action::RequeueAfter(RETRY_UNSCHEDULABLE))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::store::{KvStore, StoreConfig};
+
+    #[tokio::test]
+    async fn a_binding_without_placement_is_not_scheduled() {
+        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let attached = json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "cfg-configmap", "namespace": "default", "uid": "u"},
+            "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cfg"},
+                     "requiredBy": [{"namespace": "default", "name": "web-deployment", "clusters": [{"name": "m1"}]}]}});
+        let rt = well_known::resource_bindings();
+        let before = store.create(&rt, attached).await.unwrap();
+        assert_eq!(
+            scheduler
+                .reconcile("rb|default|cfg-configmap")
+                .await
+                .unwrap(),
+            Action::Done
+        );
+        let after = store
+            .get(&rt, Some("default"), "cfg-configmap")
+            .await
+            .unwrap();
+        assert_eq!(after, before, "no clusters, no condition, no error");
+        let events = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        assert!(events.items.is_empty(), "{:?}", events.items);
     }
 }

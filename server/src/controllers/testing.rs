@@ -1,6 +1,7 @@
 //! Fakes shared by controller tests.
 
 use super::interpretation::TemplateInterpreter;
+use crate::interpreter::{InterpretError, ObjectRef};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::work::ResourceHealth;
 use serde_json::{json, Value};
@@ -48,5 +49,9 @@ impl TemplateInterpreter for SpecReplicas {
             .filter_map(|i| i.status.as_ref()?.get("readyReplicas")?.as_i64())
             .sum();
         Some(json!({"readyReplicas": ready}))
+    }
+
+    fn dependencies(&self, _: &Value) -> Result<Vec<ObjectRef>, InterpretError> {
+        Ok(Vec::new())
     }
 }

@@ -111,7 +111,8 @@ pub fn needs_scheduling(
     clusters: &ClusterSnapshot,
 ) -> Option<ScheduleReason> {
     let Some(placement) = spec.placement.as_ref() else {
-        // Nothing was ever applied for a binding without placement; scheduling reports it.
+        // Nothing was ever applied for a binding without placement. The controller never asks
+        // for one (attached bindings are not scheduled); a direct caller gets the error.
         return Some(ScheduleReason::PlacementChanged);
     };
     if placement_changed(

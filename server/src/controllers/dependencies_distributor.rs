@@ -1,0 +1,1841 @@
+//! The dependencies distributor (Karmada's `pkg/dependenciesdistributor`): the ConfigMaps,
+//! Secrets, ServiceAccounts and PersistentVolumeClaims a workload needs follow it to the clusters
+//! it runs on. It owns **attached bindings** and their `spec.requiredBy`.
+//!
+//! For every ResourceBinding with `spec.propagateDeps: true` that a policy placed (it has a
+//! placement and a non-empty `spec.clusters`), the interpreter names the template's
+//! dependencies; for each one that exists in the binding's namespace, the binding
+//! `<dependency name>-<kind lowercased>` (the name the detector would give it) is created or
+//! updated: owned by the dependency, labelled [`depended_by_label`] = the dependent binding's
+//! permanent id, `spec.resource` pointing at the dependency, and a snapshot
+//! `{namespace, name, clusters}` of the dependent binding in `spec.requiredBy`, beside the
+//! snapshots of other bindings that need the same object. The binding controller then writes a
+//! Work for every `requiredBy` cluster, like for `spec.clusters`.
+//!
+//! When the dependent binding moves, its snapshot follows; when it no longer needs an object
+//! (template changed, propagateDeps turned off, not placed anywhere, deleted), its snapshot and
+//! label go, and an attached binding left with no snapshot and no placement of its own is
+//! deleted. A binding of that name that a policy placed keeps its placement: the snapshots are
+//! merged into it, and the detector keeps them. A binding of that name controlled by another
+//! object (an earlier dependency of the same name still being collected, Karmada issue #2090)
+//! is an error, retried until it is gone.
+//!
+//! The dependent binding records what it requires in [`DEPENDENCIES_ANNOTATION`] (written
+//! before any attached binding, so nothing is forgotten across a crash); what it stops
+//! requiring is found from that record, and only a deleted binding needs a scan of its
+//! namespace by label. Bindings that neither propagate dependencies nor have a record are not
+//! queued at all.
+//!
+//! The rules are the pure functions [`merge_snapshot`], [`remove_snapshot`], [`plan_attach`]
+//! and [`plan_release`]; the controller fetches, calls them and writes with compare-and-swap.
+//! Keys: `rb|<ns>|<name>` for a binding, and `deps-ns|<ns>` when an object of a dependency kind
+//! changed in a namespace (every propagateDeps binding there is queued again, so a ConfigMap
+//! created after its Deployment is picked up, and a changed one reaches the members). User
+//! guide: `docs/dependencies.md`.
+
+use super::binding_keys::{binding_key, decode};
+use super::detector::{binding_name, is_reserved_namespace};
+use super::interpretation::TemplateInterpreter;
+use super::queue::WorkQueue;
+use super::runtime::{Action, ReconcileError, Reconciler, Source};
+use crate::api::registry::Registry;
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
+use async_trait::async_trait;
+use flotilla_api::binding::{
+    BindingSnapshot, ResourceBindingSpec, TargetCluster, BINDING_API_VERSION, RB_PERMANENT_ID_LABEL,
+};
+use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_api::kinds::{builtin_by_plural, well_known, WORK_GROUP};
+use parking_lot::Mutex;
+use prometheus::IntCounterVec;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+/// Prefix of the label an attached binding carries for each binding that requires it; the rest
+/// of the key is a hash of that binding's `namespace/name` (see [`depended_by_label`]).
+pub const DEPENDED_BY_LABEL_PREFIX: &str = "resourcebinding.karmada.io/depended-by-";
+
+/// Kinds whose changes queue the propagateDeps bindings of their namespace again (the kinds
+/// the native dependency rules name, as Karmada's distributor watches them).
+pub const DEPENDENCY_PLURALS: &[&str] = &[
+    "configmaps",
+    "secrets",
+    "serviceaccounts",
+    "persistentvolumeclaims",
+];
+
+/// FNV-1a 32 of a string.
+fn fnv32(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The label key marking an attached binding as required by the binding `namespace/name`:
+/// `resourcebinding.karmada.io/depended-by-<8 hex digits of FNV-1a("namespace/name")>`. Its
+/// value is that binding's permanent id. (Karmada hashes the same string with its own hash, so
+/// the keys differ from Karmada's; the value is the same.)
+pub fn depended_by_label(namespace: &str, name: &str) -> String {
+    format!(
+        "{DEPENDED_BY_LABEL_PREFIX}{:08x}",
+        fnv32(&format!("{namespace}/{name}"))
+    )
+}
+
+/// `existing` with `snapshot` in place of the one of the same binding, or added at the end.
+pub fn merge_snapshot(
+    existing: &[BindingSnapshot],
+    snapshot: &BindingSnapshot,
+) -> Vec<BindingSnapshot> {
+    let mut out = existing.to_vec();
+    match out
+        .iter_mut()
+        .find(|s| s.namespace == snapshot.namespace && s.name == snapshot.name)
+    {
+        Some(s) => s.clusters = snapshot.clusters.clone(),
+        None => out.push(snapshot.clone()),
+    }
+    out
+}
+
+/// `existing` without the snapshot(s) of the binding `namespace/name`.
+pub fn remove_snapshot(
+    existing: &[BindingSnapshot],
+    namespace: &str,
+    name: &str,
+) -> Vec<BindingSnapshot> {
+    existing
+        .iter()
+        .filter(|s| !(s.namespace == namespace && s.name == name))
+        .cloned()
+        .collect()
+}
+
+/// The binding that depends on objects, as the rules need it.
+#[derive(Clone, Debug)]
+pub struct Dependent<'a> {
+    /// Namespace (attached bindings live in the same one).
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// Its permanent id (the depended-by label's value).
+    pub permanent_id: &'a str,
+    /// Its scheduling result.
+    pub clusters: &'a [TargetCluster],
+}
+
+impl Dependent<'_> {
+    /// Its snapshot in `requiredBy`.
+    pub fn snapshot(&self) -> BindingSnapshot {
+        BindingSnapshot {
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            clusters: self.clusters.to_vec(),
+        }
+    }
+}
+
+/// What to do with one attached binding.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttachedPlan {
+    /// Nothing to write.
+    Keep,
+    /// Create this binding.
+    Create(Value),
+    /// Update to this binding; `required_by_changed` says whether a snapshot changed (and not
+    /// only the dependency's resourceVersion).
+    Update {
+        /// The binding to write.
+        binding: Value,
+        /// Whether `spec.requiredBy` changed.
+        required_by_changed: bool,
+    },
+    /// Delete it: nothing requires it and no policy placed it.
+    Delete,
+}
+
+/// Why an attached binding cannot be written now.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AttachError {
+    /// A binding of that name is controlled by another object (Karmada issue #2090: a deleted
+    /// dependency's binding still waiting for garbage collection).
+    #[error("binding {binding} is controlled by uid {owner:?}, not by {kind} {name} (uid {uid}); waiting for it to go")]
+    OwnedByAnother {
+        /// The binding's name.
+        binding: String,
+        /// Its controller's uid (empty: none).
+        owner: String,
+        /// The dependency's kind.
+        kind: String,
+        /// The dependency's name.
+        name: String,
+        /// The dependency's uid.
+        uid: String,
+    },
+    /// The binding is being deleted; it is created again once it is gone.
+    #[error("binding {0} is being deleted")]
+    Deleting(String),
+    /// `spec.requiredBy` of the stored binding cannot be read.
+    #[error("binding {binding}: spec.requiredBy cannot be decoded: {message}")]
+    Decode {
+        /// The binding's name.
+        binding: String,
+        /// The decoder's message.
+        message: String,
+    },
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn required_by(binding: &Value) -> Result<Vec<BindingSnapshot>, AttachError> {
+    match binding.pointer("/spec/requiredBy") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| AttachError::Decode {
+            binding: str_at(binding, "/metadata/name").to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn set_required_by(binding: &mut Value, snapshots: &[BindingSnapshot]) {
+    if snapshots.is_empty() {
+        if let Some(spec) = binding.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("requiredBy");
+        }
+    } else {
+        binding["spec"]["requiredBy"] = json!(snapshots);
+    }
+}
+
+fn controller_uid(binding: &Value) -> String {
+    binding
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| refs.iter().find(|r| r["controller"] == true))
+        .map(|r| str_at(r, "/uid").to_string())
+        .unwrap_or_default()
+}
+
+fn resource_ref(dependency: &Value) -> Value {
+    json!({
+        "apiVersion": str_at(dependency, "/apiVersion"),
+        "kind": str_at(dependency, "/kind"),
+        "namespace": str_at(dependency, "/metadata/namespace"),
+        "name": str_at(dependency, "/metadata/name"),
+        "uid": str_at(dependency, "/metadata/uid"),
+        "resourceVersion": str_at(dependency, "/metadata/resourceVersion"),
+    })
+}
+
+/// The attached binding of `dependency` once `dependent` requires it: a new one, or `existing`
+/// with the dependent's snapshot merged in, its depended-by label set and `spec.resource`
+/// pointing at the dependency as it is now. Placement and every other field of an existing
+/// binding stay.
+pub fn plan_attach(
+    existing: Option<&Value>,
+    dependency: &Value,
+    dependent: &Dependent,
+) -> Result<AttachedPlan, AttachError> {
+    let kind = str_at(dependency, "/kind");
+    let dep_name = str_at(dependency, "/metadata/name");
+    let uid = str_at(dependency, "/metadata/uid");
+    let name = binding_name(dep_name, kind);
+    let label = depended_by_label(dependent.namespace, dependent.name);
+    let snapshot = dependent.snapshot();
+    let Some(existing) = existing else {
+        return Ok(AttachedPlan::Create(json!({
+            "apiVersion": BINDING_API_VERSION,
+            "kind": "ResourceBinding",
+            "metadata": {
+                "name": name,
+                "namespace": dependent.namespace,
+                "labels": {label: dependent.permanent_id},
+                "ownerReferences": [{
+                    "apiVersion": str_at(dependency, "/apiVersion"),
+                    "kind": kind,
+                    "name": dep_name,
+                    "uid": uid,
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                }],
+            },
+            "spec": {
+                "resource": resource_ref(dependency),
+                "requiredBy": [snapshot],
+            },
+        })));
+    };
+    if existing.pointer("/metadata/deletionTimestamp").is_some() {
+        return Err(AttachError::Deleting(name));
+    }
+    let owner = controller_uid(existing);
+    if owner != uid {
+        return Err(AttachError::OwnedByAnother {
+            binding: name,
+            owner,
+            kind: kind.to_string(),
+            name: dep_name.to_string(),
+            uid: uid.to_string(),
+        });
+    }
+    let before = required_by(existing)?;
+    let after = merge_snapshot(&before, &snapshot);
+    let mut updated = existing.clone();
+    set_required_by(&mut updated, &after);
+    updated["metadata"]["labels"][&label] = json!(dependent.permanent_id);
+    updated["spec"]["resource"] = resource_ref(dependency);
+    if &updated == existing {
+        return Ok(AttachedPlan::Keep);
+    }
+    Ok(AttachedPlan::Update {
+        binding: updated,
+        required_by_changed: before != after,
+    })
+}
+
+/// The attached binding `existing` once the binding `namespace/name` no longer requires it:
+/// its snapshot and depended-by label removed; deleted when no snapshot is left and it has no
+/// placement of its own. A binding already being deleted is left alone.
+pub fn plan_release(
+    existing: &Value,
+    namespace: &str,
+    name: &str,
+) -> Result<AttachedPlan, AttachError> {
+    if existing.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(AttachedPlan::Keep);
+    }
+    let before = required_by(existing)?;
+    let after = remove_snapshot(&before, namespace, name);
+    let label = depended_by_label(namespace, name);
+    let labelled = existing
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(&label));
+    if after == before && !labelled {
+        // Not required by that binding: not ours to touch.
+        return Ok(AttachedPlan::Keep);
+    }
+    let placed = existing
+        .pointer("/spec/placement")
+        .is_some_and(|p| !p.is_null());
+    if after.is_empty() && !placed {
+        return Ok(AttachedPlan::Delete);
+    }
+    let mut updated = existing.clone();
+    set_required_by(&mut updated, &after);
+    if let Some(labels) = updated
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.remove(&label);
+    }
+    if &updated == existing {
+        return Ok(AttachedPlan::Keep);
+    }
+    Ok(AttachedPlan::Update {
+        binding: updated,
+        required_by_changed: before != after,
+    })
+}
+
+/// Annotation on a binding recording the objects it requires (a JSON list of
+/// `{apiVersion, kind, namespace, name}`, sorted), as Karmada records them; the distributor
+/// reads it to find the attached bindings a binding stops requiring.
+pub const DEPENDENCIES_ANNOTATION: &str = "resourcebinding.karmada.io/dependencies";
+
+/// One object a binding requires.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyRef {
+    /// apiVersion.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl DependencyRef {
+    /// The reference to a stored object.
+    pub fn of(object: &Value) -> Self {
+        DependencyRef {
+            api_version: str_at(object, "/apiVersion").to_string(),
+            kind: str_at(object, "/kind").to_string(),
+            namespace: str_at(object, "/metadata/namespace").to_string(),
+            name: str_at(object, "/metadata/name").to_string(),
+        }
+    }
+
+    /// The name of its attached binding.
+    pub fn binding_name(&self) -> String {
+        binding_name(&self.name, &self.kind)
+    }
+}
+
+fn annotation_pointer() -> String {
+    format!(
+        "/metadata/annotations/{}",
+        DEPENDENCIES_ANNOTATION.replace('/', "~1")
+    )
+}
+
+fn has_recorded_dependencies(binding: &Value) -> bool {
+    binding.pointer(&annotation_pointer()).is_some()
+}
+
+/// The dependencies recorded on a binding; `None` when there is no record.
+pub fn recorded_dependencies(binding: &Value) -> Result<Option<BTreeSet<DependencyRef>>, String> {
+    match binding.pointer(&annotation_pointer()) {
+        None => Ok(None),
+        Some(v) => {
+            let text = v.as_str().ok_or("not a string")?;
+            serde_json::from_str(text)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// `binding` with `deps` recorded (the annotation removed when there are none).
+pub fn with_recorded_dependencies(binding: &Value, deps: &BTreeSet<DependencyRef>) -> Value {
+    let mut out = binding.clone();
+    if deps.is_empty() {
+        if let Some(a) = out
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(DEPENDENCIES_ANNOTATION);
+            if a.is_empty() {
+                if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("annotations");
+                }
+            }
+        }
+    } else {
+        let list: Vec<&DependencyRef> = deps.iter().collect();
+        out["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] =
+            json!(serde_json::to_string(&list).unwrap_or_default());
+    }
+    out
+}
+
+/// The keys a ResourceBinding event concerns: the binding itself while it propagates
+/// dependencies or has some recorded (also the last state seen of a deleted binding), and the
+/// dependents named in its `requiredBy` (so an attached binding deleted or edited by hand is
+/// put right at once). Other bindings concern nobody here.
+pub fn binding_keys_concerned(binding: &Value) -> Vec<String> {
+    let mut keys = Vec::new();
+    let propagating = binding.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+    if propagating || has_recorded_dependencies(binding) {
+        keys.extend(binding_key(binding));
+    }
+    if let Some(snapshots) = binding
+        .pointer("/spec/requiredBy")
+        .and_then(Value::as_array)
+    {
+        for s in snapshots {
+            let (ns, name) = (str_at(s, "/namespace"), str_at(s, "/name"));
+            if !ns.is_empty() && !name.is_empty() {
+                keys.push(format!("rb|{ns}|{name}"));
+            }
+        }
+    }
+    keys
+}
+
+/// What one reconcile of a dependent binding changed (for its Event).
+#[derive(Default)]
+struct Outcome {
+    changed: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// The controller.
+pub struct DependenciesDistributor {
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    registry: Arc<Registry>,
+    interpreter: Arc<dyn TemplateInterpreter>,
+    events: EventRecorder,
+    queue: WorkQueue,
+    decisions: IntCounterVec,
+    /// Warnings already recorded (`<binding key>|<what>`), so that a retried failure is one
+    /// Event, not one per retry; forgotten when the binding converges.
+    warned: Mutex<HashSet<String>>,
+}
+
+impl DependenciesDistributor {
+    /// A distributor queueing into `queue` (the queue it is spawned with), counting its
+    /// decisions in `flotilla_attached_binding_decisions_total{action}`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        registry: Arc<Registry>,
+        interpreter: Arc<dyn TemplateInterpreter>,
+        events: EventRecorder,
+        queue: WorkQueue,
+        metrics: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let decisions = IntCounterVec::new(
+            prometheus::Opts::new(
+                "flotilla_attached_binding_decisions_total",
+                "Attached bindings (dependencies of propagateDeps bindings) by action: created, \
+                 required_by_updated, refreshed (the dependency changed), deleted, blocked \
+                 (name held by another object), failed (dependencies could not be read).",
+            ),
+            &["action"],
+        )?;
+        metrics.register(Box::new(decisions.clone()))?;
+        Ok(Self {
+            store,
+            clock,
+            registry,
+            interpreter,
+            events,
+            queue,
+            decisions,
+            warned: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// What feeds the distributor: ResourceBindings, and the dependency kinds (keyed by
+    /// namespace).
+    pub fn sources() -> Vec<Source> {
+        let mut sources = vec![Source::mapped(
+            well_known::resource_bindings(),
+            binding_keys_concerned,
+        )];
+        for plural in DEPENDENCY_PLURALS {
+            if let Some(rt) = builtin_by_plural("", plural) {
+                sources.push(Source::mapped(rt, |obj| {
+                    let ns = str_at(obj, "/metadata/namespace");
+                    if ns.is_empty() || is_reserved_namespace(ns) {
+                        Vec::new()
+                    } else {
+                        vec![format!("deps-ns|{ns}")]
+                    }
+                }));
+            }
+        }
+        sources
+    }
+
+    fn count(&self, action: &str) {
+        self.decisions.with_label_values(&[action]).inc();
+    }
+
+    /// Warns once per `(key, what)` until [`Self::clear_warnings`].
+    async fn warn_once(&self, key: &str, what: &str, object: &Value, reason: &str, message: &str) {
+        let id = format!("{key}|{what}");
+        if self.warned.lock().insert(id) {
+            self.events
+                .record(object, EventType::Warning, reason, message)
+                .await;
+        }
+    }
+
+    fn clear_warnings(&self, key: &str) {
+        let prefix = format!("{key}|");
+        self.warned.lock().retain(|w| !w.starts_with(&prefix));
+    }
+
+    /// Queues every propagateDeps binding of `namespace`.
+    async fn fan_out(&self, namespace: &str) -> Result<Action, ReconcileError> {
+        let opts = ListOptions {
+            filter: Some(Arc::new(|b: &Value| {
+                b.pointer("/spec/propagateDeps") == Some(&Value::Bool(true))
+            })),
+            ..ListOptions::default()
+        };
+        let page = self
+            .store
+            .list(&well_known::resource_bindings(), Some(namespace), &opts)
+            .await?;
+        for b in &page.items {
+            if let Some(k) = binding_key(b) {
+                self.queue.add(k);
+            }
+        }
+        Ok(Action::Done)
+    }
+
+    /// The objects a binding requires now (none when it is not a placed propagateDeps binding).
+    async fn required_objects(
+        &self,
+        key: &str,
+        binding: &Value,
+        spec: &ResourceBindingSpec,
+    ) -> Result<Vec<Value>, ReconcileError> {
+        if !spec.propagate_deps || spec.placement.is_none() || spec.clusters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ns = str_at(binding, "/metadata/namespace");
+        let r = &spec.resource;
+        let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
+        let template = match self
+            .store
+            .get(
+                &template_rt,
+                Some(&r.namespace)
+                    .filter(|n| !n.is_empty())
+                    .map(String::as_str),
+                &r.name,
+            )
+            .await
+        {
+            Ok(t) => t,
+            Err(StoreError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let refs = match self.interpreter.dependencies(&template) {
+            Ok(refs) => refs,
+            Err(e) => {
+                let message = format!("Get dependencies failed: {e}");
+                self.count("failed");
+                self.warn_once(
+                    key,
+                    "dependencies",
+                    &template,
+                    "GetDependenciesFailed",
+                    &message,
+                )
+                .await;
+                return Err(ReconcileError::Other(message));
+            }
+        };
+        let mut objects: BTreeMap<(String, String), Value> = BTreeMap::new();
+        for d in refs {
+            if !d.namespace.is_empty() && d.namespace != ns {
+                tracing::debug!(binding = key, dependency = %d.name, namespace = %d.namespace, "dependency in another namespace ignored");
+                continue;
+            }
+            let rt = self.registry.resolve_kind(&d.api_version, &d.kind);
+            if !rt.namespaced {
+                tracing::debug!(binding = key, kind = %d.kind, "cluster-scoped dependency ignored");
+                continue;
+            }
+            let found: Vec<Value> = if !d.name.is_empty() {
+                match self.store.get(&rt, Some(ns), &d.name).await {
+                    Ok(o) => vec![o],
+                    Err(StoreError::NotFound { .. }) => Vec::new(),
+                    Err(e) => return Err(e.into()),
+                }
+            } else if let Some(selector) = d.label_selector.clone() {
+                let opts = ListOptions {
+                    filter: Some(Arc::new(move |o: &Value| {
+                        let labels: BTreeMap<String, String> = o
+                            .pointer("/metadata/labels")
+                            .and_then(Value::as_object)
+                            .map(|m| {
+                                m.iter()
+                                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        selector.matches(&labels)
+                    })),
+                    ..ListOptions::default()
+                };
+                self.store.list(&rt, Some(ns), &opts).await?.items
+            } else {
+                Vec::new()
+            };
+            for o in found {
+                if o.pointer("/metadata/deletionTimestamp").is_some() {
+                    continue;
+                }
+                let k = (
+                    str_at(&o, "/kind").to_string(),
+                    str_at(&o, "/metadata/name").to_string(),
+                );
+                objects.insert(k, o);
+            }
+        }
+        Ok(objects.into_values().collect())
+    }
+
+    /// Converges the attached bindings of the binding `ns/name`.
+    ///
+    /// The dependencies a binding required are recorded on it ([`DEPENDENCIES_ANNOTATION`])
+    /// before any attached binding is written, so that the ones it stops requiring are found
+    /// without scanning the namespace; only a deleted binding (or an unreadable record) needs
+    /// the scan by [`depended_by_label`].
+    async fn reconcile_binding(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let rb = well_known::resource_bindings();
+        let binding = match self.store.get(&rb, Some(ns), name).await {
+            Ok(b) if b.pointer("/metadata/deletionTimestamp").is_none() => b,
+            Ok(_) | Err(StoreError::NotFound { .. }) => {
+                return self.release_all(key, ns, name).await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
+        let objects = self.required_objects(key, &binding, &spec).await?;
+        let wanted: BTreeSet<DependencyRef> = objects.iter().map(DependencyRef::of).collect();
+        let recorded = match recorded_dependencies(&binding) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(binding = key, error = %e, "unreadable dependencies record; scanning the namespace");
+                None
+            }
+        };
+        let scan = recorded.is_none() && has_recorded_dependencies(&binding);
+        if recorded.is_none() && wanted.is_empty() && !scan {
+            return Ok(Action::Done);
+        }
+        let recorded = recorded.unwrap_or_default();
+        let union: BTreeSet<DependencyRef> = recorded.union(&wanted).cloned().collect();
+        let mut current = binding;
+        if union != recorded {
+            current = self.record(&current, &union).await?;
+        }
+        let permanent_id = {
+            let id = str_at(
+                &current,
+                &format!(
+                    "/metadata/labels/{}",
+                    RB_PERMANENT_ID_LABEL.replace('/', "~1")
+                ),
+            );
+            if id.is_empty() {
+                str_at(&current, "/metadata/uid")
+            } else {
+                id
+            }
+            .to_string()
+        };
+        let dependent = Dependent {
+            namespace: ns,
+            name,
+            permanent_id: &permanent_id,
+            clusters: &spec.clusters,
+        };
+        let mut outcome = Outcome::default();
+        for dependency in &objects {
+            let bname = DependencyRef::of(dependency).binding_name();
+            let existing = self.get_binding(ns, &bname).await?;
+            match plan_attach(existing.as_ref(), dependency, &dependent) {
+                Ok(plan) => {
+                    let why = format!("required by ResourceBinding {ns}/{name}");
+                    self.apply(plan, existing.as_ref(), &bname, ns, &why, &mut outcome)
+                        .await?;
+                }
+                Err(e) => {
+                    self.count("blocked");
+                    self.warn_once(
+                        key,
+                        &bname,
+                        &current,
+                        "SyncScheduleResultToDependenciesFailed",
+                        &format!("Dependency {bname} not propagated: {e}"),
+                    )
+                    .await;
+                    outcome.errors.push(e.to_string());
+                }
+            }
+        }
+        // Attached bindings this binding no longer requires.
+        let wanted_names: BTreeSet<String> =
+            wanted.iter().map(DependencyRef::binding_name).collect();
+        let candidates = if scan {
+            self.labelled(ns, name).await?
+        } else {
+            let mut found = Vec::new();
+            for r in recorded.difference(&wanted) {
+                if let Some(b) = self.get_binding(ns, &r.binding_name()).await? {
+                    found.push(b);
+                }
+            }
+            found
+        };
+        for attached in candidates {
+            let bname = str_at(&attached, "/metadata/name").to_string();
+            if wanted_names.contains(&bname) {
+                continue;
+            }
+            self.release(&attached, ns, name, &mut outcome).await?;
+        }
+        if wanted != union || scan {
+            current = self.record(&current, &wanted).await?;
+        }
+        if !outcome.changed.is_empty() {
+            let clusters: Vec<&str> = spec.clusters.iter().map(|c| c.name.as_str()).collect();
+            self.events
+                .record(
+                    &current,
+                    EventType::Normal,
+                    "SyncScheduleResultToDependenciesSucceed",
+                    &format!(
+                        "Dependencies follow the binding to [{}]: {}",
+                        clusters.join(", "),
+                        outcome.changed.join("; ")
+                    ),
+                )
+                .await;
+        }
+        if outcome.errors.is_empty() {
+            self.clear_warnings(key);
+            Ok(Action::Done)
+        } else {
+            Err(ReconcileError::Other(outcome.errors.join("; ")))
+        }
+    }
+
+    /// The binding `ns/bname`, if any.
+    async fn get_binding(&self, ns: &str, bname: &str) -> Result<Option<Value>, ReconcileError> {
+        match self
+            .store
+            .get(&well_known::resource_bindings(), Some(ns), bname)
+            .await
+        {
+            Ok(b) => Ok(Some(b)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The bindings of `ns` labelled as required by `ns/name` (a scan of the namespace).
+    async fn labelled(&self, ns: &str, name: &str) -> Result<Vec<Value>, ReconcileError> {
+        let label = depended_by_label(ns, name);
+        let labelled = ListOptions {
+            filter: Some(Arc::new(move |b: &Value| {
+                b.pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .is_some_and(|l| l.contains_key(&label))
+            })),
+            ..ListOptions::default()
+        };
+        Ok(self
+            .store
+            .list(&well_known::resource_bindings(), Some(ns), &labelled)
+            .await?
+            .items)
+    }
+
+    /// The binding `ns/name` is gone: every attached binding it required is released.
+    async fn release_all(&self, key: &str, ns: &str, name: &str) -> Result<Action, ReconcileError> {
+        let mut outcome = Outcome::default();
+        for attached in self.labelled(ns, name).await? {
+            self.release(&attached, ns, name, &mut outcome).await?;
+        }
+        self.clear_warnings(key);
+        if outcome.errors.is_empty() {
+            Ok(Action::Done)
+        } else {
+            Err(ReconcileError::Other(outcome.errors.join("; ")))
+        }
+    }
+
+    async fn release(
+        &self,
+        attached: &Value,
+        ns: &str,
+        name: &str,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileError> {
+        let bname = str_at(attached, "/metadata/name").to_string();
+        match plan_release(attached, ns, name) {
+            Ok(plan) => {
+                let why = format!("no longer required by ResourceBinding {ns}/{name}");
+                self.apply(plan, Some(attached), &bname, ns, &why, outcome)
+                    .await
+            }
+            Err(e) => {
+                outcome.errors.push(e.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the dependencies record of a binding; returns the binding as stored.
+    async fn record(
+        &self,
+        binding: &Value,
+        deps: &BTreeSet<DependencyRef>,
+    ) -> Result<Value, ReconcileError> {
+        let updated = with_recorded_dependencies(binding, deps);
+        if &updated == binding {
+            return Ok(updated);
+        }
+        Ok(self
+            .store
+            .update(&well_known::resource_bindings(), updated)
+            .await?)
+    }
+
+    /// Writes one plan; a create that finds the name taken is a conflict (retried).
+    async fn apply(
+        &self,
+        plan: AttachedPlan,
+        existing: Option<&Value>,
+        bname: &str,
+        ns: &str,
+        why: &str,
+        outcome: &mut Outcome,
+    ) -> Result<(), ReconcileError> {
+        let rb = well_known::resource_bindings();
+        let now = self.clock.now();
+        let admit = |obj: &mut Value, old: Option<&Value>| {
+            flotilla_api::admission::admit(
+                WORK_GROUP,
+                "ResourceBinding",
+                obj,
+                old,
+                &DefaultingConfig::default(),
+                now,
+            )
+            .map_err(|e| ReconcileError::Other(format!("binding {bname} is invalid: {e}")))
+        };
+        match plan {
+            AttachedPlan::Keep => {}
+            AttachedPlan::Create(mut obj) => {
+                obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+                admit(&mut obj, None)?;
+                let created = match self.store.create(&rb, obj).await {
+                    Ok(c) => c,
+                    Err(StoreError::AlreadyExists { .. }) => {
+                        return Err(ReconcileError::Other(format!(
+                            "binding {ns}/{bname} appeared meanwhile"
+                        )))
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                tracing::info!(binding = %format!("{ns}/{bname}"), %why, "attached binding created");
+                self.count("created");
+                self.events
+                    .record(
+                        &created,
+                        EventType::Normal,
+                        "AttachedBindingCreated",
+                        &format!("Attached binding created: {why}"),
+                    )
+                    .await;
+                outcome.changed.push(format!("{bname} created"));
+            }
+            AttachedPlan::Update {
+                mut binding,
+                required_by_changed,
+            } => {
+                admit(&mut binding, existing)?;
+                let updated = self.store.update(&rb, binding).await?;
+                if required_by_changed {
+                    tracing::info!(binding = %format!("{ns}/{bname}"), %why, "attached binding requiredBy updated");
+                    self.count("required_by_updated");
+                    self.events
+                        .record(
+                            &updated,
+                            EventType::Normal,
+                            "RequiredByUpdated",
+                            &format!("spec.requiredBy updated: {why}"),
+                        )
+                        .await;
+                    outcome.changed.push(format!("{bname} updated"));
+                } else {
+                    self.count("refreshed");
+                }
+            }
+            AttachedPlan::Delete => {
+                match self
+                    .store
+                    .delete(&rb, Some(ns), bname, &DeleteOptions::default())
+                    .await
+                {
+                    Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                tracing::info!(binding = %format!("{ns}/{bname}"), %why, "attached binding deleted");
+                self.count("deleted");
+                if let Some(b) = existing {
+                    self.events
+                        .record(
+                            b,
+                            EventType::Normal,
+                            "AttachedBindingDeleted",
+                            &format!(
+                                "Attached binding deleted: {why}, and nothing else requires it"
+                            ),
+                        )
+                        .await;
+                }
+                outcome.changed.push(format!("{bname} deleted"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Reconciler for DependenciesDistributor {
+    fn name(&self) -> &'static str {
+        "dependencies-distributor"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let parts: Vec<&str> = key.split('|').collect();
+        match parts.as_slice() {
+            ["rb", ns, name] => self.reconcile_binding(key, ns, name).await,
+            ["deps-ns", ns] => self.fan_out(ns).await,
+            // ClusterResourceBindings do not propagate dependencies (as in Karmada).
+            ["crb", _] => Ok(Action::Done),
+            _ => Err(ReconcileError::Other(format!(
+                "unknown dependencies-distributor key {key:?}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::store::{KvStore, StoreConfig};
+    use flotilla_api::kinds::ResourceType;
+
+    fn snap(ns: &str, name: &str, clusters: &[&str]) -> BindingSnapshot {
+        BindingSnapshot {
+            namespace: ns.into(),
+            name: name.into(),
+            clusters: clusters.iter().map(|c| TargetCluster::new(c, 0)).collect(),
+        }
+    }
+
+    #[test]
+    fn snapshots_merge_in_place_and_are_removed_by_binding() {
+        let a = snap("default", "a", &["m1"]);
+        let b = snap("default", "b", &["m2"]);
+        let a2 = snap("default", "a", &["m1", "m3"]);
+        let other_ns_a = snap("other", "a", &["m9"]);
+        type Case<'a> = (
+            &'a str,
+            Vec<BindingSnapshot>,
+            BindingSnapshot,
+            Vec<BindingSnapshot>,
+        );
+        let merges: Vec<Case> = vec![
+            ("into empty", vec![], a.clone(), vec![a.clone()]),
+            (
+                "appended",
+                vec![a.clone()],
+                b.clone(),
+                vec![a.clone(), b.clone()],
+            ),
+            (
+                "replaced in place",
+                vec![a.clone(), b.clone()],
+                a2.clone(),
+                vec![a2.clone(), b.clone()],
+            ),
+            ("same again", vec![a.clone()], a.clone(), vec![a.clone()]),
+            (
+                "namespace matters",
+                vec![a.clone()],
+                other_ns_a.clone(),
+                vec![a.clone(), other_ns_a.clone()],
+            ),
+        ];
+        for (what, existing, new, want) in merges {
+            assert_eq!(merge_snapshot(&existing, &new), want, "{what}");
+        }
+        // (what, snapshots, namespace/name of the binding released, what is left)
+        type Removal<'a> = (
+            &'a str,
+            Vec<BindingSnapshot>,
+            (&'a str, &'a str),
+            Vec<BindingSnapshot>,
+        );
+        let removals: Vec<Removal> = vec![
+            ("only one", vec![a.clone()], ("default", "a"), vec![]),
+            (
+                "others stay",
+                vec![a.clone(), b.clone()],
+                ("default", "a"),
+                vec![b.clone()],
+            ),
+            ("absent", vec![b.clone()], ("default", "a"), vec![b.clone()]),
+            (
+                "other namespace stays",
+                vec![a.clone(), other_ns_a.clone()],
+                ("other", "a"),
+                vec![a.clone()],
+            ),
+        ];
+        for (what, existing, (ns, name), want) in removals {
+            assert_eq!(remove_snapshot(&existing, ns, name), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn depended_by_labels_are_valid_and_distinct() {
+        let a = depended_by_label("default", "web-deployment");
+        assert_eq!(a, depended_by_label("default", "web-deployment"));
+        assert_ne!(a, depended_by_label("default", "api-deployment"));
+        assert_ne!(a, depended_by_label("other", "web-deployment"));
+        let (prefix, name) = a.split_once('/').unwrap();
+        assert_eq!(prefix, "resourcebinding.karmada.io");
+        assert!(name.len() <= 63 && name.starts_with("depended-by-"), "{a}");
+    }
+
+    #[test]
+    fn binding_events_concern_dependents_and_their_attached_bindings_only() {
+        let cases = [
+            (
+                "plain binding",
+                json!({"metadata": {"name": "a", "namespace": "default"}, "spec": {}}),
+                vec![],
+            ),
+            (
+                "propagates",
+                json!({"metadata": {"name": "a", "namespace": "default"}, "spec": {"propagateDeps": true}}),
+                vec!["rb|default|a"],
+            ),
+            (
+                "turned off, still recorded",
+                json!({"metadata": {"name": "a", "namespace": "default",
+                                    "annotations": {DEPENDENCIES_ANNOTATION: "[]"}}, "spec": {}}),
+                vec!["rb|default|a"],
+            ),
+            (
+                "attached: its dependents",
+                json!({"metadata": {"name": "cfg-configmap", "namespace": "default"},
+                       "spec": {"requiredBy": [{"namespace": "default", "name": "a"}, {"namespace": "default", "name": "b"}]}}),
+                vec!["rb|default|a", "rb|default|b"],
+            ),
+        ];
+        for (what, binding, want) in cases {
+            assert_eq!(binding_keys_concerned(&binding), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn dependencies_are_recorded_sorted_and_removed_when_none() {
+        let b = json!({"metadata": {"name": "web-deployment", "annotations": {"keep": "me"}}});
+        assert_eq!(recorded_dependencies(&b), Ok(None));
+        let cm = DependencyRef::of(&config_map("u", "1"));
+        let secret = DependencyRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "default".into(),
+            name: "a-secret".into(),
+        };
+        let deps: BTreeSet<DependencyRef> = [secret.clone(), cm.clone()].into();
+        let with = with_recorded_dependencies(&b, &deps);
+        assert_eq!(
+            with["metadata"]["annotations"][DEPENDENCIES_ANNOTATION],
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"default","name":"cfg"},{"apiVersion":"v1","kind":"Secret","namespace":"default","name":"a-secret"}]"#
+        );
+        assert_eq!(recorded_dependencies(&with), Ok(Some(deps)));
+        assert_eq!(with["metadata"]["annotations"]["keep"], "me");
+        assert_eq!(with_recorded_dependencies(&with, &BTreeSet::new()), b);
+        let bare = json!({"metadata": {"name": "x"}});
+        let round = with_recorded_dependencies(
+            &with_recorded_dependencies(&bare, &[cm.clone()].into()),
+            &BTreeSet::new(),
+        );
+        assert_eq!(round, bare, "no empty annotations left behind");
+        let mut garbage = b.clone();
+        garbage["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] = json!("not json");
+        assert!(recorded_dependencies(&garbage).is_err());
+        assert_eq!(cm.binding_name(), "cfg-configmap");
+    }
+
+    fn config_map(uid: &str, rv: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "cfg", "namespace": "default", "uid": uid, "resourceVersion": rv},
+               "data": {"k": "v"}})
+    }
+
+    fn web<'a>(clusters: &'a [TargetCluster]) -> Dependent<'a> {
+        Dependent {
+            namespace: "default",
+            name: "web-deployment",
+            permanent_id: "web-id",
+            clusters,
+        }
+    }
+
+    fn attached(owner: &str, required_by: Value, placement: Option<Value>) -> Value {
+        let mut b = json!({"apiVersion": BINDING_API_VERSION, "kind": "ResourceBinding",
+            "metadata": {"name": "cfg-configmap", "namespace": "default",
+                         "labels": {RB_PERMANENT_ID_LABEL: "cfg-rb-id"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "cfg", "uid": owner, "controller": true}]},
+            "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cfg", "uid": owner, "resourceVersion": "5"},
+                     "requiredBy": required_by}});
+        if let Some(p) = placement {
+            b["spec"]["placement"] = p;
+        }
+        b
+    }
+
+    #[test]
+    fn attach_creates_merges_refreshes_and_refuses_a_foreign_owner() {
+        let two = [TargetCluster::new("m1", 0), TargetCluster::new("m2", 0)];
+        let label = depended_by_label("default", "web-deployment");
+        // None yet: a new binding owned by the dependency.
+        let AttachedPlan::Create(created) =
+            plan_attach(None, &config_map("cm-uid", "5"), &web(&two)).unwrap()
+        else {
+            panic!("create expected")
+        };
+        assert_eq!(created["metadata"]["name"], "cfg-configmap");
+        assert_eq!(created["metadata"]["labels"][&label], "web-id");
+        assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "cm-uid");
+        assert_eq!(
+            created["metadata"]["ownerReferences"][0]["controller"],
+            true
+        );
+        assert_eq!(created["spec"]["resource"]["name"], "cfg");
+        assert_eq!(created["spec"]["resource"]["resourceVersion"], "5");
+        assert_eq!(
+            created["spec"]["requiredBy"],
+            json!([{"namespace": "default", "name": "web-deployment", "clusters": [{"name": "m1"}, {"name": "m2"}]}])
+        );
+        assert!(created["spec"].get("placement").is_none());
+
+        let other = json!([{"namespace": "default", "name": "api-deployment", "clusters": [{"name": "m3"}]}]);
+        #[derive(Debug)]
+        enum Want {
+            Keep,
+            Update { required_by_changed: bool },
+            Refused,
+        }
+        let cases: Vec<(&str, Value, Value, Want)> = vec![
+            (
+                "another binding's snapshot stays, ours is added",
+                attached("cm-uid", other.clone(), None),
+                config_map("cm-uid", "5"),
+                Want::Update {
+                    required_by_changed: true,
+                },
+            ),
+            (
+                "nothing changed",
+                {
+                    let mut b = attached(
+                        "cm-uid",
+                        json!([{"namespace": "default", "name": "web-deployment", "clusters": [{"name": "m1"}, {"name": "m2"}]}]),
+                        None,
+                    );
+                    b["metadata"]["labels"][&label] = json!("web-id");
+                    b
+                },
+                config_map("cm-uid", "5"),
+                Want::Keep,
+            ),
+            (
+                "the dependency changed: only spec.resource follows",
+                {
+                    let mut b = attached(
+                        "cm-uid",
+                        json!([{"namespace": "default", "name": "web-deployment", "clusters": [{"name": "m1"}, {"name": "m2"}]}]),
+                        None,
+                    );
+                    b["metadata"]["labels"][&label] = json!("web-id");
+                    b
+                },
+                config_map("cm-uid", "6"),
+                Want::Update {
+                    required_by_changed: false,
+                },
+            ),
+            (
+                "a policy's binding keeps its placement",
+                attached(
+                    "cm-uid",
+                    json!(null),
+                    Some(json!({"clusterAffinity": {"clusterNames": ["m9"]}})),
+                ),
+                config_map("cm-uid", "5"),
+                Want::Update {
+                    required_by_changed: true,
+                },
+            ),
+            (
+                "controlled by an earlier object of that name (#2090)",
+                attached("old-uid", other.clone(), None),
+                config_map("cm-uid", "5"),
+                Want::Refused,
+            ),
+            (
+                "being deleted",
+                {
+                    let mut b = attached("cm-uid", other.clone(), None);
+                    b["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    b
+                },
+                config_map("cm-uid", "5"),
+                Want::Refused,
+            ),
+        ];
+        for (what, existing, dependency, want) in cases {
+            let got = plan_attach(Some(&existing), &dependency, &web(&two));
+            match (got, want) {
+                (Ok(AttachedPlan::Keep), Want::Keep) => {}
+                (
+                    Ok(AttachedPlan::Update {
+                        binding,
+                        required_by_changed,
+                    }),
+                    Want::Update {
+                        required_by_changed: changed,
+                    },
+                ) => {
+                    assert_eq!(required_by_changed, changed, "{what}");
+                    assert_eq!(binding["metadata"]["labels"][&label], "web-id", "{what}");
+                    assert_eq!(
+                        binding["spec"]["resource"],
+                        resource_ref(&dependency),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        binding["spec"]["placement"], existing["spec"]["placement"],
+                        "{what}"
+                    );
+                    let rb: Vec<BindingSnapshot> =
+                        serde_json::from_value(binding["spec"]["requiredBy"].clone()).unwrap();
+                    assert!(
+                        rb.iter()
+                            .any(|s| s.name == "web-deployment" && s.clusters.len() == 2),
+                        "{what}: {rb:?}"
+                    );
+                    if existing["spec"]["requiredBy"] == other {
+                        assert_eq!(rb[0].name, "api-deployment", "{what}");
+                    }
+                }
+                (Err(_), Want::Refused) => {}
+                (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn release_removes_the_snapshot_and_deletes_only_unplaced_empty_bindings() {
+        let label = depended_by_label("default", "web-deployment");
+        let ours =
+            json!({"namespace": "default", "name": "web-deployment", "clusters": [{"name": "m1"}]});
+        let theirs =
+            json!({"namespace": "default", "name": "api-deployment", "clusters": [{"name": "m3"}]});
+        let with_label = |mut b: Value| {
+            b["metadata"]["labels"][&label] = json!("web-id");
+            b
+        };
+        let placement = json!({"clusterAffinity": {"clusterNames": ["m9"]}});
+        // (what, existing, Delete? / Keep? / Update with requiredBy)
+        let cases: Vec<(&str, Value, &str, Value)> = vec![
+            (
+                "last snapshot, no placement",
+                with_label(attached("u", json!([ours]), None)),
+                "delete",
+                json!(null),
+            ),
+            (
+                "others still require it",
+                with_label(attached("u", json!([ours, theirs]), None)),
+                "update",
+                json!([theirs]),
+            ),
+            (
+                "placed by a policy",
+                with_label(attached("u", json!([ours]), Some(placement.clone()))),
+                "update",
+                json!(null),
+            ),
+            (
+                "not ours",
+                attached("u", json!([theirs]), None),
+                "keep",
+                json!(null),
+            ),
+            (
+                "not ours, even with nothing left in it",
+                attached("u", json!(null), None),
+                "keep",
+                json!(null),
+            ),
+            (
+                "being deleted",
+                {
+                    let mut b = with_label(attached("u", json!([ours]), None));
+                    b["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    b
+                },
+                "keep",
+                json!(null),
+            ),
+        ];
+        for (what, existing, want, required_by) in cases {
+            match (
+                plan_release(&existing, "default", "web-deployment").unwrap(),
+                want,
+            ) {
+                (AttachedPlan::Delete, "delete") | (AttachedPlan::Keep, "keep") => {}
+                (
+                    AttachedPlan::Update {
+                        binding,
+                        required_by_changed,
+                    },
+                    "update",
+                ) => {
+                    assert!(required_by_changed, "{what}");
+                    assert_eq!(
+                        binding["spec"]
+                            .get("requiredBy")
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                        required_by,
+                        "{what}"
+                    );
+                    assert!(
+                        binding["metadata"]["labels"].get(&label).is_none(),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        binding["spec"]["placement"], existing["spec"]["placement"],
+                        "{what}"
+                    );
+                }
+                (got, want) => panic!("{what}: got {got:?}, want {want}"),
+            }
+        }
+    }
+
+    // ---- the controller on an in-memory store, with the real interpreter ----
+
+    struct Fixture {
+        store: Arc<dyn Store>,
+        distributor: DependenciesDistributor,
+    }
+
+    fn fixture() -> Fixture {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let metrics = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &metrics).unwrap();
+        let distributor = DependenciesDistributor::new(
+            store.clone(),
+            clock,
+            Arc::new(Registry::new()),
+            Arc::new(crate::interpreter::Interpreter::new()),
+            events,
+            WorkQueue::default(),
+            &metrics,
+        )
+        .unwrap();
+        Fixture { store, distributor }
+    }
+
+    fn rt(plural: &str) -> ResourceType {
+        builtin_by_plural(if plural == "deployments" { "apps" } else { "" }, plural).unwrap()
+    }
+
+    async fn put(store: &Arc<dyn Store>, rt: &ResourceType, mut obj: Value) -> Value {
+        obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+        store.create(rt, obj).await.unwrap()
+    }
+
+    async fn deployment(store: &Arc<dyn Store>, name: &str, config: &str) -> Value {
+        put(store, &rt("deployments"), json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "nginx",
+                "envFrom": [{"configMapRef": {"name": config}}]}]}}}}))
+        .await
+    }
+
+    async fn binding_for(store: &Arc<dyn Store>, template: &Value, clusters: &[&str]) -> Value {
+        let name = format!("{}-deployment", str_at(template, "/metadata/name"));
+        let mut b = json!({"apiVersion": BINDING_API_VERSION, "kind": "ResourceBinding",
+            "metadata": {"name": name, "namespace": "default", "labels": {RB_PERMANENT_ID_LABEL: format!("{name}-id")}},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                                  "name": str_at(template, "/metadata/name"), "uid": str_at(template, "/metadata/uid")},
+                     "propagateDeps": true, "replicas": 1,
+                     "placement": {"clusterAffinity": {"clusterNames": clusters}}}});
+        b["spec"]["clusters"] = json!(clusters
+            .iter()
+            .map(|c| json!({"name": c, "replicas": 1}))
+            .collect::<Vec<_>>());
+        put(store, &well_known::resource_bindings(), b).await
+    }
+
+    async fn get_rb(store: &Arc<dyn Store>, name: &str) -> Option<Value> {
+        match store
+            .get(&well_known::resource_bindings(), Some("default"), name)
+            .await
+        {
+            Ok(b) => Some(b),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    async fn update_rb(store: &Arc<dyn Store>, name: &str, f: impl FnOnce(&mut Value)) {
+        let mut b = get_rb(store, name).await.unwrap();
+        f(&mut b);
+        store
+            .update(&well_known::resource_bindings(), b)
+            .await
+            .unwrap();
+    }
+
+    fn required_by_of(b: &Value) -> Vec<(String, Vec<String>)> {
+        required_by(b)
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.name, s.clusters.into_iter().map(|c| c.name).collect()))
+            .collect()
+    }
+
+    fn decisions(f: &Fixture, action: &str) -> u64 {
+        f.distributor.decisions.with_label_values(&[action]).get()
+    }
+
+    async fn event_reasons(store: &Arc<dyn Store>) -> Vec<String> {
+        store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|e| str_at(e, "/reason").to_string())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn dependencies_follow_their_bindings_and_go_when_nothing_requires_them() {
+        let f = fixture();
+        let cm = put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        let web = deployment(&f.store, "web", "cfg").await;
+        let api = deployment(&f.store, "api", "cfg").await;
+        binding_for(&f.store, &web, &["m1", "m2"]).await;
+        binding_for(&f.store, &api, &["m3"]).await;
+
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap")
+            .await
+            .expect("attached binding");
+        assert_eq!(
+            required_by_of(&a),
+            [(
+                "web-deployment".to_string(),
+                vec!["m1".to_string(), "m2".to_string()]
+            )]
+        );
+        assert_eq!(
+            a["metadata"]["ownerReferences"][0]["uid"],
+            cm["metadata"]["uid"]
+        );
+        assert_eq!(
+            a["metadata"]["labels"][depended_by_label("default", "web-deployment")],
+            "web-deployment-id"
+        );
+        let recorded = recorded_dependencies(&get_rb(&f.store, "web-deployment").await.unwrap());
+        assert_eq!(
+            recorded.unwrap().unwrap().into_iter().collect::<Vec<_>>(),
+            [DependencyRef::of(&cm)],
+            "the binding records what it requires"
+        );
+        assert!(
+            a["metadata"]["labels"][RB_PERMANENT_ID_LABEL].is_string(),
+            "admitted: {a}"
+        );
+        assert_eq!(a["spec"]["resource"]["uid"], cm["metadata"]["uid"]);
+        assert_eq!(decisions(&f, "created"), 1);
+        assert!(event_reasons(&f.store)
+            .await
+            .contains(&"AttachedBindingCreated".to_string()));
+
+        // A second dependent merges its snapshot.
+        f.distributor
+            .reconcile("rb|default|api-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(required_by_of(&a).len(), 2, "{a}");
+
+        // The first one moves: its snapshot follows, the other stays.
+        update_rb(&f.store, "web-deployment", |b| {
+            b["spec"]["clusters"] = json!([{"name": "m2", "replicas": 1}])
+        })
+        .await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(
+            required_by_of(&a),
+            [
+                ("web-deployment".to_string(), vec!["m2".to_string()]),
+                ("api-deployment".to_string(), vec!["m3".to_string()])
+            ]
+        );
+
+        // The ConfigMap changes: spec.resource follows, so the binding's works are rewritten.
+        let mut changed = f
+            .store
+            .get(&rt("configmaps"), Some("default"), "cfg")
+            .await
+            .unwrap();
+        changed["data"]["k"] = json!("v2");
+        let changed = f.store.update(&rt("configmaps"), changed).await.unwrap();
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(
+            a["spec"]["resource"]["resourceVersion"],
+            changed["metadata"]["resourceVersion"]
+        );
+        assert_eq!(decisions(&f, "refreshed"), 1);
+
+        // propagateDeps turned off: the snapshot and label go, the other binding's stays.
+        update_rb(&f.store, "web-deployment", |b| {
+            b["spec"]["propagateDeps"] = json!(false)
+        })
+        .await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(
+            required_by_of(&a),
+            [("api-deployment".to_string(), vec!["m3".to_string()])]
+        );
+        assert!(a["metadata"]["labels"]
+            .get(depended_by_label("default", "web-deployment"))
+            .is_none());
+        let web_rb = get_rb(&f.store, "web-deployment").await.unwrap();
+        assert_eq!(recorded_dependencies(&web_rb), Ok(None), "record removed");
+        let keys = (DependenciesDistributor::sources()[0].keys)(&web_rb);
+        assert!(
+            keys.is_empty(),
+            "a binding with nothing to do is not queued: {keys:?}"
+        );
+
+        // The last dependent is deleted: the attached binding goes.
+        f.store
+            .delete(
+                &well_known::resource_bindings(),
+                Some("default"),
+                "api-deployment",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        f.distributor
+            .reconcile("rb|default|api-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+        assert_eq!(decisions(&f, "deleted"), 1);
+        assert!(event_reasons(&f.store)
+            .await
+            .contains(&"AttachedBindingDeleted".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_template_that_stops_using_a_dependency_releases_it() {
+        let f = fixture();
+        put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        let web = deployment(&f.store, "web", "cfg").await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_some());
+        let mut t = f
+            .store
+            .get(&rt("deployments"), Some("default"), "web")
+            .await
+            .unwrap();
+        t["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"configMapRef": {"name": "other"}}]);
+        f.store.update(&rt("deployments"), t).await.unwrap();
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+        // Unscheduled (no clusters): nothing is required either.
+        let mut t = f
+            .store
+            .get(&rt("deployments"), Some("default"), "web")
+            .await
+            .unwrap();
+        t["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"configMapRef": {"name": "cfg"}}]);
+        f.store.update(&rt("deployments"), t).await.unwrap();
+        update_rb(&f.store, "web-deployment", |b| {
+            b["spec"]["clusters"] = json!([])
+        })
+        .await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_record_falls_back_to_the_label_scan() {
+        let f = fixture();
+        put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        let web = deployment(&f.store, "web", "cfg").await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_some());
+        update_rb(&f.store, "web-deployment", |b| {
+            b["spec"]["propagateDeps"] = json!(false);
+            b["metadata"]["annotations"][DEPENDENCIES_ANNOTATION] = json!("[broken");
+        })
+        .await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_none());
+        let b = get_rb(&f.store, "web-deployment").await.unwrap();
+        assert_eq!(recorded_dependencies(&b), Ok(None), "{b}");
+    }
+
+    #[tokio::test]
+    async fn a_dependency_created_later_is_found_through_its_namespace() {
+        let f = fixture();
+        let web = deployment(&f.store, "web", "cfg").await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        assert!(
+            get_rb(&f.store, "cfg-configmap").await.is_none(),
+            "no ConfigMap yet"
+        );
+        put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        // The ConfigMap's event maps to its namespace, which queues the propagateDeps bindings.
+        let keys = (DependenciesDistributor::sources()[1].keys)(&config_map("x", "1"));
+        assert_eq!(keys, ["deps-ns|default"]);
+        f.distributor.reconcile(&keys[0]).await.unwrap();
+        assert_eq!(f.distributor.queue.len(), 1);
+        let key = f.distributor.queue.next().await.unwrap();
+        assert_eq!(key, "rb|default|web-deployment");
+        f.distributor.reconcile(&key).await.unwrap();
+        assert!(get_rb(&f.store, "cfg-configmap").await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_policy_placed_dependency_keeps_its_placement_and_a_foreign_owner_blocks() {
+        let f = fixture();
+        let cm = put(&f.store, &rt("configmaps"), config_map("", "")).await;
+        let web = deployment(&f.store, "web", "cfg").await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        // The ConfigMap's own binding, as the detector writes it.
+        let mut own = attached(
+            str_at(&cm, "/metadata/uid"),
+            json!(null),
+            Some(json!({"clusterAffinity": {"clusterNames": ["m9"]}})),
+        );
+        own["spec"]["clusters"] = json!([{"name": "m9"}]);
+        own["spec"].as_object_mut().unwrap().remove("requiredBy");
+        put(&f.store, &well_known::resource_bindings(), own).await;
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(
+            required_by_of(&a),
+            [("web-deployment".to_string(), vec!["m1".to_string()])]
+        );
+        assert_eq!(a["spec"]["clusters"], json!([{"name": "m9"}]));
+        // Released: still placed by its policy, so it stays.
+        f.store
+            .delete(
+                &well_known::resource_bindings(),
+                Some("default"),
+                "web-deployment",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        f.distributor
+            .reconcile("rb|default|web-deployment")
+            .await
+            .unwrap();
+        let a = get_rb(&f.store, "cfg-configmap")
+            .await
+            .expect("kept: a policy placed it");
+        assert!(a["spec"].get("requiredBy").is_none(), "{a}");
+
+        // A binding of that name controlled by another (live) object — as when a ConfigMap was
+        // deleted and created again before its old binding was collected: error, nothing
+        // written, one Event.
+        let other = put(
+            &f.store,
+            &rt("secrets"),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "holder", "namespace": "default"}}),
+        )
+        .await;
+        let other_uid = str_at(&other, "/metadata/uid").to_string();
+        f.store
+            .delete(
+                &well_known::resource_bindings(),
+                Some("default"),
+                "cfg-configmap",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        put(
+            &f.store,
+            &well_known::resource_bindings(),
+            attached(
+                &other_uid,
+                json!([{"namespace": "default", "name": "x"}]),
+                None,
+            ),
+        )
+        .await;
+        binding_for(&f.store, &web, &["m1"]).await;
+        for _ in 0..2 {
+            let err = f
+                .distributor
+                .reconcile("rb|default|web-deployment")
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(&other_uid), "{err}");
+        }
+        let a = get_rb(&f.store, "cfg-configmap").await.unwrap();
+        assert_eq!(required_by_of(&a), [("x".to_string(), vec![])]);
+        assert_eq!(decisions(&f, "blocked"), 2);
+        let warnings = event_reasons(&f.store)
+            .await
+            .iter()
+            .filter(|r| *r == "SyncScheduleResultToDependenciesFailed")
+            .count();
+        assert_eq!(warnings, 1, "one Event per failure, not per retry");
+    }
+}
