@@ -101,7 +101,14 @@ fn scheduling_page_examples_run() {
     // The page reads explanations with jq.
     let jq = Command::new("jq").arg("--version").output();
     if !jq.is_ok_and(|o| o.status.success()) {
-        eprintln!("jq is not installed: skipping the scheduling page's examples");
+        // CI installs it (scripts/install-test-tools.sh), so there a missing jq is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "jq is missing: run scripts/install-test-tools.sh"
+        );
+        eprintln!(
+            "\n!!!!!!!! jq is not installed: SKIPPING the scheduling page's examples !!!!!!!!\n"
+        );
         return;
     }
     run_page_with(
