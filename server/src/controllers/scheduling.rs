@@ -12,6 +12,7 @@ use super::binding_keys::{decode, live_binding, LiveBinding};
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::scheduler::trigger::ScheduleReason;
 use crate::scheduler::{
     condition_for, needs_scheduling, schedule, ClusterSnapshot, ScheduleError, ScheduleInput,
     ScheduleOptions,
@@ -194,7 +195,13 @@ impl Reconciler for SchedulerController {
         updated["status"]["conditions"] = json!(conditions);
         updated["status"]["schedulerObservedGeneration"] = json!(new_generation);
         if let Ok(outcome) = &result {
-            updated["status"]["lastScheduledTime"] = json!(Time::new(now));
+            // A routine pass over a Duplicated or non-workload binding that changes nothing
+            // leaves lastScheduledTime alone: rewriting it would swallow a manual reschedule
+            // (`rescheduleTriggeredAt` must be later than it) requested in the same second.
+            let routine = reason == ScheduleReason::AlwaysScheduled && current == binding;
+            if !routine || status.last_scheduled_time.is_none() {
+                updated["status"]["lastScheduledTime"] = json!(Time::new(now));
+            }
             if let Some(affinity) = &outcome.affinity_name {
                 updated["status"]["schedulerObservingAffinityName"] = json!(affinity);
             }
@@ -283,5 +290,74 @@ mod tests {
             .await
             .unwrap();
         assert!(events.items.is_empty(), "{:?}", events.items);
+    }
+
+    #[tokio::test]
+    async fn a_routine_pass_keeps_last_scheduled_time_so_a_manual_reschedule_is_seen() {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let fake = Arc::new(crate::clock::FakeClock::new(start));
+        let clock: crate::clock::SharedClock = fake.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut m1 = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
+        m1["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+            "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+        store
+            .update_status(&well_known::clusters(), m1)
+            .await
+            .unwrap();
+        let rt = well_known::resource_bindings();
+        store
+            .create(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "web-deployment", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                             "replicas": 2,
+                             "placement": {"clusterAffinity": {"clusterNames": ["m1"]},
+                                           "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}),
+            )
+            .await
+            .unwrap();
+        let key = "rb|default|web-deployment";
+        let last = |b: &Value| b["status"]["lastScheduledTime"].as_str().map(String::from);
+        let get = || async {
+            store
+                .get(&rt, Some("default"), "web-deployment")
+                .await
+                .unwrap()
+        };
+        scheduler.reconcile(key).await.unwrap();
+        let first = get().await;
+        assert_eq!(
+            first["spec"]["clusters"],
+            json!([{"name": "m1", "replicas": 2}])
+        );
+        assert_eq!(last(&first).as_deref(), Some("2026-01-01T00:00:00Z"));
+        // A resync 10 s later decides the same: the time of the last real decision stays.
+        fake.advance(chrono::Duration::seconds(10));
+        scheduler.reconcile(key).await.unwrap();
+        assert_eq!(last(&get().await).as_deref(), Some("2026-01-01T00:00:00Z"));
+        // A manual reschedule stamped now is later than that, so it is honoured and recorded.
+        let mut b = get().await;
+        b["spec"]["rescheduleTriggeredAt"] = json!("2026-01-01T00:00:10Z");
+        store.update(&rt, b).await.unwrap();
+        scheduler.reconcile(key).await.unwrap();
+        assert_eq!(last(&get().await).as_deref(), Some("2026-01-01T00:00:10Z"));
     }
 }
