@@ -284,6 +284,12 @@ async fn invalid_policies_are_422_with_the_field_named() {
             .any(|c| c["field"].as_str().unwrap().starts_with("spec.placement")),
         "{body}"
     );
+    // The field is named once: in `field`, and before the message in the summary.
+    for c in causes {
+        let field = c["field"].as_str().unwrap();
+        assert!(!c["message"].as_str().unwrap().contains(field), "{body}");
+        assert!(body["message"].as_str().unwrap().contains(field), "{body}");
+    }
 
     let mut spread = policy("spread");
     spread["spec"]["placement"]["spreadConstraints"] =

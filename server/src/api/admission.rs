@@ -13,10 +13,12 @@ use flotilla_api::validation::{strict::strict_unknown_fields, FieldError, Path, 
 use serde_json::Value;
 use std::sync::Arc;
 
+/// A field error as a `Status` cause: the field goes in `field` only (kubectl prints
+/// `field: message`, so a path in the message would show twice).
 fn cause(e: &FieldError) -> Cause {
     Cause {
         reason: e.kind.cause_reason().to_string(),
-        message: e.to_string(),
+        message: e.message.clone(),
         field: e.path.clone(),
     }
 }
