@@ -459,7 +459,78 @@ async fn status_subresource_is_separate_from_spec() {
         (s, v["status"]["readyReplicas"].clone()),
         (StatusCode::OK, json!(2))
     );
-    let (s, _) = api.call("GET", &format!("{DEPLOY}/s/scale"), None).await;
+    let (s, _) = api.call("GET", &format!("{DEPLOY}/s/other"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn scale_subresource_reads_and_writes_spec_replicas() {
+    let api = TestApi::new().await;
+    let (_, d) = api.call("POST", DEPLOY, Some(deployment("w", 2))).await;
+    let scale = format!("{DEPLOY}/w/scale");
+    let (s, v) = api.call("GET", &scale, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["kind"], "Scale");
+    assert_eq!(v["apiVersion"], "autoscaling/v1");
+    assert_eq!(v["spec"]["replicas"], 2);
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        d["metadata"]["resourceVersion"]
+    );
+    // kubectl scale: a merge patch of the Scale.
+    let (s, v) = api
+        .patch(
+            &scale,
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": 5}}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["spec"]["replicas"].clone()),
+        (StatusCode::OK, json!(5)),
+        "{v}"
+    );
+    let (_, live) = api.call("GET", &format!("{DEPLOY}/w"), None).await;
+    assert_eq!(live["spec"]["replicas"], 5);
+    assert_eq!(live["metadata"]["generation"], 2);
+    // PUT with a stale resourceVersion is a conflict; without one it is applied.
+    let stale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "w", "resourceVersion": d["metadata"]["resourceVersion"]},
+        "spec": {"replicas": 1}});
+    let (s, _) = api.call("PUT", &scale, Some(stale)).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let fresh = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "w"}, "spec": {"replicas": 1}});
+    let (s, v) = api.call("PUT", &scale, Some(fresh)).await;
+    assert_eq!(
+        (s, v["spec"]["replicas"].clone()),
+        (StatusCode::OK, json!(1)),
+        "{v}"
+    );
+    // Bad replicas: 422 naming the field; nothing changes.
+    let (s, v) = api
+        .patch(
+            &scale,
+            "application/merge-patch+json",
+            json!({"spec": {"replicas": -3}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    assert_eq!(v["details"]["causes"][0]["field"], "spec.replicas", "{v}");
+    let (_, live) = api.call("GET", &format!("{DEPLOY}/w"), None).await;
+    assert_eq!(live["spec"]["replicas"], 1);
+    // Only replicated workloads scale.
+    let (s, _) = api
+        .call(
+            "GET",
+            "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/p/scale",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = api
+        .call("GET", &format!("{DEPLOY}/missing/scale"), None)
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
 

@@ -15,6 +15,7 @@ pub mod patch;
 pub mod registration;
 pub mod registry;
 pub mod resources;
+pub mod scale;
 pub mod table;
 pub mod watch;
 

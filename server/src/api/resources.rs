@@ -1,5 +1,6 @@
 //! Resource paths: `/api/v1/...` and `/apis/<group>/<version>/...` with GET (get, list, watch),
-//! POST, PUT, PATCH and DELETE on objects and their `status` subresource, plus the discovery
+//! POST, PUT, PATCH and DELETE on objects and their `status` subresource (and `scale`, see
+//! [`super::scale`]), plus the discovery
 //! and OpenAPI documents served under the same prefixes.
 
 use super::admission;
@@ -9,6 +10,7 @@ use super::error::{ApiError, ApiResult};
 use super::openapi;
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::registry::Registry;
+use super::scale;
 use super::table;
 use super::watch;
 use super::ApiState;
@@ -221,6 +223,13 @@ async fn serve(
         let doc =
             super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
         return Ok(respond(StatusCode::OK, &doc, encoding));
+    }
+    if target.subresource.as_deref() == Some("scale")
+        && scale::supports_scale(&target.rt)
+        && target.name.is_some()
+    {
+        let encoding = negotiate(&headers)?;
+        return serve_scale(state, &method, &target, &params, &headers, body, encoding).await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -559,6 +568,93 @@ async fn write_update(
     let updated = result.map_err(|e| target.store_err(e))?;
     admission::after_write(state, rt, &updated);
     Ok(updated)
+}
+
+/// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
+/// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
+async fn serve_scale(
+    state: &ApiState,
+    method: &Method,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+    encoding: Encoding,
+) -> ApiResult<Response> {
+    let name = target.name.as_deref().unwrap_or_default();
+    let object = Target {
+        subresource: None,
+        ..target.clone()
+    };
+    // What the request asks for: nothing (GET), a whole Scale (PUT) or a patch of it.
+    let request = match *method {
+        Method::GET => None,
+        Method::PUT => {
+            let bytes = body::read(body, state.limits.max_body_bytes).await?;
+            Some((None, body::parse(&bytes, body::BodyFormat::Json)?))
+        }
+        Method::PATCH => {
+            let ct = body::content_type(headers);
+            let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
+                ApiError::UnsupportedMediaType(format!("the patch type {ct:?} is not supported"))
+            })?;
+            let format = if kind == PatchType::Apply {
+                body::BodyFormat::Yaml
+            } else {
+                body::BodyFormat::Json
+            };
+            let bytes = body::read(body, state.limits.max_body_bytes).await?;
+            Some((Some(kind), body::parse(&bytes, format)?))
+        }
+        ref m => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "the scale subresource allows GET, PUT and PATCH, not {m}"
+            )))
+        }
+    };
+    let pinned = request.as_ref().is_some_and(|(_, doc)| {
+        doc.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+    });
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let live = state
+            .store
+            .get(&object.rt, object.namespace.as_deref(), name)
+            .await
+            .map_err(|e| object.store_err(e))?;
+        let current = scale::scale_of(&live);
+        let Some((kind, doc)) = &request else {
+            return Ok(respond(StatusCode::OK, &current, encoding));
+        };
+        let wanted = match kind {
+            None => doc.clone(),
+            Some(kind) => {
+                let mut patched = current.clone();
+                apply_patch(&mut patched, doc, *kind).map_err(|e| match e {
+                    PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
+                })?;
+                patched
+            }
+        };
+        let replicas = scale::desired_replicas(&wanted)
+            .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
+        let updated = scale::apply_scale(&live, &wanted, replicas);
+        let rt = rt_with_kind(&object, &updated);
+        match write_update(state, &object, &rt, params, updated, &live).await {
+            Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
+            Err(e) => return Err(e),
+            Ok(written) => {
+                return Ok(respond(
+                    StatusCode::OK,
+                    &scale::scale_of(&written),
+                    encoding,
+                ))
+            }
+        }
+    }
 }
 
 async fn patch(
