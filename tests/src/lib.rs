@@ -140,6 +140,39 @@ impl Server {
     pub fn kubeconfig(&self) -> PathBuf {
         self.data_dir.join("kubeconfig")
     }
+
+    /// The base URL of the simulated members a `--sim-members` server started (each member
+    /// answers under `<url>/members/<name>`).
+    pub fn sim_members_url(&self) -> Result<String> {
+        let url = wait_for("sim-members.url", Duration::from_secs(60), || {
+            std::fs::read_to_string(self.data_dir.join("sim-members.url")).ok()
+        })?;
+        Ok(url.trim().to_string())
+    }
+}
+
+/// Waits until `n` Cluster objects report Ready=True.
+pub fn wait_members_ready(api: &ApiClient, n: usize) -> Result<()> {
+    wait_for(
+        &format!("{n} Ready members"),
+        Duration::from_secs(60),
+        || {
+            let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
+            let ready = list["items"]
+                .as_array()?
+                .iter()
+                .filter(|c| {
+                    c.pointer("/status/conditions")
+                        .and_then(serde_json::Value::as_array)
+                        .is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        })
+                })
+                .count();
+            (ready == n).then_some(())
+        },
+    )
 }
 
 /// A running `flotilla-agent` process.

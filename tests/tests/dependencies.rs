@@ -5,7 +5,7 @@
 //! follows the Deployment when the policy narrows, and goes when the Deployment is deleted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, wait_for, ApiClient, Server};
+use flotilla_tests::{member_call, wait_for, wait_members_ready, ApiClient, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -92,29 +92,8 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    wait_for("two Ready members", WAIT, || {
-        let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
-        let ready = list["items"]
-            .as_array()?
-            .iter()
-            .filter(|c| {
-                c.pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            })
-            .count();
-        (ready == 2).then_some(())
-    })
-    .unwrap();
-    let members = wait_for("sim-members.url", WAIT, || {
-        std::fs::read_to_string(data.path().join("sim-members.url")).ok()
-    })
-    .unwrap()
-    .trim()
-    .to_string();
+    wait_members_ready(&api, 2).unwrap();
+    let members = server.sim_members_url().unwrap();
 
     create(
         &api,

@@ -3,10 +3,9 @@
 //! (```shell blocks are shown, not run: they start servers of their own).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{kubectl_available, wait_for, Server};
+use flotilla_tests::{kubectl_available, Server};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 /// The ```sh blocks of a markdown file, with the line each starts on.
 fn sh_blocks(text: &str) -> Vec<(usize, String)> {
@@ -73,15 +72,6 @@ fn api_page_examples_run() {
 }
 
 /// The URL of the server's simulated members (`--sim-members`).
-fn sim_members_url(server: &Server) -> String {
-    wait_for("sim-members.url", Duration::from_secs(60), || {
-        std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
-    })
-    .unwrap()
-    .trim()
-    .to_string()
-}
-
 #[test]
 fn members_page_examples_run() {
     run_page_with(
@@ -90,7 +80,7 @@ fn members_page_examples_run() {
         |server| {
             vec![(
                 "MEMBER".to_string(),
-                format!("{}/members/member1", sim_members_url(server)),
+                format!("{}/members/member1", server.sim_members_url().unwrap()),
             )]
         },
     );
@@ -121,7 +111,7 @@ fn scheduling_page_examples_run() {
             "--sim-cluster-status-update-frequency-ms",
             "1000",
         ],
-        |server| vec![("MEMBERS".to_string(), sim_members_url(server))],
+        |server| vec![("MEMBERS".to_string(), server.sim_members_url().unwrap())],
     );
 }
 

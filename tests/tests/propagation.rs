@@ -3,7 +3,7 @@
 //! status flows back as Healthy, and the Deployment's status shows the summed ready replicas.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{scenarios_dir, wait_for, ApiClient, Server};
+use flotilla_tests::{scenarios_dir, wait_for, wait_members_ready, ApiClient, Server};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -53,33 +53,13 @@ fn server_with_members(data: &std::path::Path, members: usize) -> (Server, ApiCl
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    wait_for("every member Ready", Duration::from_secs(60), || {
-        let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
-        let ready = list["items"]
-            .as_array()?
-            .iter()
-            .filter(|c| {
-                c.pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            })
-            .count();
-        (ready == members).then_some(())
-    })
-    .unwrap();
+    wait_members_ready(&api, members).unwrap();
     (server, api)
 }
 
 /// The URL of a simulated member's own surface.
 fn member_url(server: &Server, member: &str) -> String {
-    let base = wait_for("sim-members.url", Duration::from_secs(30), || {
-        std::fs::read_to_string(server.data_dir.join("sim-members.url")).ok()
-    })
-    .unwrap();
-    format!("{}/members/{member}", base.trim())
+    format!("{}/members/{member}", server.sim_members_url().unwrap())
 }
 
 /// The `spec.replicas` of the nginx Deployment as the member runs it, if it runs there.
