@@ -13,6 +13,7 @@ use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
+use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
@@ -31,19 +32,9 @@ pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/names
 /// How long to wait before looking again at a gated dispatch.
 pub const PURGE_GATE_RETRY: Duration = Duration::from_secs(5);
 
-/// FNV-1a 32 of a string.
-fn fnv32(s: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in s.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 /// The Work name of a template (stable, distinct per kind/namespace/name).
 pub fn work_name(kind: &str, namespace: &str, name: &str) -> String {
-    let hash = fnv32(&format!("{}.{namespace}.{name}", kind.to_ascii_lowercase()));
+    let hash = fnv1a32(format!("{}.{namespace}.{name}", kind.to_ascii_lowercase()).as_bytes());
     let mut base: String = name.chars().take(200).collect();
     base = base.trim_end_matches(['-', '.']).to_string();
     format!("{base}-{hash:08x}")

@@ -41,6 +41,7 @@ use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
@@ -68,16 +69,6 @@ pub const DEPENDENCY_PLURALS: &[&str] = &[
     "persistentvolumeclaims",
 ];
 
-/// FNV-1a 32 of a string.
-fn fnv32(s: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in s.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 /// The label key marking an attached binding as required by the binding `namespace/name`:
 /// `resourcebinding.karmada.io/depended-by-<8 hex digits of FNV-1a("namespace/name")>`. Its
 /// value is that binding's permanent id. (Karmada hashes the same string with its own hash, so
@@ -85,7 +76,7 @@ fn fnv32(s: &str) -> u32 {
 pub fn depended_by_label(namespace: &str, name: &str) -> String {
     format!(
         "{DEPENDED_BY_LABEL_PREFIX}{:08x}",
-        fnv32(&format!("{namespace}/{name}"))
+        fnv1a32(format!("{namespace}/{name}").as_bytes())
     )
 }
 
