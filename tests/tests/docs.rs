@@ -116,6 +116,15 @@ fn scheduling_page_examples_run() {
 }
 
 #[test]
+fn dependencies_page_examples_run() {
+    run_page_with(
+        "dependencies.md",
+        &["--sim-members", "2", "--sim-pod-startup-delay-ms", "100"],
+        |server| vec![("MEMBERS".to_string(), server.sim_members_url().unwrap())],
+    );
+}
+
+#[test]
 fn sh_block_extraction() {
     let md = "text\n```sh\necho a\n```\n```yaml\nx: 1\n```\n```sh\necho b\necho c\n```\n";
     assert_eq!(
