@@ -692,6 +692,77 @@ async fn delete_checks_preconditions(kind: Kind) {
     ));
 }
 
+async fn list_dependents_follows_owner_references(kind: Kind) {
+    let h = Harness::new(kind);
+    let s = &*h.store;
+    let owner = s
+        .create(&deployments(), deploy("ns", "owner", 1))
+        .await
+        .unwrap();
+    let other = s
+        .create(&deployments(), deploy("ns", "other", 1))
+        .await
+        .unwrap();
+    let uid = owner["metadata"]["uid"].as_str().unwrap();
+    s.create(&configmaps(), owned_by(cm("b", "one"), &[&owner]))
+        .await
+        .unwrap();
+    s.create(&configmaps(), owned_by(cm("a", "two"), &[&owner, &other]))
+        .await
+        .unwrap();
+    s.create(&configmaps(), owned_by(cm("a", "theirs"), &[&other]))
+        .await
+        .unwrap();
+    s.create(&configmaps(), cm("a", "free")).await.unwrap();
+    // A dependent of another kind is not listed for configmaps.
+    s.create(
+        &policies(),
+        owned_by(
+            json!({"metadata": {"name": "p", "namespace": "a"}, "spec": {}}),
+            &[&owner],
+        ),
+    )
+    .await
+    .unwrap();
+    let names = |items: Vec<Value>| -> Vec<String> {
+        items
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let found = s.list_dependents(&configmaps(), uid).await.unwrap();
+    assert_eq!(
+        names(found),
+        ["a/two", "b/one"],
+        "storage-key order, every namespace"
+    );
+    // Dropping the reference drops the dependent; adding one adds it.
+    let mut two = s.get(&configmaps(), Some("a"), "two").await.unwrap();
+    two["metadata"]["ownerReferences"] = json!([two["metadata"]["ownerReferences"][1]]);
+    s.update(&configmaps(), two).await.unwrap();
+    let mut free = s.get(&configmaps(), Some("a"), "free").await.unwrap();
+    free = owned_by(free, &[&owner]);
+    s.update(&configmaps(), free).await.unwrap();
+    let found = s.list_dependents(&configmaps(), uid).await.unwrap();
+    assert_eq!(names(found), ["a/free", "b/one"]);
+    s.delete(&configmaps(), Some("b"), "one", &DeleteOptions::default())
+        .await
+        .unwrap();
+    let found = s.list_dependents(&configmaps(), uid).await.unwrap();
+    assert_eq!(names(found), ["a/free"]);
+    assert!(s
+        .list_dependents(&configmaps(), "no-such-uid")
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 async fn gc_background_deletes_dependents(kind: Kind) {
     let h = Harness::new(kind);
     let s = &*h.store;
@@ -1176,6 +1247,7 @@ behaviours!(
     update_status_changes_only_status,
     finalizers_hold_deletion,
     delete_checks_preconditions,
+    list_dependents_follows_owner_references,
     gc_background_deletes_dependents,
     gc_foreground_deletes_dependents_first,
     gc_orphan_keeps_dependents,

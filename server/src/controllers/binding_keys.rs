@@ -3,10 +3,9 @@
 //! the Works a binding owns.
 
 use super::runtime::ReconcileError;
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{Store, StoreError};
 use flotilla_api::kinds::{well_known, ResourceType};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// A binding as a controller reads it.
 pub struct LiveBinding {
@@ -63,20 +62,14 @@ pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T,
     })
 }
 
-/// The Works a binding owns, in every execution namespace.
+/// The Works a binding owns, in every execution namespace (from the store's owner index).
 pub async fn owned_works(store: &dyn Store, binding: &Value) -> Result<Vec<Value>, StoreError> {
     let uid = binding
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let owned = ListOptions {
-        filter: Some(Arc::new(move |w: &Value| {
-            w.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
-        })),
-        ..ListOptions::default()
-    };
-    Ok(store.list(&well_known::works(), None, &owned).await?.items)
+        .unwrap_or("");
+    if uid.is_empty() {
+        return Ok(Vec::new());
+    }
+    store.list_dependents(&well_known::works(), uid).await
 }

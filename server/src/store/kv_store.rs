@@ -975,6 +975,33 @@ impl<E: Engine> Store for KvStore<E> {
         })
     }
 
+    async fn list_dependents(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Value>, StoreError> {
+        let tree = res.storage_name();
+        let refs: Vec<ObjRef> = {
+            let st = self.write_lock()?;
+            st.owners
+                .dependents_of(owner_uid)
+                .into_iter()
+                .filter(|r| r.resource == tree)
+                .collect()
+        };
+        // The index is read under the lock and the objects after it: an object changed in
+        // between is read as it is now, and kept only if it still names the owner.
+        let mut out = Vec::with_capacity(refs.len());
+        for r in refs {
+            if let Some(obj) = self.read_object(res, &r.key)? {
+                if meta::owner_uids(&obj).iter().any(|u| u == owner_uid) {
+                    out.push(obj);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;

@@ -201,6 +201,15 @@ pub trait Store: Send + Sync + 'static {
         opts: &DeleteOptions,
     ) -> Result<Deleted, StoreError>;
 
+    /// Objects of one kind that name `owner_uid` in their ownerReferences, in storage-key
+    /// order. Answered from the owner index the garbage collector keeps, so it costs the
+    /// dependents found, not a scan of the kind.
+    async fn list_dependents(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Value>, StoreError>;
+
     /// Watches changes of one kind.
     async fn watch(
         &self,
