@@ -13,6 +13,7 @@
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
 use super::interpretation::TemplateInterpreter;
+use super::policy_cache::{PolicyCache, Refreshed};
 use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
 use super::queue::WorkQueue;
 use super::runtime::{feed, Action, ReconcileError, Reconciler, Source};
@@ -25,8 +26,8 @@ use flotilla_api::binding::ReplicaRequirements;
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::kinds::{well_known, ResourceType, WORK_GROUP};
 use flotilla_api::policy::{
-    ClusterPropagationPolicy, PropagationPolicy, APPLIED_PLACEMENT_ANNOTATION,
-    CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME, PP_PERMANENT_ID_LABEL,
+    ResourceSelector, APPLIED_PLACEMENT_ANNOTATION, CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME,
+    PP_PERMANENT_ID_LABEL,
 };
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
@@ -103,6 +104,8 @@ pub struct Detector {
     interpreter: Arc<dyn TemplateInterpreter>,
     events: EventRecorder,
     queue: WorkQueue,
+    /// The policies, decoded.
+    policies: PolicyCache,
     /// Watched template kinds by storage name.
     feeds: Mutex<HashMap<String, (ResourceType, AbortHandle)>>,
 }
@@ -126,6 +129,7 @@ impl Detector {
         queue: WorkQueue,
     ) -> Self {
         Self {
+            policies: PolicyCache::new(store.clone()),
             store,
             clock,
             registry,
@@ -179,120 +183,81 @@ impl Detector {
         feeds.insert(rt.storage_name(), (rt.clone(), task.abort_handle()));
     }
 
-    async fn candidates(&self, namespace: &str) -> Result<Vec<Candidate>, ReconcileError> {
-        let mut out = Vec::new();
-        if !namespace.is_empty() {
-            let pps = self
-                .store
-                .list(
-                    &well_known::propagation_policies(),
-                    Some(namespace),
-                    &ListOptions::default(),
-                )
-                .await?;
-            for raw in pps.items {
-                let p: PropagationPolicy = decode(&raw, "PropagationPolicy")?;
-                if p.metadata.is_deleting() {
-                    continue;
-                }
-                let id = p
-                    .metadata
-                    .label(PP_PERMANENT_ID_LABEL)
-                    .unwrap_or(&p.metadata.uid)
-                    .to_string();
-                out.push(Candidate::new(
-                    PolicyScope::Namespaced,
-                    &p.metadata.namespace,
-                    &p.metadata.name,
-                    &id,
-                    p.spec,
-                ));
-            }
-        }
-        let cpps = self
-            .store
-            .list(
-                &well_known::cluster_propagation_policies(),
-                None,
-                &ListOptions::default(),
-            )
-            .await?;
-        for raw in cpps.items {
-            let p: ClusterPropagationPolicy = decode(&raw, "ClusterPropagationPolicy")?;
-            if p.metadata.is_deleting() {
-                continue;
-            }
-            let id = p
-                .metadata
-                .label(CPP_PERMANENT_ID_LABEL)
-                .unwrap_or(&p.metadata.uid)
-                .to_string();
-            out.push(Candidate::new(
-                PolicyScope::Cluster,
-                "",
-                &p.metadata.name,
-                &id,
-                p.spec,
-            ));
-        }
-        Ok(out)
-    }
-
-    /// Queues every template a policy may select (and starts watching their kinds).
+    /// Records the policy's change and queues every template it selected before or selects
+    /// now (and starts watching their kinds). A selector that names its template queues that
+    /// one key; others list the kind.
     async fn reconcile_policy(
         &self,
         scope: PolicyScope,
         ns: &str,
         name: &str,
     ) -> Result<Action, ReconcileError> {
-        let (rt, namespace) = match scope {
-            PolicyScope::Namespaced => (well_known::propagation_policies(), Some(ns)),
-            PolicyScope::Cluster => (well_known::cluster_propagation_policies(), None),
+        let Refreshed { before, after } = self.policies.refresh(scope, ns, name).await?;
+        let selectors: Vec<&ResourceSelector> = before
+            .iter()
+            .chain(after.iter())
+            .flat_map(|c| c.spec.resource_selectors.iter())
+            .collect();
+        let policy_ns = match scope {
+            PolicyScope::Namespaced => Some(ns),
+            PolicyScope::Cluster => None,
         };
-        let selectors: Vec<(String, String)> = match self.store.get(&rt, namespace, name).await {
-            Ok(p) => p
-                .pointer("/spec/resourceSelectors")
-                .and_then(Value::as_array)
-                .map(|s| {
-                    s.iter()
-                        .map(|s| {
-                            (
-                                str_at(s, "/apiVersion").to_string(),
-                                str_at(s, "/kind").to_string(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            Err(StoreError::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        let kinds: Vec<ResourceType> = if selectors.is_empty() {
-            // A deleted policy: any watched kind may hold a template it claimed.
-            self.feeds
+        if selectors.is_empty() {
+            // A policy deleted before the cache saw it: any watched kind may hold a template
+            // it claimed.
+            let kinds: Vec<ResourceType> = self
+                .feeds
                 .lock()
                 .values()
                 .map(|(rt, _)| rt.clone())
-                .collect()
-        } else {
-            selectors.iter().map(|(a, k)| self.resolve(a, k)).collect()
-        };
-        for rt in kinds {
+                .collect();
+            for rt in kinds {
+                let list_ns = if rt.namespaced { policy_ns } else { None };
+                self.queue_all(&rt, list_ns).await?;
+            }
+            return Ok(Action::Done);
+        }
+        let mut listed = std::collections::HashSet::new();
+        for s in selectors {
+            let rt = self.resolve(&s.api_version, &s.kind);
             self.watch_kind(&rt);
-            let list_ns = if rt.namespaced { namespace } else { None };
-            let page = self
-                .store
-                .list(&rt, list_ns, &ListOptions::default())
-                .await?;
-            for t in page.items {
-                let tns = str_at(&t, "/metadata/namespace");
+            let sel_ns = match policy_ns {
+                Some(ns) => Some(ns),
+                None => Some(s.namespace.as_str()).filter(|n| !n.is_empty()),
+            };
+            let list_ns = if rt.namespaced { sel_ns } else { None };
+            if !s.name.is_empty() && (!rt.namespaced || list_ns.is_some()) {
+                let tns = list_ns.unwrap_or("");
                 if !is_reserved_namespace(tns) {
-                    self.queue
-                        .add(template_key(&rt, tns, str_at(&t, "/metadata/name")));
+                    self.queue.add(template_key(&rt, tns, &s.name));
                 }
+                continue;
+            }
+            if listed.insert((rt.storage_name(), list_ns.map(str::to_string))) {
+                self.queue_all(&rt, list_ns).await?;
             }
         }
         Ok(Action::Done)
+    }
+
+    /// Queues every template of a kind (in one namespace, or all).
+    async fn queue_all(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+    ) -> Result<(), ReconcileError> {
+        let page = self
+            .store
+            .list(rt, namespace, &ListOptions::default())
+            .await?;
+        for t in page.items {
+            let tns = str_at(&t, "/metadata/namespace");
+            if !is_reserved_namespace(tns) {
+                self.queue
+                    .add(template_key(rt, tns, str_at(&t, "/metadata/name")));
+            }
+        }
+        Ok(())
     }
 
     async fn reconcile_template(
@@ -316,7 +281,7 @@ impl Detector {
             .get(PP_PERMANENT_ID_LABEL)
             .or_else(|| labels.get(CPP_PERMANENT_ID_LABEL))
             .cloned();
-        let candidates = self.candidates(ns).await?;
+        let candidates = self.policies.candidates(ns).await?;
         let api_version = str_at(&template, "/apiVersion").to_string();
         let kind = str_at(&template, "/kind").to_string();
         let tref = TemplateRef {
@@ -357,7 +322,7 @@ impl Detector {
             }
             return Ok(Action::Done);
         };
-        let policy = &candidates[i];
+        let policy: &Candidate = &candidates[i];
         let template = self.set_claim(rt, &template, Some(policy)).await?;
         let (replicas, requirements) = self.interpreter.replicas(&template);
         let desired = desired_binding(
@@ -533,13 +498,6 @@ fn set_or_remove(meta: &mut Map<String, Value>, key: &str, map: Map<String, Valu
     } else {
         meta.insert(key.into(), Value::Object(map));
     }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(raw: &Value, what: &str) -> Result<T, ReconcileError> {
-    serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-        what: format!("{what} {}", str_at(raw, "/metadata/name")),
-        message: e.to_string(),
-    })
 }
 
 fn owned_by(obj: &Value, uid: &str) -> bool {
@@ -883,6 +841,7 @@ mod tests {
             .update(&well_known::propagation_policies(), changed)
             .await
             .unwrap();
+        f.detector.reconcile("pp|default|p").await.unwrap();
         f.detector.reconcile(&key).await.unwrap();
         let b = binding(&f.store).await.unwrap();
         assert_eq!(
@@ -914,6 +873,7 @@ mod tests {
             )
             .await
             .unwrap();
+        f.detector.reconcile("pp|default|p").await.unwrap();
         f.detector.reconcile(&key).await.unwrap();
         assert!(binding(&f.store).await.is_none());
         let t = f
@@ -951,6 +911,7 @@ mod tests {
             policy("p", &["member1"], 10),
         )
         .await;
+        f.detector.reconcile("pp|default|p").await.unwrap();
         f.detector.reconcile(&key).await.unwrap();
         let b = binding(&f.store).await.unwrap();
         assert_eq!(
@@ -968,6 +929,7 @@ mod tests {
             .update(&well_known::propagation_policies(), p)
             .await
             .unwrap();
+        f.detector.reconcile("pp|default|p").await.unwrap();
         f.detector.reconcile(&key).await.unwrap();
         let b = binding(&f.store).await.unwrap();
         assert_eq!(
@@ -1055,6 +1017,7 @@ mod tests {
             )
             .await
             .unwrap();
+        f.detector.reconcile("pp|default|p").await.unwrap();
         f.detector.reconcile(&key).await.unwrap();
         let b = binding(&f.store)
             .await

@@ -91,25 +91,25 @@ pub fn selection(candidate: &Candidate, t: &TemplateRef) -> Option<SelectorMatch
 
 /// The policy for a template among `candidates`, given the permanent id of the policy that
 /// claims it now (if any). Returns an index into `candidates`.
-pub fn choose_policy(
-    candidates: &[Candidate],
+pub fn choose_policy<C: std::borrow::Borrow<Candidate>>(
+    candidates: &[C],
     t: &TemplateRef,
     claimed_by: Option<&str>,
 ) -> Option<usize> {
     let mut matching: Vec<(usize, SelectorMatch)> = candidates
         .iter()
         .enumerate()
-        .filter_map(|(i, c)| selection(c, t).map(|m| (i, m)))
+        .filter_map(|(i, c)| selection(c.borrow(), t).map(|m| (i, m)))
         .collect();
     matching.sort_by_key(|(i, m)| {
-        let c = &candidates[*i];
+        let c = candidates[*i].borrow();
         (c.scope, Reverse(c.priority), Reverse(*m), c.name.clone())
     });
     let (best, _) = *matching.first()?;
     let Some(current) = claimed_by.and_then(|id| {
         matching
             .iter()
-            .find(|(i, _)| candidates[*i].permanent_id == id)
+            .find(|(i, _)| candidates[*i].borrow().permanent_id == id)
             .map(|(i, _)| *i)
     }) else {
         return Some(best);
@@ -117,7 +117,7 @@ pub fn choose_policy(
     if current == best {
         return Some(current);
     }
-    let (b, c) = (&candidates[best], &candidates[current]);
+    let (b, c) = (candidates[best].borrow(), candidates[current].borrow());
     let preempt = b.preempts
         && match (b.scope, c.scope) {
             (PolicyScope::Namespaced, PolicyScope::Namespaced) => b.priority > c.priority,
