@@ -113,6 +113,10 @@ impl Reconciler for PushExecutionController {
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
         };
+        // Works of pull members are the agent's business.
+        let Some(cluster) = cluster.filter(|c| c.spec.sync_mode == Some(SyncMode::Push)) else {
+            return Ok(Action::Done);
+        };
         let works = well_known::works();
         let work = match self.store.get(&works, Some(ns), name).await {
             Ok(w) => w,
@@ -120,9 +124,6 @@ impl Reconciler for PushExecutionController {
                 return Ok(Action::Done);
             }
             Err(e) => return Err(e.into()),
-        };
-        let Some(cluster) = cluster.filter(|c| c.spec.sync_mode == Some(SyncMode::Push)) else {
-            return Ok(Action::Done);
         };
         let endpoint = cluster.spec.api_endpoint.clone();
         let uid = work
