@@ -10,14 +10,15 @@
 //! eviction, the task's preserved label state is injected into the manifest (§10.3).
 
 use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
+use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
 use crate::scheduler::division::fnv1a32;
-use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
+use crate::store::{DeleteOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
-use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace, Cluster};
+use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
 use serde_json::{json, Map, Value};
@@ -239,6 +240,7 @@ pub struct BindingController {
     store: Arc<dyn Store>,
     registry: Arc<Registry>,
     interpreter: Arc<dyn TemplateInterpreter>,
+    clusters: ClusterCache,
 }
 
 impl BindingController {
@@ -249,6 +251,7 @@ impl BindingController {
         interpreter: Arc<dyn TemplateInterpreter>,
     ) -> Self {
         Self {
+            clusters: ClusterCache::new(store.clone()),
             store,
             registry,
             interpreter,
@@ -269,19 +272,6 @@ impl BindingController {
             (None, Some(name)) => vec![format!("crb|{name}")],
             _ => Vec::new(),
         }
-    }
-
-    async fn cluster_ready(&self) -> Result<BTreeMap<String, bool>, StoreError> {
-        let clusters = self
-            .store
-            .list(&well_known::clusters(), None, &ListOptions::default())
-            .await?;
-        Ok(clusters
-            .items
-            .into_iter()
-            .filter_map(|c| serde_json::from_value::<Cluster>(c).ok())
-            .map(|c| (c.metadata.name.clone(), c.is_ready()))
-            .collect())
     }
 }
 
@@ -316,14 +306,14 @@ impl Reconciler for BindingController {
         };
         let works_rt = well_known::works();
         let existing = owned_works(self.store.as_ref(), &binding).await?;
-        let ready = self.cluster_ready().await?;
+        let clusters = self.clusters.get().await?;
         let plan = plan_works(
             &binding,
             &spec,
             &template,
             &existing,
             self.interpreter.as_ref(),
-            &|c| ready.get(c).copied().unwrap_or(false),
+            &|c| clusters.is_ready(c),
         );
         for (wns, wname) in &plan.delete {
             match self

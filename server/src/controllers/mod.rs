@@ -5,6 +5,7 @@
 pub mod binding_keys;
 pub mod binding_status;
 pub mod binding_works;
+pub mod cluster_cache;
 pub mod cluster_health;
 pub mod cluster_status;
 pub mod cluster_taints;

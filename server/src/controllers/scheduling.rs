@@ -9,6 +9,7 @@
 //! left alone.
 
 use super::binding_keys::{decode, live_binding, LiveBinding};
+use super::cluster_cache::ClusterCache;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
@@ -37,6 +38,7 @@ pub const RETRY_UNSCHEDULABLE: Duration = Duration::from_secs(5);
 /// The controller.
 pub struct SchedulerController {
     store: Arc<dyn Store>,
+    clusters: ClusterCache,
     clock: SharedClock,
     events: EventRecorder,
     results: IntCounterVec,
@@ -56,6 +58,7 @@ impl SchedulerController {
         )?;
         registry.register(Box::new(results.clone()))?;
         Ok(Self {
+            clusters: ClusterCache::new(store.clone()),
             store,
             clock,
             events,
@@ -113,7 +116,8 @@ impl Reconciler for SchedulerController {
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        let snapshot = Self::snapshot(self.store.as_ref()).await?;
+        let clusters = self.clusters.get().await?;
+        let snapshot = &clusters.snapshot;
         let applied = binding
             .pointer(&format!(
                 "/metadata/annotations/{}",
@@ -121,7 +125,7 @@ impl Reconciler for SchedulerController {
             ))
             .and_then(Value::as_str)
             .map(str::to_string);
-        let Some(reason) = needs_scheduling(&spec, &status, applied.as_deref(), &snapshot) else {
+        let Some(reason) = needs_scheduling(&spec, &status, applied.as_deref(), snapshot) else {
             // The spec write and the status write of a decision are two steps; if the second
             // was lost to a conflict, the decision stands and its condition is written now.
             let placed = applied.is_some() && !spec.clusters.is_empty();
@@ -150,7 +154,7 @@ impl Reconciler for SchedulerController {
         let result = schedule(&ScheduleInput {
             spec: &spec,
             status: &status,
-            clusters: &snapshot,
+            clusters: snapshot,
             options: ScheduleOptions::default(),
         });
         let (cond_status, cond_reason, message) = condition_for(&result);

@@ -116,6 +116,8 @@ pub(crate) struct WriteState {
     /// Every kind ever stored, by storage name.
     pub(crate) kinds: HashMap<String, ResourceType>,
     pub(crate) owners: OwnerIndex,
+    /// resourceVersion of the last change per kind (storage name) since open.
+    pub(crate) kind_rv: HashMap<String, u64>,
 }
 
 /// Object changes committed together, each with its own resourceVersion.
@@ -411,7 +413,12 @@ impl<E: Engine> KvStore<E> {
         let store = Arc::new(Self {
             engine,
             clock: config.clock,
-            state: Mutex::new(WriteState { rv, kinds, owners }),
+            state: Mutex::new(WriteState {
+                rv,
+                kinds,
+                owners,
+                kind_rv: HashMap::new(),
+            }),
             applied_rv,
             log,
             commit,
@@ -577,6 +584,8 @@ impl<E: Engine> KvStore<E> {
         let mut jobs: Vec<GcJob> = Vec::new();
         let mut objects = Vec::with_capacity(events.len());
         for (event, r) in events.iter().zip(&refs) {
+            st.kind_rv
+                .insert(r.resource.clone(), event.resource_version);
             if event.event_type == EventType::Deleted {
                 jobs.extend(st.owners.remove(r, &event.object));
             } else {
@@ -1054,6 +1063,11 @@ impl<E: Engine> Store for KvStore<E> {
             filter: opts.filter,
         };
         Ok(watch::stream(self.log.clone(), from, selector))
+    }
+
+    async fn kind_revision(&self, res: &ResourceType) -> Result<u64, StoreError> {
+        let st = self.write_lock()?;
+        Ok(st.kind_rv.get(&res.storage_name()).copied().unwrap_or(0))
     }
 
     async fn current_resource_version(&self) -> Result<u64, StoreError> {

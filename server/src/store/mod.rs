@@ -217,6 +217,11 @@ pub trait Store: Send + Sync + 'static {
         opts: WatchOptions,
     ) -> Result<WatchStream, StoreError>;
 
+    /// The resourceVersion of the last change to any object of this kind since the store
+    /// was opened (0 when none). A cache of a kind's list stays valid while this is unchanged;
+    /// a list read after seeing a value reflects at least that change.
+    async fn kind_revision(&self, res: &ResourceType) -> Result<u64, StoreError>;
+
     /// The newest resourceVersion handed out.
     async fn current_resource_version(&self) -> Result<u64, StoreError>;
 
