@@ -86,6 +86,10 @@ pub struct ControllerSettings {
     pub scheduler_resync: std::time::Duration,
     /// How often the status of Works on push members is read back.
     pub push_status_period: std::time::Duration,
+    /// Concurrent reconciles of each propagation controller (detector, dependencies
+    /// distributor, scheduler, binding, binding status). Never two for one key; most of a
+    /// reconcile is waiting for its writes to be durable, and concurrent writers share fsyncs.
+    pub propagation_workers: usize,
 }
 
 impl Default for ControllerSettings {
@@ -100,6 +104,7 @@ impl Default for ControllerSettings {
             resync: std::time::Duration::from_secs(300),
             scheduler_resync: std::time::Duration::from_secs(15),
             push_status_period: std::time::Duration::from_secs(5),
+            propagation_workers: 16,
         }
     }
 }
@@ -453,6 +458,7 @@ fn start_propagation(
             }),
         ]
     };
+    let workers = settings.propagation_workers.max(1);
     let mut handles = Vec::new();
     if let Some(ric) = flotilla_api::kinds::builtin_by_plural(
         flotilla_api::kinds::CONFIG_GROUP,
@@ -479,7 +485,7 @@ fn start_propagation(
     handles.push(controllers::runtime::spawn_with_queue(
         store.clone(),
         Arc::new(detector),
-        with(Detector::sources(), 2, settings.resync),
+        with(Detector::sources(), workers, settings.resync),
         Some(metrics.clone()),
         stop.clone(),
         detector_queue,
@@ -498,7 +504,7 @@ fn start_propagation(
     handles.push(controllers::runtime::spawn_with_queue(
         store.clone(),
         Arc::new(distributor),
-        with(DependenciesDistributor::sources(), 2, settings.resync),
+        with(DependenciesDistributor::sources(), workers, settings.resync),
         Some(metrics.clone()),
         stop.clone(),
         distributor_queue,
@@ -512,7 +518,7 @@ fn start_propagation(
     .map_err(StartError::Metrics)?;
     handles.push(spawn(
         Arc::new(scheduler),
-        with(binding_sources(), 2, settings.scheduler_resync),
+        with(binding_sources(), workers, settings.scheduler_resync),
     ));
     let mut work_sources = binding_sources();
     work_sources.push(Source::mapped(
@@ -525,7 +531,7 @@ fn start_propagation(
             state.registry.clone(),
             interpreter.clone(),
         )),
-        with(work_sources.clone(), 2, settings.resync),
+        with(work_sources.clone(), workers, settings.resync),
     ));
     handles.push(spawn(
         Arc::new(BindingStatusController::new(
@@ -534,7 +540,7 @@ fn start_propagation(
             state.registry.clone(),
             interpreter.clone(),
         )),
-        with(work_sources, 2, settings.resync),
+        with(work_sources, workers, settings.resync),
     ));
     handles.push(spawn(
         Arc::new(PushExecutionController::new(

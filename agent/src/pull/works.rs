@@ -14,7 +14,7 @@
 //!
 //! Objects claimed by another Work's record are never deleted on behalf of this one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use flotilla_api::work::{
     ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED,
     EXECUTION_CONTROLLER_FINALIZER, WORK_API_VERSION,
 };
+use futures::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -59,12 +60,25 @@ enum WatchEnd {
 
 enum Step {
     Event(Result<Option<super::client::WatchEvent>, ClientError>),
+    /// The stream has nothing ready and synced Works wait to be reported.
+    Flush,
     Idle,
     RuntimeChanged,
     StatusTick,
     Resync,
     Unreachable,
     Stop,
+}
+
+/// Status writes and events sent at once by one flush.
+const FLUSH_CONCURRENCY: usize = 16;
+
+/// An Event about a Work waiting for the next flush.
+struct PendingEvent {
+    work: Work,
+    type_: &'static str,
+    reason: &'static str,
+    message: String,
 }
 
 /// Syncs one member's Works.
@@ -76,6 +90,10 @@ pub struct WorksController {
     works: BTreeMap<String, Work>,
     apply_errors: HashMap<String, String>,
     status_dirty: bool,
+    /// Works synced since the last flush, whose status is reported by the next one.
+    pending: BTreeSet<String>,
+    /// Events recorded by the next flush.
+    pending_events: Vec<PendingEvent>,
 }
 
 impl WorksController {
@@ -91,6 +109,8 @@ impl WorksController {
             works: BTreeMap::new(),
             apply_errors: HashMap::new(),
             status_dirty: false,
+            pending: BTreeSet::new(),
+            pending_events: Vec::new(),
         }
     }
 
@@ -208,6 +228,9 @@ impl WorksController {
                 _ = crate::stopped(shutdown) => Step::Stop,
                 _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
                 ev = stream.next_event() => Step::Event(ev),
+                // Only when no event is ready (biased): a burst of Works is applied first,
+                // then recorded with one write of the record and reported concurrently.
+                _ = std::future::ready(()), if self.has_pending() => Step::Flush,
                 _ = tokio::time::sleep_until(last_data + idle) => Step::Idle,
                 r = changes.changed(), if runtime_alive => match r {
                     Ok(()) => Step::RuntimeChanged,
@@ -221,8 +244,12 @@ impl WorksController {
                 _ = resync.tick() => Step::Resync,
             };
             match step {
-                Step::Stop => return WatchEnd::Stop,
+                Step::Stop => {
+                    self.flush().await;
+                    return WatchEnd::Stop;
+                }
                 Step::Unreachable => return WatchEnd::Unreachable,
+                Step::Flush => self.flush().await,
                 Step::RuntimeChanged => self.status_dirty = true,
                 Step::StatusTick => {
                     if self.status_dirty {
@@ -235,6 +262,7 @@ impl WorksController {
                     for name in names {
                         self.sync(&name).await;
                     }
+                    self.flush().await;
                 }
                 Step::Idle => return WatchEnd::Idle,
                 Step::Event(Err(e)) => return WatchEnd::Broken(e),
@@ -336,6 +364,7 @@ impl WorksController {
         for name in names {
             self.sync(&name).await;
         }
+        self.flush().await;
         Ok(rv)
     }
 
@@ -467,20 +496,19 @@ impl WorksController {
                 objects: objects.into_iter().flatten().collect(),
             },
         );
-        self.save_record();
         if errors.is_empty() {
             self.apply_errors.remove(name);
             if applied_any {
-                self.event(
-                    &work,
-                    "Normal",
-                    "SyncSucceed",
-                    &format!(
-                        "Successfully applied resource(s) to cluster {}",
-                        self.ctx.cluster()
-                    ),
-                )
-                .await;
+                let message = format!(
+                    "Successfully applied resource(s) to cluster {}",
+                    self.ctx.cluster()
+                );
+                self.pending_events.push(PendingEvent {
+                    work: work.clone(),
+                    type_: "Normal",
+                    reason: "SyncSucceed",
+                    message,
+                });
             }
         } else {
             let message = errors.join("; ");
@@ -489,10 +517,92 @@ impl WorksController {
             let first_time = self.apply_errors.get(name) != Some(&message);
             self.apply_errors.insert(name.to_string(), message.clone());
             if first_time {
-                self.event(&work, "Warning", "SyncFailed", &message).await;
+                self.pending_events.push(PendingEvent {
+                    work: work.clone(),
+                    type_: "Warning",
+                    reason: "SyncFailed",
+                    message,
+                });
             }
         }
-        self.report_status(name).await;
+        // Recorded and reported by the next flush.
+        self.pending.insert(name.to_string());
+    }
+
+    fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || !self.pending_events.is_empty()
+    }
+
+    /// Makes the record durable (once for everything synced since the last flush), then
+    /// records the pending Events and reports the pending Works' status, concurrently.
+    async fn flush(&mut self) {
+        if !self.has_pending() {
+            return;
+        }
+        self.save_record();
+        let events = std::mem::take(&mut self.pending_events);
+        let this = &*self;
+        futures::stream::iter(events)
+            .for_each_concurrent(FLUSH_CONCURRENCY, |e| async move {
+                this.event(&e.work, e.type_, e.reason, &e.message).await;
+            })
+            .await;
+        let names: Vec<String> = std::mem::take(&mut self.pending).into_iter().collect();
+        self.report_many(names).await;
+    }
+
+    /// Writes the status of several Works concurrently; a conflict is retried one by one.
+    async fn report_many(&mut self, names: Vec<String>) {
+        let mut bodies = Vec::new();
+        for name in names {
+            let Some(work) = self.works.get(&name) else {
+                continue;
+            };
+            if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
+                continue;
+            }
+            let status = self.desired_status(work).await;
+            if status == work.status {
+                continue;
+            }
+            let mut body = work.clone();
+            body.status = status;
+            let body = serde_json::to_value(&body).unwrap_or(Value::Null);
+            bodies.push((name, body));
+        }
+        let client = &self.ctx.client;
+        let collection = &self.collection;
+        let results: Vec<(String, Result<Value, ClientError>)> = futures::stream::iter(bodies)
+            .map(|(name, body)| async move {
+                let path = format!("{collection}/{name}/status");
+                let result = client.put(&path, &body).await;
+                (name, result)
+            })
+            .buffer_unordered(FLUSH_CONCURRENCY)
+            .collect()
+            .await;
+        for (name, result) in results {
+            match result {
+                Ok(stored) => {
+                    if let Ok(w) = serde_json::from_value::<Work>(stored) {
+                        self.works.insert(name.clone(), w);
+                    }
+                    tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                        "work status reported");
+                }
+                Err(e) if e.is_conflict() => {
+                    if self.refresh(&name).await {
+                        self.report_status(&name).await;
+                    }
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                        error = %crate::error_chain(&e), "reporting work status failed");
+                    self.status_dirty = true;
+                }
+            }
+        }
     }
 
     /// The status the Work should carry now.
@@ -624,9 +734,7 @@ impl WorksController {
 
     async fn report_all(&mut self) {
         let names: Vec<String> = self.works.keys().cloned().collect();
-        for name in names {
-            self.report_status(&name).await;
-        }
+        self.report_many(names).await;
     }
 
     /// Removes the execution-controller finalizer of a deleted Work (objects already gone).

@@ -139,6 +139,14 @@ pub struct SimState {
     revision: u64,
     dirty: bool,
     next_due: Option<DateTime<Utc>>,
+    /// Objects (workloads, pods) changed since the last reconcile: only they, and the owners
+    /// of changed pods, are reconciled and have their status recomputed, so applying one
+    /// object costs that object, not the whole cluster.
+    marked: BTreeSet<ObjectKey>,
+    /// The next reconcile looks at every object (after node, capacity or bulk changes).
+    sweep: bool,
+    /// The next reconcile checks nodes for overcommitment.
+    evict_due: bool,
 }
 
 fn node_name(i: usize) -> String {
@@ -221,6 +229,9 @@ impl SimState {
             revision: 0,
             dirty: true,
             next_due: None,
+            marked: BTreeSet::new(),
+            sweep: true,
+            evict_due: true,
         };
         state.reshape(&configured);
         state
@@ -248,6 +259,8 @@ impl SimState {
             state.reshape(&shape);
         }
         state.dirty = true;
+        state.sweep = true;
+        state.evict_due = true;
         Ok(state)
     }
 
@@ -282,12 +295,45 @@ impl SimState {
                 unschedulable: self.cordoned,
             })
             .collect();
-        self.changed();
+        self.sweep_all();
     }
 
     fn changed(&mut self) {
         self.revision += 1;
         self.dirty = true;
+    }
+
+    /// A change that may concern any object: the next reconcile looks at everything.
+    fn sweep_all(&mut self) {
+        self.sweep = true;
+        self.evict_due = true;
+        self.changed();
+    }
+
+    /// The object (a workload or a pod) needs a look at the next reconcile.
+    fn mark(&mut self, key: &ObjectKey) {
+        self.marked.insert(key.clone());
+        self.changed();
+    }
+
+    /// What the next reconcile looks at: `None` for everything, else the marked objects
+    /// and the owners of marked pods.
+    fn focus(&self) -> Option<BTreeSet<ObjectKey>> {
+        if self.sweep {
+            return None;
+        }
+        let mut keys = self.marked.clone();
+        for k in &self.marked {
+            if let Some(owner) = self
+                .objects
+                .get(k)
+                .and_then(|e| e.pod.as_ref())
+                .and_then(|p| p.owner.clone())
+            {
+                keys.insert(owner);
+            }
+        }
+        Some(keys)
     }
 
     /// Gives the object a new resourceVersion.
@@ -374,6 +420,7 @@ impl SimState {
                         e.object = object;
                     }
                     self.touch(&key);
+                    self.mark(&key);
                 }
             }
             None => {
@@ -399,6 +446,7 @@ impl SimState {
                     },
                 );
                 self.touch(&key);
+                self.mark(&key);
             }
         }
         self.reconcile(now);
@@ -425,7 +473,7 @@ impl SimState {
         for k in owned {
             self.objects.remove(&k);
         }
-        self.changed();
+        self.sweep_all();
         self.reconcile(now);
         Some(entry.object)
     }
@@ -517,7 +565,7 @@ impl SimState {
         for n in &mut self.nodes {
             n.unschedulable = enabled;
         }
-        self.changed();
+        self.sweep_all();
         self.reconcile(now);
     }
 
@@ -548,7 +596,7 @@ impl SimState {
         for k in &doomed {
             self.objects.remove(k);
         }
-        self.changed();
+        self.sweep_all();
         self.reconcile(now);
         Ok(doomed.len())
     }
@@ -606,6 +654,7 @@ impl SimState {
             }
         }
         self.touch(key);
+        self.sweep_all();
         self.reconcile(now);
         self.objects
             .get(key)
@@ -627,7 +676,9 @@ impl SimState {
     /// placed, and every computed status is refreshed.
     pub fn reconcile(&mut self, now: DateTime<Utc>) {
         self.advance_pods(now);
-        self.evict();
+        if std::mem::take(&mut self.evict_due) {
+            self.evict();
+        }
         for _ in 0..8 {
             let mut changed = self.run_workloads(now);
             changed |= self.place_pending(now);
@@ -645,20 +696,24 @@ impl SimState {
             .filter_map(|p| p.next_due(startup, run))
             .min();
         self.dirty = false;
+        self.sweep = false;
+        self.marked.clear();
     }
 
     fn advance_pods(&mut self, now: DateTime<Utc>) -> bool {
         let (startup, run) = (self.startup_delay, self.job_run);
-        let mut changed = false;
-        for e in self.objects.values_mut() {
+        let mut moved = Vec::new();
+        for (k, e) in self.objects.iter_mut() {
             if let Some(p) = e.pod.as_mut() {
-                changed |= p.advance(now, startup, run);
+                if p.advance(now, startup, run) {
+                    moved.push(k.clone());
+                }
             }
         }
-        if changed {
-            self.changed();
+        for k in &moved {
+            self.mark(k);
         }
-        changed
+        !moved.is_empty()
     }
 
     fn usage(&self) -> Vec<NodeUsage> {
@@ -728,17 +783,21 @@ impl SimState {
             for k in &doomed {
                 self.objects.remove(k);
             }
-            self.changed();
+            self.sweep_all();
         }
     }
 
-    fn owned_pods(&self) -> HashMap<ObjectKey, Vec<PodView>> {
+    /// The pods of every owner (of the owners in `focus`, when given).
+    fn owned_pods(&self, focus: Option<&BTreeSet<ObjectKey>>) -> HashMap<ObjectKey, Vec<PodView>> {
         let mut index: HashMap<ObjectKey, Vec<PodView>> = HashMap::new();
         for (k, e) in &self.objects {
             let Some(p) = e.pod.as_ref() else { continue };
             let Some(owner) = p.owner.clone() else {
                 continue;
             };
+            if focus.is_some_and(|f| !f.contains(&owner)) {
+                continue;
+            }
             index.entry(owner).or_default().push(PodView {
                 name: k.name.clone(),
                 revision: p.revision.clone(),
@@ -754,13 +813,21 @@ impl SimState {
     }
 
     fn run_workloads(&mut self, now: DateTime<Utc>) -> bool {
-        let index = self.owned_pods();
+        let focus = self.focus();
+        let index = self.owned_pods(focus.as_ref());
         let node_names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
-        let workloads: Vec<(ObjectKey, WorkloadKind)> = self
-            .objects
-            .keys()
-            .filter_map(|k| WorkloadKind::of(&k.group, &k.kind).map(|w| (k.clone(), w)))
-            .collect();
+        let workloads: Vec<(ObjectKey, WorkloadKind)> = match &focus {
+            None => self
+                .objects
+                .keys()
+                .filter_map(|k| WorkloadKind::of(&k.group, &k.kind).map(|w| (k.clone(), w)))
+                .collect(),
+            Some(keys) => keys
+                .iter()
+                .filter(|k| self.objects.contains_key(*k))
+                .filter_map(|k| WorkloadKind::of(&k.group, &k.kind).map(|w| (k.clone(), w)))
+                .collect(),
+        };
         let mut changed = false;
         for (key, kind) in workloads {
             let Some(workload) = self.objects.get(&key).map(|e| e.object.clone()) else {
@@ -777,11 +844,13 @@ impl SimState {
                     name: name.clone(),
                 };
                 if self.objects.remove(&pod_key).is_some() {
+                    self.mark(&key);
                     changed = true;
                 }
             }
             for new in &changes.create {
                 self.create_pod(&key, kind, &workload, &revision, new, now);
+                self.mark(&key);
                 changed = true;
             }
         }
@@ -908,6 +977,7 @@ impl SimState {
             },
         );
         self.touch(&key);
+        self.mark(&key);
     }
 
     fn place_pending(&mut self, now: DateTime<Utc>) -> bool {
@@ -925,6 +995,7 @@ impl SimState {
         pending.sort();
         let mut usage = self.usage();
         let mut placed = false;
+        let mut moved = Vec::new();
         for (_, key) in pending {
             let Some(entry) = self.objects.get_mut(&key) else {
                 continue;
@@ -938,24 +1009,29 @@ impl SimState {
                     pod.scheduled_at = Some(now);
                     pod.unschedulable = None;
                     entry.object["spec"]["nodeName"] = json!(node);
+                    // A pod pinned to its node may overcommit it.
+                    self.evict_due |= pod.pinned_node.is_some();
+                    moved.push(key);
                     placed = true;
                 }
                 Placement::Unschedulable(msg) => {
                     if pod.unschedulable.as_deref() != Some(msg.as_str()) {
                         pod.unschedulable = Some(msg);
+                        moved.push(key);
                         placed = true;
                     }
                 }
             }
         }
-        if placed {
-            self.changed();
+        for k in &moved {
+            self.mark(k);
         }
         placed
     }
 
     fn refresh_statuses(&mut self, now: DateTime<Utc>) {
-        let index = self.owned_pods();
+        let focus = self.focus();
+        let index = self.owned_pods(focus.as_ref());
         let node_names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         let host_ips: HashMap<String, String> = self
             .nodes
@@ -963,42 +1039,51 @@ impl SimState {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), host_ip(i)))
             .collect();
-        let mut touched = Vec::new();
-        for (key, entry) in self.objects.iter_mut() {
+        let status_of = |key: &ObjectKey, entry: &Entry| -> Option<Value> {
             let computed = if let Some(pod) = entry.pod.as_ref() {
-                let spec = entry.object.get("spec").cloned().unwrap_or(Value::Null);
+                let spec = entry.object.get("spec").unwrap_or(&Value::Null);
                 let ip = pod
                     .node
                     .as_ref()
                     .and_then(|n| host_ips.get(n))
                     .map(String::as_str);
-                pod_status(pod, &spec, ip)
-            } else if let Some(kind) = WorkloadKind::of(&key.group, &key.kind) {
+                pod_status(pod, spec, ip)
+            } else {
+                let kind = WorkloadKind::of(&key.group, &key.kind)?;
                 let revision = template_revision(&entry.object);
                 let pods = index.get(key).map(Vec::as_slice).unwrap_or_default();
-                let prev = entry.object.get("status").cloned().unwrap_or(Value::Null);
+                let prev = entry.object.get("status").unwrap_or(&Value::Null);
                 workloads::workload_status(
                     kind,
                     &entry.object,
                     &revision,
                     pods,
                     &node_names,
-                    &prev,
+                    prev,
                     now,
                 )
-            } else {
-                continue;
             };
             let mut status = computed;
             if let Some(over) = &entry.status_override {
                 json_patch::merge(&mut status, over);
             }
-            if entry.object.get("status") != Some(&status) {
-                entry.object["status"] = status;
-                touched.push(key.clone());
+            (entry.object.get("status") != Some(&status)).then_some(status)
+        };
+        let updates: Vec<(ObjectKey, Value)> = match &focus {
+            None => self
+                .objects
+                .iter()
+                .filter_map(|(k, e)| status_of(k, e).map(|s| (k.clone(), s)))
+                .collect(),
+            Some(keys) => keys
+                .iter()
+                .filter_map(|k| status_of(k, self.objects.get(k)?).map(|s| (k.clone(), s)))
+                .collect(),
+        };
+        for (k, status) in updates {
+            if let Some(e) = self.objects.get_mut(&k) {
+                e.object["status"] = status;
             }
-        }
-        for k in touched {
             self.touch(&k);
         }
     }
