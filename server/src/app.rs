@@ -444,18 +444,22 @@ fn start_propagation(
         c.resync = resync;
         c
     };
+    // The binding controllers react to a binding's spec (its generation), not to the status
+    // they write themselves.
     let binding_sources = || {
         vec![
             Source::mapped(well_known::resource_bindings(), |b| {
                 crate::controllers::binding_keys::binding_key(b)
                     .into_iter()
                     .collect()
-            }),
+            })
+            .on_change_of(controllers::runtime::generation_fingerprint),
             Source::mapped(well_known::cluster_resource_bindings(), |b| {
                 crate::controllers::binding_keys::binding_key(b)
                     .into_iter()
                     .collect()
-            }),
+            })
+            .on_change_of(controllers::runtime::generation_fingerprint),
         ]
     };
     let workers = settings.propagation_workers.max(1);
@@ -520,18 +524,25 @@ fn start_propagation(
         Arc::new(scheduler),
         with(binding_sources(), workers, settings.scheduler_resync),
     ));
+    // The binding controller writes Works' spec: their status is none of its business.
     let mut work_sources = binding_sources();
-    work_sources.push(Source::mapped(
-        well_known::works(),
-        BindingController::work_key,
-    ));
+    work_sources.push(
+        Source::mapped(well_known::works(), BindingController::work_key)
+            .on_change_of(controllers::runtime::generation_fingerprint),
+    );
     handles.push(spawn(
         Arc::new(BindingController::new(
             store.clone(),
             state.registry.clone(),
             interpreter.clone(),
         )),
-        with(work_sources.clone(), workers, settings.resync),
+        with(work_sources, workers, settings.resync),
+    ));
+    // Status aggregation follows every Work status change.
+    let mut status_sources = binding_sources();
+    status_sources.push(Source::mapped(
+        well_known::works(),
+        BindingController::work_key,
     ));
     handles.push(spawn(
         Arc::new(BindingStatusController::new(
@@ -540,7 +551,7 @@ fn start_propagation(
             state.registry.clone(),
             interpreter.clone(),
         )),
-        with(work_sources, workers, settings.resync),
+        with(status_sources, workers, settings.resync),
     ));
     handles.push(spawn(
         Arc::new(PushExecutionController::new(

@@ -16,7 +16,7 @@ use super::interpretation::TemplateInterpreter;
 use super::policy_cache::{PolicyCache, Refreshed};
 use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
 use super::queue::WorkQueue;
-use super::runtime::{feed, Action, ReconcileError, Reconciler, Source};
+use super::runtime::{feed, generation_fingerprint, Action, ReconcileError, Reconciler, Source};
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
@@ -173,7 +173,8 @@ impl Detector {
                 return Vec::new();
             }
             vec![template_key(&keyed, ns, str_at(obj, "/metadata/name"))]
-        });
+        })
+        .on_change_of(template_fingerprint);
         let task = tokio::spawn(feed(
             self.store.clone(),
             source,
@@ -490,6 +491,21 @@ impl Detector {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// What of a template the detector reacts to: its spec (generation), labels (policies select
+/// by them), annotations (they travel to members) and deletion; not the status that status
+/// aggregation writes back, as Karmada's detector skips status-only updates.
+fn template_fingerprint(obj: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    generation_fingerprint(obj).hash(&mut h);
+    for part in ["/metadata/labels", "/metadata/annotations"] {
+        if let Some(v) = obj.pointer(part) {
+            v.to_string().hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 fn set_or_remove(meta: &mut Map<String, Value>, key: &str, map: Map<String, Value>) {

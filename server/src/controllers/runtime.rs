@@ -5,7 +5,7 @@
 //! metrics.
 
 use super::queue::{Backoff, WorkQueue};
-use crate::store::{ListOptions, Store, StoreError, WatchEvent, WatchOptions};
+use crate::store::{EventType, ListOptions, Store, StoreError, WatchEvent, WatchOptions};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
 use futures::StreamExt;
@@ -74,6 +74,10 @@ pub fn split_key(key: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// What of an object a controller reacts to; watch events that leave it unchanged are
+/// dropped (see [`Source::on_change_of`]).
+pub type Fingerprint = Arc<dyn Fn(&Value) -> u64 + Send + Sync>;
+
 /// One watched kind and how its objects map to keys.
 #[derive(Clone)]
 pub struct Source {
@@ -81,6 +85,28 @@ pub struct Source {
     pub resource: ResourceType,
     /// Object to keys.
     pub keys: KeyMapper,
+    /// When set, a watch event is queued only if this differs from the object's previous
+    /// event (deletions and relists always are).
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// The fingerprint of a generation-driven object: `metadata.generation`, whether it is being
+/// deleted, and its finalizers. Status writes and label or annotation changes leave it alone,
+/// as Karmada's controllers ignore updates that keep the generation.
+pub fn generation_fingerprint(obj: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = obj.get("metadata");
+    meta.and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .hash(&mut h);
+    meta.and_then(|m| m.get("deletionTimestamp"))
+        .is_some()
+        .hash(&mut h);
+    if let Some(f) = meta.and_then(|m| m.get("finalizers")) {
+        f.to_string().hash(&mut h);
+    }
+    h.finish()
 }
 
 impl Source {
@@ -89,6 +115,7 @@ impl Source {
         Self {
             resource,
             keys: Arc::new(|obj| object_key(obj).into_iter().collect()),
+            fingerprint: None,
         }
     }
 
@@ -100,7 +127,34 @@ impl Source {
         Self {
             resource,
             keys: Arc::new(keys),
+            fingerprint: None,
         }
+    }
+
+    /// Queues watch events only when `fingerprint` changed since the object's last event.
+    pub fn on_change_of(
+        mut self,
+        fingerprint: impl Fn(&Value) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.fingerprint = Some(Arc::new(fingerprint));
+        self
+    }
+}
+
+/// The fingerprints a feed saw last, by object (kind-local storage identity).
+#[derive(Default)]
+struct Seen(std::collections::HashMap<String, u64>);
+
+impl Seen {
+    /// Whether an event is news to the controller; remembers it.
+    fn is_news(&mut self, fingerprint: &Fingerprint, event: EventType, obj: &Value) -> bool {
+        let id = object_key(obj).unwrap_or_default();
+        if event == EventType::Deleted {
+            self.0.remove(&id);
+            return true;
+        }
+        let f = fingerprint(obj);
+        self.0.insert(id, f) != Some(f)
     }
 }
 
@@ -284,9 +338,17 @@ pub async fn feed(
                 continue;
             }
         };
+        let mut seen = Seen::default();
         while let Some(event) = events.next().await {
             match event {
-                Ok(WatchEvent { object, .. }) => {
+                Ok(WatchEvent {
+                    object, event_type, ..
+                }) => {
+                    if let Some(f) = &source.fingerprint {
+                        if !seen.is_news(f, event_type, &object) {
+                            continue;
+                        }
+                    }
                     for key in (source.keys)(&object) {
                         queue.add(key);
                     }
