@@ -1,6 +1,11 @@
 //! `flotilla-server`: parses flags, sets up logging, starts the control plane and stops it
 //! gracefully on SIGTERM or Ctrl-C.
 
+/// mimalloc: the control loops allocate and free many small JSON values; glibc's malloc spent
+/// a quarter of the server's CPU on them under load (see docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, ValueEnum};
 use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, Tls};
 use std::net::SocketAddr;

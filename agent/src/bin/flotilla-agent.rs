@@ -1,6 +1,11 @@
 //! `flotilla-agent`: parse flags (and `FLOTILLA_AGENT_*` environment variables), start
 //! logging, run the agent until SIGTERM or Ctrl-C, then stop cleanly.
 
+/// mimalloc: the control loops allocate and free many small JSON values; glibc's malloc spent
+/// a quarter of the server's CPU on them under load (see docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
