@@ -7,24 +7,9 @@
 //! and `WINDOW_SECONDS` (60) change the scale and the window. Figures go to docs/members.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use flotilla_tests::bench::{cpu_seconds, env_or};
 use flotilla_tests::{wait_for, Agent, ApiClient, Server};
 use std::time::{Duration, Instant};
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -78,8 +63,8 @@ fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> (f64, f64) {
 }
 
 fn main() {
-    let members = env("MEMBERS", 1000);
-    let window = env("WINDOW_SECONDS", 60);
+    let members = env_or("MEMBERS", 1000);
+    let window = env_or("WINDOW_SECONDS", 60);
     let dir = tempfile::tempdir().unwrap();
     let agent_dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]).unwrap();

@@ -14,6 +14,7 @@
 //! threads). Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use flotilla_tests::bench::{cpu_seconds, env_or};
 use flotilla_tests::{wait_members_ready, ApiClient, Server};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -21,22 +22,6 @@ use std::io::{BufRead, BufReader};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
 
 fn policy(i: u64, members: u64) -> Value {
     let a = format!("member{}", (2 * i) % members + 1);
@@ -148,10 +133,10 @@ fn http_client(server: &Server, timeout: Option<Duration>) -> reqwest::blocking:
 }
 
 fn main() {
-    let members = env("MEMBERS", 10);
-    let qps = env("QPS", 200);
-    let seconds = env("SECONDS", 20);
-    let workers = env("WORKERS", 64) as usize;
+    let members = env_or("MEMBERS", 10);
+    let qps = env_or("QPS", 200);
+    let seconds = env_or("SECONDS", 20);
+    let workers = env_or("WORKERS", 64) as usize;
     let units = qps * seconds;
 
     // The server starts the agent from beside its own binary.

@@ -395,3 +395,32 @@ pub fn scenarios_dir() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/scenarios");
     dir.is_dir().then_some(dir)
 }
+
+/// Helpers the benchmarks share.
+pub mod bench {
+    /// An integer knob from the environment, or its default.
+    pub fn env_or(name: &str, default: u64) -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// utime + stime of a process, in seconds (0 when it cannot be read).
+    pub fn cpu_seconds(pid: u32) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return 0.0;
+        };
+        let Some(after) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+            return 0.0;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) / 100.0
+    }
+}
