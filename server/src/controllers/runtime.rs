@@ -414,3 +414,37 @@ async fn work(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(generation: i64, status: &str, deleting: bool) -> Value {
+        let mut o = json!({"metadata": {"name": "b", "namespace": "ns", "generation": generation},
+                           "status": {"phase": status}});
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        o
+    }
+
+    #[test]
+    fn only_changes_of_the_fingerprint_are_news() {
+        let f: Fingerprint = Arc::new(generation_fingerprint);
+        let mut seen = Seen::default();
+        // (event, object, news?)
+        let table = [
+            (EventType::Added, obj(1, "a", false), true),
+            (EventType::Modified, obj(1, "b", false), false), // status only
+            (EventType::Modified, obj(2, "b", false), true),  // spec changed
+            (EventType::Modified, obj(2, "c", false), false),
+            (EventType::Modified, obj(2, "c", true), true), // deletion started
+            (EventType::Deleted, obj(2, "c", true), true),  // always news
+            (EventType::Added, obj(1, "a", false), true),   // recreated: forgotten
+        ];
+        for (i, (event, o, news)) in table.into_iter().enumerate() {
+            assert_eq!(seen.is_news(&f, event, &o), news, "row {i}");
+        }
+    }
+}
