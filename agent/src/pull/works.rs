@@ -555,20 +555,9 @@ impl WorksController {
     async fn report_many(&mut self, names: Vec<String>) {
         let mut bodies = Vec::new();
         for name in names {
-            let Some(work) = self.works.get(&name) else {
-                continue;
-            };
-            if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
-                continue;
+            if let Some(body) = self.status_body(&name).await {
+                bodies.push((name, body));
             }
-            let status = self.desired_status(work).await;
-            if status == work.status {
-                continue;
-            }
-            let mut body = work.clone();
-            body.status = status;
-            let body = serde_json::to_value(&body).unwrap_or(Value::Null);
-            bodies.push((name, body));
         }
         let client = &self.ctx.client;
         let collection = &self.collection;
@@ -664,22 +653,28 @@ impl WorksController {
         }
     }
 
+    /// The Work with the status it should carry, when that differs from the cached one (and
+    /// the Work is neither being deleted nor suspended).
+    async fn status_body(&self, name: &str) -> Option<Value> {
+        let work = self.works.get(name)?;
+        if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
+            return None;
+        }
+        let status = self.desired_status(work).await;
+        if status == work.status {
+            return None;
+        }
+        let mut body = work.clone();
+        body.status = status;
+        serde_json::to_value(&body).ok()
+    }
+
     /// Writes the Work's status if it changed (conflicts read the Work again).
     async fn report_status(&mut self, name: &str) {
         for _ in 0..5 {
-            let Some(work) = self.works.get(name).cloned() else {
+            let Some(body) = self.status_body(name).await else {
                 return;
             };
-            if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
-                return;
-            }
-            let status = self.desired_status(&work).await;
-            if status == work.status {
-                return;
-            }
-            let mut body = work.clone();
-            body.status = status;
-            let body = serde_json::to_value(&body).unwrap_or(Value::Null);
             let path = format!("{}/{name}/status", self.collection);
             match self.ctx.client.put(&path, &body).await {
                 Ok(stored) => {

@@ -6,7 +6,7 @@
 
 use super::error::{ApiError, ApiResult};
 use super::ApiState;
-use crate::controllers::scheduling::SchedulerController;
+use crate::controllers::cluster_cache;
 use crate::scheduler::{
     condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
     ScheduleOptions,
@@ -64,9 +64,10 @@ pub async fn explain(
         Some(s) => serde_json::from_value(s.clone()).map_err(bad)?,
         None => ResourceBindingStatus::default(),
     };
-    let snapshot = SchedulerController::snapshot(state.store.as_ref())
+    let snapshot = cluster_cache::read(state.store.as_ref())
         .await
-        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?;
+        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
+        .snapshot;
     let applied = binding
         .pointer(&format!(
             "/metadata/annotations/{}",

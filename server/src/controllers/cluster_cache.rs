@@ -28,6 +28,22 @@ impl Clusters {
     }
 }
 
+/// Reads and digests every cluster now (the cache does this once per change; the explain
+/// subresource, which runs rarely, every time).
+pub async fn read(store: &dyn Store) -> Result<Clusters, StoreError> {
+    let list = store
+        .list(&well_known::clusters(), None, &ListOptions::default())
+        .await?;
+    let by_name: BTreeMap<String, Cluster> = list
+        .items
+        .into_iter()
+        .filter_map(|c| serde_json::from_value::<Cluster>(c).ok())
+        .map(|c| (c.metadata.name.clone(), c))
+        .collect();
+    let snapshot = ClusterSnapshot::new(by_name.values());
+    Ok(Clusters { by_name, snapshot })
+}
+
 /// The cache.
 pub struct ClusterCache {
     store: Arc<dyn Store>,
@@ -45,23 +61,14 @@ impl ClusterCache {
 
     /// The clusters as of now: the cached set unless a Cluster changed since it was read.
     pub async fn get(&self) -> Result<Arc<Clusters>, StoreError> {
-        let rt = well_known::clusters();
-        let revision = self.store.kind_revision(&rt).await?;
+        let revision = self.store.kind_revision(&well_known::clusters()).await?;
         if let Some((r, c)) = &*self.current.lock() {
             if *r == revision {
                 return Ok(c.clone());
             }
         }
         // Read after the revision: the list holds at least that change.
-        let list = self.store.list(&rt, None, &ListOptions::default()).await?;
-        let by_name: BTreeMap<String, Cluster> = list
-            .items
-            .into_iter()
-            .filter_map(|c| serde_json::from_value::<Cluster>(c).ok())
-            .map(|c| (c.metadata.name.clone(), c))
-            .collect();
-        let snapshot = ClusterSnapshot::new(by_name.values());
-        let clusters = Arc::new(Clusters { by_name, snapshot });
+        let clusters = Arc::new(read(self.store.as_ref()).await?);
         *self.current.lock() = Some((revision, clusters.clone()));
         Ok(clusters)
     }

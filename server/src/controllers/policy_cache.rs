@@ -11,9 +11,8 @@ use super::policy_matching::{Candidate, PolicyScope};
 use super::runtime::ReconcileError;
 use crate::store::{ListOptions, Store, StoreError};
 use flotilla_api::kinds::well_known;
-use flotilla_api::policy::{
-    ClusterPropagationPolicy, PropagationPolicy, CPP_PERMANENT_ID_LABEL, PP_PERMANENT_ID_LABEL,
-};
+use flotilla_api::meta::ObjectMeta;
+use flotilla_api::policy::{PropagationSpec, CPP_PERMANENT_ID_LABEL, PP_PERMANENT_ID_LABEL};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -43,47 +42,49 @@ pub struct PolicyCache {
     entries: Mutex<Entries>,
 }
 
-fn decode<T: serde::de::DeserializeOwned>(raw: &Value, what: &str) -> Result<T, ReconcileError> {
-    serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-        what: what.to_string(),
-        message: e.to_string(),
-    })
+/// The parts of a PropagationPolicy or ClusterPropagationPolicy the matcher needs (both
+/// kinds share them).
+#[derive(serde::Deserialize)]
+struct StoredPolicy {
+    metadata: ObjectMeta,
+    spec: PropagationSpec,
 }
 
 /// The candidate of a stored policy; `None` when it is being deleted.
 fn candidate_of(scope: PolicyScope, raw: &Value) -> Result<Option<Candidate>, ReconcileError> {
-    Ok(match scope {
-        PolicyScope::Namespaced => {
-            let p: PropagationPolicy = decode(raw, "PropagationPolicy")?;
-            if p.metadata.is_deleting() {
-                return Ok(None);
-            }
-            let id = p
-                .metadata
-                .label(PP_PERMANENT_ID_LABEL)
-                .unwrap_or(&p.metadata.uid)
-                .to_string();
-            Some(Candidate::new(
-                scope,
-                &p.metadata.namespace,
-                &p.metadata.name,
-                &id,
-                p.spec,
-            ))
-        }
-        PolicyScope::Cluster => {
-            let p: ClusterPropagationPolicy = decode(raw, "ClusterPropagationPolicy")?;
-            if p.metadata.is_deleting() {
-                return Ok(None);
-            }
-            let id = p
-                .metadata
-                .label(CPP_PERMANENT_ID_LABEL)
-                .unwrap_or(&p.metadata.uid)
-                .to_string();
-            Some(Candidate::new(scope, "", &p.metadata.name, &id, p.spec))
-        }
-    })
+    let (kind, id_label) = match scope {
+        PolicyScope::Namespaced => ("PropagationPolicy", PP_PERMANENT_ID_LABEL),
+        PolicyScope::Cluster => ("ClusterPropagationPolicy", CPP_PERMANENT_ID_LABEL),
+    };
+    let p: StoredPolicy =
+        serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
+            what: format!(
+                "{kind} {}",
+                raw.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            ),
+            message: e.to_string(),
+        })?;
+    if p.metadata.is_deleting() {
+        return Ok(None);
+    }
+    let id = p
+        .metadata
+        .label(id_label)
+        .unwrap_or(&p.metadata.uid)
+        .to_string();
+    let namespace = match scope {
+        PolicyScope::Namespaced => p.metadata.namespace.as_str(),
+        PolicyScope::Cluster => "",
+    };
+    Ok(Some(Candidate::new(
+        scope,
+        namespace,
+        &p.metadata.name,
+        &id,
+        p.spec,
+    )))
 }
 
 impl Entries {

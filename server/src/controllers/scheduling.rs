@@ -15,16 +15,13 @@ use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::trigger::ScheduleReason;
 use crate::scheduler::{
-    condition_for, needs_scheduling, schedule, ClusterSnapshot, ScheduleError, ScheduleInput,
-    ScheduleOptions,
+    condition_for, needs_scheduling, schedule, ScheduleError, ScheduleInput, ScheduleOptions,
 };
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::Store;
 use async_trait::async_trait;
 use flotilla_api::binding::{
     ResourceBindingSpec, ResourceBindingStatus, CONDITION_SCHEDULED, REASON_SUCCESS,
 };
-use flotilla_api::cluster::Cluster;
-use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::{APPLIED_PLACEMENT_ANNOTATION, DEFAULT_SCHEDULER_NAME};
 use prometheus::IntCounterVec;
@@ -64,19 +61,6 @@ impl SchedulerController {
             events,
             results,
         })
-    }
-
-    /// Every cluster, digested for the scheduler.
-    pub async fn snapshot(store: &dyn Store) -> Result<ClusterSnapshot, StoreError> {
-        let list = store
-            .list(&well_known::clusters(), None, &ListOptions::default())
-            .await?;
-        let clusters: Vec<Cluster> = list
-            .items
-            .into_iter()
-            .filter_map(|c| serde_json::from_value(c).ok())
-            .collect();
-        Ok(ClusterSnapshot::new(clusters.iter()))
     }
 }
 
@@ -262,7 +246,9 @@ impl Reconciler for SchedulerController {
 mod tests {
     use super::*;
     use crate::clock::SystemClock;
+    use crate::store::ListOptions;
     use crate::store::{KvStore, StoreConfig};
+    use flotilla_api::kinds::well_known;
 
     #[tokio::test]
     async fn a_binding_without_placement_is_not_scheduled() {
