@@ -90,6 +90,10 @@ pub struct ControllerSettings {
     /// distributor, scheduler, binding, binding status). Never two for one key; most of a
     /// reconcile is waiting for its writes to be durable, and concurrent writers share fsyncs.
     pub propagation_workers: usize,
+    /// The binding status controller aggregates a binding this long after the first change
+    /// it saw, so a binding's Works created and reporting one after another cost one status
+    /// write instead of one each.
+    pub status_coalesce: std::time::Duration,
 }
 
 impl Default for ControllerSettings {
@@ -105,6 +109,7 @@ impl Default for ControllerSettings {
             scheduler_resync: std::time::Duration::from_secs(15),
             push_status_period: std::time::Duration::from_secs(5),
             propagation_workers: 16,
+            status_coalesce: std::time::Duration::from_millis(100),
         }
     }
 }
@@ -538,12 +543,16 @@ fn start_propagation(
         )),
         with(work_sources, workers, settings.resync),
     ));
-    // Status aggregation follows every Work status change.
+    // Status aggregation follows every Work status change, a burst of them at a time.
     let mut status_sources = binding_sources();
     status_sources.push(Source::mapped(
         well_known::works(),
         BindingController::work_key,
     ));
+    let status_sources = status_sources
+        .into_iter()
+        .map(|s| s.coalesced(settings.status_coalesce))
+        .collect();
     handles.push(spawn(
         Arc::new(BindingStatusController::new(
             store.clone(),

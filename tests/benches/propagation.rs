@@ -14,7 +14,7 @@
 //! threads). Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::bench::{cpu_seconds, env_or};
+use flotilla_tests::bench::{children, cpu_seconds, env_or};
 use flotilla_tests::{wait_members_ready, ApiClient, Server};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -142,6 +142,7 @@ fn main() {
     // The server starts the agent from beside its own binary.
     flotilla_tests::binary("flotilla-agent").unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let store = std::env::var("STORE").unwrap_or_else(|_| "sled".to_string());
     let server = Server::start(
         dir.path(),
         &[
@@ -149,6 +150,8 @@ fn main() {
             &members.to_string(),
             "--sim-pod-startup-delay-ms",
             "0",
+            "--store",
+            &store,
         ],
     )
     .unwrap();
@@ -253,7 +256,10 @@ fn main() {
     let watchers = [watch("works"), watch("resourcebindings")];
 
     let pid = server.process.child.id();
+    let agents = children(pid);
+    let agent_cpu = || agents.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
     let cpu0 = cpu_seconds(pid);
+    let agent_cpu0 = agent_cpu();
     let next = AtomicU64::new(0);
     let late = AtomicUsize::new(0);
     let errors = AtomicUsize::new(0);
@@ -309,6 +315,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let cpu = cpu_seconds(pid) - cpu0;
+    let agent_cpu = agent_cpu() - agent_cpu0;
     let wall = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
 
@@ -331,6 +338,12 @@ fn main() {
         ms(0.99),
         ms(1.0),
         cpu / wall * 100.0
+    );
+    println!(
+        "CPU per unit: server {:.2} ms, agent {:.2} ms ({:.0} % of one core)",
+        cpu / units as f64 * 1e3,
+        agent_cpu / units as f64 * 1e3,
+        agent_cpu / wall * 100.0
     );
     {
         let st = stages.lock().unwrap();
@@ -369,6 +382,7 @@ fn main() {
         l.starts_with("flotilla_controller_reconciles_total")
             || l.starts_with("flotilla_store_")
             || l.starts_with("flotilla_controller_queue_depth")
+            || l.starts_with("flotilla_apiserver_requests_total")
     }) {
         println!("  {line}");
     }

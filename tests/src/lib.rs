@@ -423,4 +423,14 @@ pub mod bench {
         };
         (ticks(11) + ticks(12)) / 100.0
     }
+
+    /// Processes whose parent is `pid` (from /proc; empty when it cannot be read).
+    pub fn children(pid: u32) -> Vec<u32> {
+        let path = format!("/proc/{pid}/task/{pid}/children");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
 }

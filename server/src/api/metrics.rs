@@ -5,7 +5,9 @@
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,6 +20,10 @@ pub struct Metrics {
     latency: HistogramVec,
     /// Stored objects per kind (storage name).
     pub objects: IntGaugeVec,
+    /// Durable flushes of the store (group commit rounds), read at scrape time.
+    pub flushes: IntGauge,
+    /// Writes those flushes acknowledged, read at scrape time.
+    pub flushed_writes: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -53,12 +59,24 @@ impl Metrics {
         )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
+        let flushes = IntGauge::new(
+            "flotilla_store_durable_flushes_total",
+            "Durable flushes of the store; concurrent writes share one (group commit).",
+        )?;
+        let flushed_writes = IntGauge::new(
+            "flotilla_store_flushed_writes_total",
+            "Writes acknowledged by the store's durable flushes.",
+        )?;
         registry.register(Box::new(objects.clone()))?;
+        registry.register(Box::new(flushes.clone()))?;
+        registry.register(Box::new(flushed_writes.clone()))?;
         Ok(Arc::new(Self {
             registry,
             requests,
             latency,
             objects,
+            flushes,
+            flushed_writes,
         }))
     }
 

@@ -92,7 +92,8 @@ impl WorkQueue {
         }
     }
 
-    /// Queues a key after `delay`.
+    /// Queues a key after `delay` (no-op if it is already queued to run now: that reconcile
+    /// has not started, so it reads whatever prompted this).
     pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
         if delay.is_zero() {
             self.add(key);
@@ -103,6 +104,9 @@ impl WorkQueue {
             return;
         }
         let key = key.into();
+        if s.queued.contains(&key) {
+            return;
+        }
         let at = Instant::now() + delay;
         if let Some(&(existing, seq)) = s.delayed_keys.get(&key) {
             if existing <= at {
@@ -273,6 +277,18 @@ mod tests {
         assert_eq!(q.next().await.as_deref(), Some("k"));
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         assert_eq!(q.delayed_len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_add_of_a_key_queued_now_is_dropped() {
+        let q = WorkQueue::default();
+        q.add("k");
+        q.add_after("k", Duration::from_secs(1));
+        assert_eq!(q.delayed_len(), 0, "the queued reconcile covers it");
+        assert_eq!(q.next().await.as_deref(), Some("k"));
+        // Once handed out, a delayed add waits for its time again.
+        q.add_after("k", Duration::from_secs(1));
+        assert_eq!(q.delayed_len(), 1);
     }
 
     #[tokio::test(start_paused = true)]

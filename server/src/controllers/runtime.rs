@@ -88,6 +88,9 @@ pub struct Source {
     /// When set, a watch event is queued only if this differs from the object's previous
     /// event (deletions and relists always are).
     pub fingerprint: Option<Fingerprint>,
+    /// Watch events queue their keys this long after the event; a key already waiting keeps
+    /// its earlier time, so a burst of events within the delay costs one reconcile.
+    pub coalesce: Duration,
 }
 
 /// The fingerprint of a generation-driven object: `metadata.generation`, whether it is being
@@ -116,6 +119,7 @@ impl Source {
             resource,
             keys: Arc::new(|obj| object_key(obj).into_iter().collect()),
             fingerprint: None,
+            coalesce: Duration::ZERO,
         }
     }
 
@@ -128,6 +132,7 @@ impl Source {
             resource,
             keys: Arc::new(keys),
             fingerprint: None,
+            coalesce: Duration::ZERO,
         }
     }
 
@@ -137,6 +142,13 @@ impl Source {
         fingerprint: impl Fn(&Value) -> u64 + Send + Sync + 'static,
     ) -> Self {
         self.fingerprint = Some(Arc::new(fingerprint));
+        self
+    }
+
+    /// Queues a watch event's keys `delay` after the event, so the events of a burst (a
+    /// binding's Works reporting one after another) are handled together.
+    pub fn coalesced(mut self, delay: Duration) -> Self {
+        self.coalesce = delay;
         self
     }
 }
@@ -350,7 +362,7 @@ pub async fn feed(
                         }
                     }
                     for key in (source.keys)(&object) {
-                        queue.add(key);
+                        queue.add_after(key, source.coalesce);
                     }
                 }
                 Err(e) => {

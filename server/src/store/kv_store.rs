@@ -1087,6 +1087,11 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(counts)
     }
 
+    fn durability_counts(&self) -> (u64, u64) {
+        let stats = self.stats();
+        (stats.durable_flushes, stats.grouped_writes)
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         {
             let _st = self.state.lock();

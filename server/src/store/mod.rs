@@ -228,6 +228,9 @@ pub trait Store: Send + Sync + 'static {
     /// Kinds that have stored objects, with their object counts (for metrics).
     async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
+    /// Durable flushes done so far and the writes they acknowledged (for metrics).
+    fn durability_counts(&self) -> (u64, u64);
+
     /// Waits until every acknowledged write is durable and stops background work.
     async fn close(&self) -> Result<(), StoreError>;
 }
