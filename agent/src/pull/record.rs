@@ -2,9 +2,17 @@
 //! (`namespace/name`) the objects applied from it and a hash of each manifest. It is what
 //! lets a restarted agent skip manifests that did not change (so member objects keep their uid
 //! and creation time), delete objects whose manifest left a Work, and delete the objects of
-//! Works deleted while it was down. Written atomically after every change.
+//! Works deleted while it was down.
+//!
+//! On disk it is a snapshot (`applied.json`, written atomically) and a journal beside it
+//! (`applied.json.journal`, one JSON line per changed Work, appended and synced once per
+//! burst of Works). Loading reads the snapshot and replays the journal; a last line cut short
+//! by a crash is dropped (its burst was never acknowledged). When the journal outgrows the
+//! record it is folded into a new snapshot. A save thus costs the Works that changed, not
+//! every Work the member holds.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -115,32 +123,73 @@ impl AppliedRecord {
     }
 }
 
-/// The record and its file.
+/// One journal line: a Work's new record, or `None` when it was forgotten.
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalEntry {
+    work: String,
+    record: Option<WorkRecord>,
+}
+
+/// Journal lines always allowed before the journal is folded into the snapshot.
+const MIN_JOURNAL_LINES: usize = 256;
+
+/// The record and its files.
 #[derive(Debug)]
 pub struct RecordFile {
     path: PathBuf,
+    journal: PathBuf,
     record: AppliedRecord,
-    saved: AppliedRecord,
+    /// Works changed since the last save, in order.
+    pending: Vec<String>,
+    /// Lines in the journal file.
+    journal_lines: usize,
 }
 
 impl RecordFile {
-    /// Loads the record at `path` (empty when the file does not exist).
+    /// Loads the record at `path` and its journal (empty when neither exists).
     pub fn load(path: &Path) -> Result<Self, RecordError> {
-        let bytes = fsutil::read_optional(path).map_err(|source| RecordError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let record: AppliedRecord = match bytes {
-            Some(b) => serde_json::from_slice(&b).map_err(|source| RecordError::Corrupt {
-                path: path.display().to_string(),
+        let journal = journal_path(path);
+        let read = |p: &Path| {
+            fsutil::read_optional(p).map_err(|source| RecordError::Io {
+                path: p.display().to_string(),
                 source,
-            })?,
+            })
+        };
+        let corrupt = |p: &Path, source| RecordError::Corrupt {
+            path: p.display().to_string(),
+            source,
+        };
+        let mut record: AppliedRecord = match read(path)? {
+            Some(b) => serde_json::from_slice(&b).map_err(|e| corrupt(path, e))?,
             None => AppliedRecord::default(),
         };
+        let mut journal_lines = 0;
+        if let Some(bytes) = read(&journal)? {
+            let complete = bytes.ends_with(b"\n");
+            let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+            for (i, line) in lines.iter().enumerate() {
+                if line.is_empty() {
+                    continue;
+                }
+                let entry: JournalEntry = match serde_json::from_slice(line) {
+                    Ok(entry) => entry,
+                    // The line a crash cut short: its burst was never acknowledged.
+                    Err(_) if !complete && i + 1 == lines.len() => break,
+                    Err(e) => return Err(corrupt(&journal, e)),
+                };
+                journal_lines += 1;
+                match entry.record {
+                    Some(rec) => record.works.insert(entry.work, rec),
+                    None => record.works.remove(&entry.work),
+                };
+            }
+        }
         Ok(RecordFile {
             path: path.to_path_buf(),
-            saved: record.clone(),
+            journal,
             record,
+            pending: Vec::new(),
+            journal_lines,
         })
     }
 
@@ -157,15 +206,20 @@ impl RecordFile {
     /// Replaces what was applied from a Work (an empty record removes it).
     pub fn set(&mut self, work: &str, rec: WorkRecord) {
         if rec.objects.is_empty() {
-            self.record.works.remove(work);
-        } else {
+            self.remove(work);
+        } else if self.record.works.get(work) != Some(&rec) {
             self.record.works.insert(work.to_string(), rec);
+            self.pending.push(work.to_string());
         }
     }
 
     /// Forgets a Work.
     pub fn remove(&mut self, work: &str) -> Option<WorkRecord> {
-        self.record.works.remove(work)
+        let removed = self.record.works.remove(work);
+        if removed.is_some() {
+            self.pending.push(work.to_string());
+        }
+        removed
     }
 
     /// The recorded Work keys.
@@ -173,23 +227,78 @@ impl RecordFile {
         self.record.works.keys().cloned().collect()
     }
 
-    /// Writes the file if the record changed since the last save.
+    /// Makes the changes since the last save durable by appending them to the journal; folds
+    /// the journal into a new snapshot once it has grown past twice the record's size.
     pub fn save(&mut self) -> Result<(), RecordError> {
-        if self.record == self.saved {
+        if self.pending.is_empty() {
             return Ok(());
         }
-        self.record.version = 1;
-        let io = |source| RecordError::Io {
-            path: self.path.display().to_string(),
-            source,
-        };
-        let bytes = serde_json::to_vec_pretty(&self.record)
-            .map_err(std::io::Error::other)
-            .map_err(io)?;
-        fsutil::write_atomic(&self.path, &bytes, false).map_err(io)?;
-        self.saved = self.record.clone();
+        self.append()?;
+        self.pending.clear();
+        if self.journal_lines > MIN_JOURNAL_LINES.max(2 * self.record.works.len()) {
+            self.snapshot()?;
+        }
         Ok(())
     }
+
+    /// Appends the pending Works' records to the journal and syncs it.
+    fn append(&mut self) -> Result<(), RecordError> {
+        let mut bytes = Vec::new();
+        for work in &self.pending {
+            let entry = JournalEntry {
+                work: work.clone(),
+                record: self.record.works.get(work).cloned(),
+            };
+            serde_json::to_writer(&mut bytes, &entry)
+                .map_err(std::io::Error::other)
+                .map_err(|source| self.io_error(&self.journal, source))?;
+            bytes.push(b'\n');
+        }
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.journal)?;
+            file.write_all(&bytes)?;
+            file.sync_data()
+        };
+        write().map_err(|source| self.io_error(&self.journal, source))?;
+        self.journal_lines += self.pending.len();
+        Ok(())
+    }
+
+    /// Writes the whole record as the new snapshot, then empties the journal. Every change is
+    /// in the journal before it is in a snapshot, so a crash between the two replays lines
+    /// whose last word on each Work is what the snapshot holds: the same record.
+    fn snapshot(&mut self) -> Result<(), RecordError> {
+        self.record.version = 1;
+        let bytes = serde_json::to_vec(&self.record)
+            .map_err(std::io::Error::other)
+            .map_err(|source| self.io_error(&self.path, source))?;
+        fsutil::write_atomic(&self.path, &bytes, false)
+            .map_err(|source| self.io_error(&self.path, source))?;
+        match std::fs::remove_file(&self.journal) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(self.io_error(&self.journal, source)),
+        }
+        self.journal_lines = 0;
+        Ok(())
+    }
+
+    fn io_error(&self, path: &Path, source: std::io::Error) -> RecordError {
+        RecordError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// The journal beside a record file.
+fn journal_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".journal");
+    path.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -323,5 +432,79 @@ mod tests {
             RecordFile::load(&path),
             Err(RecordError::Corrupt { .. })
         ));
+    }
+
+    fn work(uid: &str, name: &str) -> WorkRecord {
+        WorkRecord {
+            uid: uid.into(),
+            objects: vec![applied("Deployment", name, "h")],
+        }
+    }
+
+    #[test]
+    fn saves_append_to_the_journal_and_a_torn_last_line_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("applied.json");
+        let journal = journal_path(&path);
+        let mut f = RecordFile::load(&path).unwrap();
+        f.set("ns/w1", work("1", "a"));
+        f.save().unwrap();
+        f.set("ns/w2", work("2", "b"));
+        f.remove("ns/w1");
+        f.save().unwrap();
+        assert!(!path.exists(), "small changes go to the journal only");
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap().lines().count(),
+            3
+        );
+        // A crash in the middle of the next append leaves half a line.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .unwrap();
+        file.write_all(br#"{"work":"ns/w3","rec"#).unwrap();
+        let g = RecordFile::load(&path).unwrap();
+        assert_eq!(g.work_keys(), ["ns/w2"]);
+        assert_eq!(g.get("ns/w2"), Some(&work("2", "b")));
+        // A broken line followed by others is corruption, not a torn write.
+        std::fs::write(&journal, b"{oops\n{\"work\":\"ns/w2\",\"record\":null}\n").unwrap();
+        assert!(matches!(
+            RecordFile::load(&path),
+            Err(RecordError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn a_long_journal_is_folded_into_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("applied.json");
+        let journal = journal_path(&path);
+        let mut f = RecordFile::load(&path).unwrap();
+        let mut before_fold = Vec::new();
+        for round in 0..=MIN_JOURNAL_LINES {
+            before_fold = std::fs::read(&journal).unwrap_or_default();
+            f.set("ns/w1", work(&round.to_string(), "a"));
+            f.save().unwrap();
+        }
+        assert!(path.exists(), "the snapshot was written");
+        assert!(!journal.exists(), "and the journal emptied");
+        assert_eq!(RecordFile::load(&path).unwrap().record(), f.record());
+        // A crash after the snapshot but before the journal was emptied: the journal holds
+        // every line, the last change included, so replaying it over the snapshot changes
+        // nothing.
+        let mut last_line = serde_json::to_vec(&JournalEntry {
+            work: "ns/w1".into(),
+            record: f.get("ns/w1").cloned(),
+        })
+        .unwrap();
+        last_line.push(b'\n');
+        std::fs::write(&journal, [before_fold, last_line].concat()).unwrap();
+        assert_eq!(RecordFile::load(&path).unwrap().record(), f.record());
+        f.set("ns/w2", work("x", "b"));
+        f.save().unwrap();
+        assert_eq!(
+            RecordFile::load(&path).unwrap().work_keys(),
+            ["ns/w1", "ns/w2"]
+        );
     }
 }
