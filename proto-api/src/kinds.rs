@@ -93,6 +93,16 @@ pub const CONFIG_GROUP: &str = "config.karmada.io";
 /// Every kind Flotilla serves without a CustomResourceDefinition: Flotilla's own (Karmada's)
 /// kinds and the well-known Kubernetes kinds users propagate.
 pub fn builtin_resources() -> Vec<ResourceType> {
+    builtin_table().to_vec()
+}
+
+/// The built-in table, built once: the controllers look kinds up on every reconcile.
+fn builtin_table() -> &'static [ResourceType] {
+    static TABLE: std::sync::LazyLock<Vec<ResourceType>> = std::sync::LazyLock::new(build_table);
+    &TABLE
+}
+
+fn build_table() -> Vec<ResourceType> {
     vec![
         // Karmada kinds.
         rt(
@@ -325,16 +335,18 @@ pub fn builtin_resources() -> Vec<ResourceType> {
 
 /// Looks up a built-in kind by group and plural.
 pub fn builtin_by_plural(group: &str, plural: &str) -> Option<ResourceType> {
-    builtin_resources()
-        .into_iter()
+    builtin_table()
+        .iter()
         .find(|r| r.group == group && r.plural == plural)
+        .cloned()
 }
 
 /// Looks up a built-in kind by group and kind.
 pub fn builtin_by_kind(group: &str, kind: &str) -> Option<ResourceType> {
-    builtin_resources()
-        .into_iter()
+    builtin_table()
+        .iter()
         .find(|r| r.group == group && r.kind == kind)
+        .cloned()
 }
 
 /// Well-known resource types used throughout the server.

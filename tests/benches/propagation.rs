@@ -260,6 +260,7 @@ fn main() {
     let agent_cpu = || agents.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
     let cpu0 = cpu_seconds(pid);
     let agent_cpu0 = agent_cpu();
+    let own_cpu0 = cpu_seconds(std::process::id());
     let next = AtomicU64::new(0);
     let late = AtomicUsize::new(0);
     let errors = AtomicUsize::new(0);
@@ -316,6 +317,7 @@ fn main() {
     }
     let cpu = cpu_seconds(pid) - cpu0;
     let agent_cpu = agent_cpu() - agent_cpu0;
+    let own_cpu = cpu_seconds(std::process::id()) - own_cpu0;
     let wall = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
 
@@ -340,10 +342,12 @@ fn main() {
         cpu / wall * 100.0
     );
     println!(
-        "CPU per unit: server {:.2} ms, agent {:.2} ms ({:.0} % of one core)",
+        "CPU per unit: server {:.2} ms, agent {:.2} ms ({:.0} % of one core), this load generator {:.2} ms ({:.0} % of one core)",
         cpu / units as f64 * 1e3,
         agent_cpu / units as f64 * 1e3,
-        agent_cpu / wall * 100.0
+        agent_cpu / wall * 100.0,
+        own_cpu / units as f64 * 1e3,
+        own_cpu / wall * 100.0
     );
     {
         let st = stages.lock().unwrap();

@@ -282,7 +282,7 @@ impl Detector {
             .get(PP_PERMANENT_ID_LABEL)
             .or_else(|| labels.get(CPP_PERMANENT_ID_LABEL))
             .cloned();
-        let candidates = self.policies.candidates(ns).await?;
+        let candidates = self.policies.candidates(ns, name).await?;
         let api_version = str_at(&template, "/apiVersion").to_string();
         let kind = str_at(&template, "/kind").to_string();
         let tref = TemplateRef {

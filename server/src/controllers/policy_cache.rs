@@ -6,6 +6,10 @@
 //!
 //! Like Karmada's informers this view may trail the store by one reconcile: a template read
 //! before its new policy's reconcile finds no policy, and that reconcile queues it again.
+//!
+//! The policies of a scope are indexed by the template names their selectors name, so a
+//! template is matched against the policies that name it plus those with a selector that
+//! names nothing (by kind or labels), not against every policy of its namespace.
 
 use super::policy_matching::{Candidate, PolicyScope};
 use super::runtime::ReconcileError;
@@ -14,7 +18,7 @@ use flotilla_api::kinds::well_known;
 use flotilla_api::meta::ObjectMeta;
 use flotilla_api::policy::{PropagationSpec, CPP_PERMANENT_ID_LABEL, PP_PERMANENT_ID_LABEL};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -27,13 +31,68 @@ pub struct Refreshed {
     pub after: Option<Arc<Candidate>>,
 }
 
+/// The policies of one scope (a namespace's PropagationPolicies, or every
+/// ClusterPropagationPolicy) and their index by selected name.
+#[derive(Default)]
+struct Policies {
+    /// By policy name.
+    by_name: BTreeMap<String, Arc<Candidate>>,
+    /// Template name → policies with a selector naming it.
+    naming: HashMap<String, BTreeSet<String>>,
+    /// Policies with a selector that names no template.
+    unnamed: BTreeSet<String>,
+}
+
+impl Policies {
+    fn insert(&mut self, c: Arc<Candidate>) -> Option<Arc<Candidate>> {
+        let before = self.remove(&c.name);
+        for s in &c.spec.resource_selectors {
+            if s.name.is_empty() {
+                self.unnamed.insert(c.name.clone());
+            } else {
+                self.naming
+                    .entry(s.name.clone())
+                    .or_default()
+                    .insert(c.name.clone());
+            }
+        }
+        self.by_name.insert(c.name.clone(), c);
+        before
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Arc<Candidate>> {
+        let before = self.by_name.remove(name)?;
+        self.unnamed.remove(name);
+        for s in &before.spec.resource_selectors {
+            if let Some(set) = self.naming.get_mut(&s.name) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.naming.remove(&s.name);
+                }
+            }
+        }
+        Some(before)
+    }
+
+    /// The policies that may select a template named `template`.
+    fn for_template(&self, template: &str, out: &mut Vec<Arc<Candidate>>) {
+        let named = self.naming.get(template).into_iter().flatten();
+        let names: BTreeSet<&String> = named.chain(self.unnamed.iter()).collect();
+        out.extend(
+            names
+                .into_iter()
+                .filter_map(|n| self.by_name.get(n).cloned()),
+        );
+    }
+}
+
 #[derive(Default)]
 struct Entries {
     loaded: bool,
-    /// PropagationPolicies by namespace, then name.
-    namespaced: HashMap<String, BTreeMap<String, Arc<Candidate>>>,
-    /// ClusterPropagationPolicies by name.
-    cluster: BTreeMap<String, Arc<Candidate>>,
+    /// PropagationPolicies by namespace.
+    namespaced: HashMap<String, Policies>,
+    /// ClusterPropagationPolicies.
+    cluster: Policies,
 }
 
 /// The cache.
@@ -88,7 +147,7 @@ fn candidate_of(scope: PolicyScope, raw: &Value) -> Result<Option<Candidate>, Re
 }
 
 impl Entries {
-    fn slot(&mut self, scope: PolicyScope, ns: &str) -> &mut BTreeMap<String, Arc<Candidate>> {
+    fn slot(&mut self, scope: PolicyScope, ns: &str) -> &mut Policies {
         match scope {
             PolicyScope::Namespaced => self.namespaced.entry(ns.to_string()).or_default(),
             PolicyScope::Cluster => &mut self.cluster,
@@ -120,7 +179,7 @@ impl PolicyCache {
             for raw in self.store.list(&rt, None, &all).await?.items {
                 if let Some(c) = candidate_of(scope, &raw)? {
                     let ns = c.namespace.clone();
-                    entries.slot(scope, &ns).insert(c.name.clone(), Arc::new(c));
+                    entries.slot(scope, &ns).insert(Arc::new(c));
                 }
             }
         }
@@ -128,19 +187,23 @@ impl PolicyCache {
         Ok(())
     }
 
-    /// The policies that may select a template of `namespace`: that namespace's
-    /// PropagationPolicies (none for cluster-scoped templates) and every
-    /// ClusterPropagationPolicy.
-    pub async fn candidates(&self, namespace: &str) -> Result<Vec<Arc<Candidate>>, ReconcileError> {
+    /// The policies that may select the template `name` of `namespace`: those of that
+    /// namespace's PropagationPolicies (none for cluster-scoped templates) and of the
+    /// ClusterPropagationPolicies that name it or have a selector naming no template.
+    pub async fn candidates(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<Arc<Candidate>>, ReconcileError> {
         let mut entries = self.entries.lock().await;
         self.load(&mut entries).await?;
         let mut out = Vec::new();
         if !namespace.is_empty() {
             if let Some(pps) = entries.namespaced.get(namespace) {
-                out.extend(pps.values().cloned());
+                pps.for_template(name, &mut out);
             }
         }
-        out.extend(entries.cluster.values().cloned());
+        entries.cluster.for_template(name, &mut out);
         Ok(out)
     }
 
@@ -164,10 +227,10 @@ impl PolicyCache {
         };
         let slot = entries.slot(scope, ns);
         let before = match &after {
-            Some(c) => slot.insert(name.to_string(), c.clone()),
+            Some(c) => slot.insert(c.clone()),
             None => slot.remove(name),
         };
-        if scope == PolicyScope::Namespaced && slot.is_empty() {
+        if scope == PolicyScope::Namespaced && slot.by_name.is_empty() {
             entries.namespaced.remove(ns);
         }
         Ok(Refreshed { before, after })
@@ -211,10 +274,13 @@ mod tests {
             .unwrap();
         let cache = PolicyCache::new(store.clone());
         assert_eq!(
-            names(&cache.candidates("a").await.unwrap()),
+            names(&cache.candidates("a", "web").await.unwrap()),
             ["a/one", "/everywhere"]
         );
-        assert_eq!(names(&cache.candidates("").await.unwrap()), ["/everywhere"]);
+        assert_eq!(
+            names(&cache.candidates("", "web").await.unwrap()),
+            ["/everywhere"]
+        );
 
         // A new policy is seen once refreshed (the detector refreshes on its watch event).
         store
@@ -222,7 +288,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            cache.candidates("a").await.unwrap().len(),
+            cache.candidates("a", "web").await.unwrap().len(),
             2,
             "not yet refreshed"
         );
@@ -233,7 +299,7 @@ mod tests {
         assert!(r.before.is_none());
         assert_eq!(r.after.as_ref().map(|c| c.name.as_str()), Some("two"));
         assert_eq!(
-            names(&cache.candidates("a").await.unwrap()),
+            names(&cache.candidates("a", "web").await.unwrap()),
             ["a/one", "a/two", "/everywhere"]
         );
 
@@ -265,8 +331,75 @@ mod tests {
             .unwrap();
         assert!(r.before.is_some() && r.after.is_none());
         assert_eq!(
-            names(&cache.candidates("a").await.unwrap()),
+            names(&cache.candidates("a", "web").await.unwrap()),
             ["a/two", "/everywhere"]
         );
+    }
+
+    #[tokio::test]
+    async fn a_template_meets_the_policies_naming_it_and_those_naming_none() {
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::default());
+        let pps = well_known::propagation_policies();
+        let naming = |name: &str, targets: &[&str]| {
+            let selectors: Vec<Value> = targets
+                .iter()
+                .map(|t| json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": t}))
+                .collect();
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+                   "metadata": {"name": name, "namespace": "a"},
+                   "spec": {"resourceSelectors": selectors}})
+        };
+        for p in [
+            naming("for-web", &["web"]),
+            naming("for-both", &["web", "db"]),
+            pp("a", "all-deployments", "Deployment"),
+        ] {
+            store.create(&pps, p).await.unwrap();
+        }
+        let cache = PolicyCache::new(store.clone());
+        let table = [
+            ("web", vec!["a/all-deployments", "a/for-both", "a/for-web"]),
+            ("db", vec!["a/all-deployments", "a/for-both"]),
+            ("cache", vec!["a/all-deployments"]),
+        ];
+        for (template, want) in table {
+            assert_eq!(
+                names(&cache.candidates("a", template).await.unwrap()),
+                want,
+                "{template}"
+            );
+        }
+
+        // A policy that stops naming a template leaves its index entry.
+        let mut both = store.get(&pps, Some("a"), "for-both").await.unwrap();
+        both["spec"]["resourceSelectors"] =
+            naming("x", &["db"])["spec"]["resourceSelectors"].clone();
+        store.update(&pps, both).await.unwrap();
+        cache
+            .refresh(PolicyScope::Namespaced, "a", "for-both")
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&cache.candidates("a", "web").await.unwrap()),
+            ["a/all-deployments", "a/for-web"]
+        );
+        store
+            .delete(
+                &pps,
+                Some("a"),
+                "all-deployments",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        cache
+            .refresh(PolicyScope::Namespaced, "a", "all-deployments")
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&cache.candidates("a", "db").await.unwrap()),
+            ["a/for-both"]
+        );
+        assert!(cache.candidates("a", "cache").await.unwrap().is_empty());
     }
 }

@@ -305,6 +305,11 @@ impl RuntimeFaults for SimRuntime {
     }
 }
 
+/// Share of the time saving the sims may take: after a save that took `d`, the next one waits
+/// at least `d * SAVE_DUTY_DIVISOR` (a save costs every object the members hold, so a fixed
+/// period would make a large member spend most of its time saving).
+const SAVE_DUTY_DIVISOR: u32 = 20;
+
 /// Ticks a set of sims from one task and saves them in the background.
 #[derive(Debug)]
 pub struct SimDriver {
@@ -314,7 +319,8 @@ pub struct SimDriver {
 }
 
 impl SimDriver {
-    /// A driver ticking every `tick` and saving changed sims every `save_every`.
+    /// A driver ticking every `tick` and saving changed sims every `save_every`, or less
+    /// often when saving takes more than a twentieth of the time.
     pub fn new(sims: Vec<Arc<SimRuntime>>, tick: Duration, save_every: Duration) -> Self {
         SimDriver {
             sims,
@@ -327,8 +333,7 @@ impl SimDriver {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let mut ticker = tokio::time::interval(self.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut saver = tokio::time::interval(self.save_every);
-        saver.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next_save = tokio::time::Instant::now() + self.save_every;
         let sims = Arc::new(self.sims);
         loop {
             tokio::select! {
@@ -337,9 +342,13 @@ impl SimDriver {
                         sim.tick();
                     }
                 }
-                _ = saver.tick() => {
+                _ = tokio::time::sleep_until(next_save) => {
                     let sims = sims.clone();
+                    let started = tokio::time::Instant::now();
                     let _ = tokio::task::spawn_blocking(move || save_all(&sims)).await;
+                    let took = started.elapsed();
+                    next_save = tokio::time::Instant::now()
+                        + self.save_every.max(took * SAVE_DUTY_DIVISOR);
                 }
                 _ = crate::stopped(&mut shutdown) => break,
             }

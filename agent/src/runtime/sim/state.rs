@@ -61,18 +61,22 @@ pub struct Entry {
     pub pod: Option<PodSim>,
 }
 
-/// The on-disk form of [`SimState`] (`sim-state.json`).
+/// The on-disk form of [`SimState`] (`sim-state.json`): read as [`SavedSnapshot`], written
+/// from references into the state (so a save does not copy every object first).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Snapshot {
+struct Snapshot<C, N, O> {
     version: u32,
     resource_version: u64,
     seq: u64,
     cordoned: bool,
-    configured: NodeShape,
-    nodes: Vec<Node>,
-    objects: Vec<Entry>,
+    configured: C,
+    nodes: N,
+    objects: O,
 }
+
+/// A snapshot as read back.
+type SavedSnapshot = Snapshot<NodeShape, Vec<Node>, Vec<Entry>>;
 
 const SNAPSHOT_VERSION: u32 = 1;
 
@@ -240,7 +244,7 @@ impl SimState {
     /// Restores a saved cluster. When the config's node shape differs from the one the saved
     /// cluster was started with, the config wins (as a capacity change would).
     pub fn restore(config: &SimConfig, bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        let snap: Snapshot = serde_json::from_slice(bytes)?;
+        let snap: SavedSnapshot = serde_json::from_slice(bytes)?;
         let mut state = SimState::new(config);
         state.resource_version = snap.resource_version;
         state.seq = snap.seq;
@@ -271,9 +275,9 @@ impl SimState {
             resource_version: self.resource_version,
             seq: self.seq,
             cordoned: self.cordoned,
-            configured: self.configured.clone(),
-            nodes: self.nodes.clone(),
-            objects: self.objects.values().cloned().collect(),
+            configured: &self.configured,
+            nodes: self.nodes.as_slice(),
+            objects: self.objects.values().collect::<Vec<_>>(),
         })
     }
 
