@@ -297,7 +297,10 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     assert_eq!(ms[1]["identifier"]["kind"], "ConfigMap");
     let deploy = object(&m, &deploy_ref()).await.unwrap();
     let uid = deploy["metadata"]["uid"].clone();
-    assert!(data.join("applied.json").exists());
+    assert!(
+        data.join("applied.json.journal").exists() || data.join("applied.json").exists(),
+        "the applied-objects record is on disk"
+    );
     assert!(server
         .inner
         .lock()

@@ -7,7 +7,9 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, ValueEnum};
-use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, Tls};
+use flotilla_server::app::{
+    self, ControllerSettings, Engine, ServerConfig, Tls, DEFAULT_MIN_FLUSH_INTERVAL,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,6 +61,11 @@ struct Flags {
     /// Watch events kept for resuming watches (older resourceVersions answer 410).
     #[arg(long, default_value_t = 10_000)]
     event_log_capacity: usize,
+    /// The store's group commit rounds start at least this many microseconds apart: writes
+    /// arriving meanwhile share the round's transaction and sync (an idle store writes a lone
+    /// write at once).
+    #[arg(long, default_value_t = DEFAULT_MIN_FLUSH_INTERVAL.as_micros() as u64)]
+    store_min_flush_interval_us: u64,
     /// Push members are probed this often.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     cluster_status_update_frequency: Duration,
@@ -167,6 +174,7 @@ async fn main() -> anyhow::Result<()> {
         _ => Tls::SelfSigned,
     };
     config.event_log_capacity = flags.event_log_capacity;
+    config.min_flush_interval = Duration::from_micros(flags.store_min_flush_interval_us);
     config.limits.max_body_bytes = flags.max_request_bytes;
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;

@@ -61,6 +61,11 @@ impl Harness {
             }
             Kind::Sled => {
                 let dir = tempfile::tempdir().unwrap();
+                // Paced like the server's default, so every rule holds with rounds shared.
+                let config = StoreConfig {
+                    min_flush_interval: Duration::from_millis(1),
+                    ..config
+                };
                 let store = KvStore::open_sled(dir.path(), config).unwrap();
                 let idle = store.clone();
                 Self {
@@ -1282,6 +1287,50 @@ fn raw_remove(dir: &Path, tree: &str, key: &str) {
     batch.remove(tree, key);
     engine.apply(&batch).unwrap();
     engine.durable_flush().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_paced_group_commit_shares_rounds_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = fake_clock();
+    let config = StoreConfig {
+        min_flush_interval: Duration::from_millis(300),
+        ..sled_config(&clock, 100)
+    };
+    {
+        let s = KvStore::open_sled(dir.path(), config).unwrap();
+        // A first write opens a round at once; the next ones wait for the round due 300 ms
+        // later and share it.
+        s.create(&configmaps(), cm("ns", "first")).await.unwrap();
+        let writes: Vec<_> = (0..40)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(
+                    async move { s.create(&configmaps(), cm("ns", &format!("c{i}"))).await },
+                )
+            })
+            .collect();
+        for w in writes {
+            w.await.unwrap().unwrap();
+        }
+        let stats = s.stats();
+        assert_eq!(
+            stats.grouped_writes, 41,
+            "every write was acknowledged by a round"
+        );
+        assert!(
+            stats.durable_flushes <= 3,
+            "41 writes within one interval share rounds: {} rounds",
+            stats.durable_flushes
+        );
+        s.close().await.unwrap();
+    }
+    let s = KvStore::open_sled(dir.path(), sled_config(&clock, 100)).unwrap();
+    let list = s
+        .list(&configmaps(), Some("ns"), &ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 41);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,6 +143,7 @@ fn main() {
     flotilla_tests::binary("flotilla-agent").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = std::env::var("STORE").unwrap_or_else(|_| "sled".to_string());
+    let flush_interval = std::env::var("FLUSH_INTERVAL_US").unwrap_or_else(|_| "2000".to_string());
     let server = Server::start(
         dir.path(),
         &[
@@ -152,6 +153,8 @@ fn main() {
             "0",
             "--store",
             &store,
+            "--store-min-flush-interval-us",
+            &flush_interval,
         ],
     )
     .unwrap();

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Default number of events the watch log keeps.
 pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 10_000;
@@ -60,6 +60,9 @@ pub struct StoreConfig {
     pub event_log_capacity: usize,
     /// Options of the sled engine (ignored by others).
     pub sled: SledOptions,
+    /// Group commit rounds start at least this far apart, so writes under load share one
+    /// ([`super::group_commit`]); zero starts a round as soon as a writer waits.
+    pub min_flush_interval: Duration,
 }
 
 impl Default for StoreConfig {
@@ -68,6 +71,7 @@ impl Default for StoreConfig {
             clock: Arc::new(SystemClock),
             event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
             sled: SledOptions::default(),
+            min_flush_interval: Duration::ZERO,
         }
     }
 }
@@ -87,6 +91,7 @@ impl std::fmt::Debug for StoreConfig {
         f.debug_struct("StoreConfig")
             .field("event_log_capacity", &self.event_log_capacity)
             .field("sled", &self.sled)
+            .field("min_flush_interval", &self.min_flush_interval)
             .finish_non_exhaustive()
     }
 }
@@ -404,8 +409,13 @@ impl<E: Engine> KvStore<E> {
         let applied_rv = Arc::new(AtomicU64::new(rv));
         let commit = if engine.is_persistent() {
             Some(
-                GroupCommit::start(engine.clone(), applied_rv.clone(), log.durable_sender())
-                    .map_err(engine_error)?,
+                GroupCommit::start(
+                    engine.clone(),
+                    applied_rv.clone(),
+                    log.durable_sender(),
+                    config.min_flush_interval,
+                )
+                .map_err(engine_error)?,
             )
         } else {
             None
