@@ -4,14 +4,17 @@
 //! One release `flotilla-server` with `--sim-members MEMBERS` (simulated members joined in pull
 //! mode through a `flotilla-agent`). Unit `i` is a PropagationPolicy `bench-i` naming Deployment
 //! `app-i` and placing it Divided by static weight on two members (round robin), then that
-//! Deployment (2 replicas). Unit `i` is due at `t0 + i / QPS`; sender threads send it at its due
+//! Deployment (2 replicas). Unit `i` is due at `t0 + 2i / QPS`; sender threads send it at its due
 //! time and the latency counts from the due time, so a sender that falls behind adds its delay
 //! (no coordinated omission). A watch on every Work sees each Work's `Applied=True` condition as
 //! the agent reports it; a unit's latency ends when both its Works are applied.
 //!
 //! Run: `cargo bench -p flotilla-tests --bench propagation`. Knobs (environment): `MEMBERS`
-//! (10), `QPS` (200 units/s, each unit two POSTs), `SECONDS` (20), `WORKERS` (64 sender
-//! threads). Figures go to docs/performance.md.
+//! (10), `QPS` (200 POSTs per second, the goal's rate: each unit is two POSTs, so 100 units/s),
+//! `SECONDS` (20), `WORKERS` (64 sender threads), `STORE` (`sled`; `memory` to compare) and
+//! `FLUSH_INTERVAL_US` (the server's `--store-min-flush-interval-us`; its default when unset).
+//! It prints the latency table, the per-stage table, the CPU each process spent per unit and
+//! the server's counters. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::bench::{children, cpu_seconds, env_or};
@@ -137,30 +140,32 @@ fn main() {
     let qps = env_or("QPS", 200);
     let seconds = env_or("SECONDS", 20);
     let workers = env_or("WORKERS", 64) as usize;
-    let units = qps * seconds;
+    // Units per second: each is two POSTs.
+    let rate = qps as f64 / 2.0;
+    let units = (rate * seconds as f64) as u64;
 
     // The server starts the agent from beside its own binary.
     flotilla_tests::binary("flotilla-agent").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = std::env::var("STORE").unwrap_or_else(|_| "sled".to_string());
-    let flush_interval = std::env::var("FLUSH_INTERVAL_US").unwrap_or_else(|_| "2000".to_string());
-    let server = Server::start(
-        dir.path(),
-        &[
-            "--sim-members",
-            &members.to_string(),
-            "--sim-pod-startup-delay-ms",
-            "0",
-            "--store",
-            &store,
-            "--store-min-flush-interval-us",
-            &flush_interval,
-        ],
-    )
-    .unwrap();
+    let mut args = vec![
+        "--sim-members".to_string(),
+        members.to_string(),
+        "--sim-pod-startup-delay-ms".to_string(),
+        "0".to_string(),
+    ];
+    for (var, flag) in [
+        ("STORE", "--store"),
+        ("FLUSH_INTERVAL_US", "--store-min-flush-interval-us"),
+    ] {
+        if let Ok(value) = std::env::var(var) {
+            args.extend([flag.to_string(), value]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(dir.path(), &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     wait_members_ready(&api, members as usize).unwrap();
-    println!("{members} pull members Ready; {units} units at {qps}/s");
+    println!("{members} pull members Ready; {units} units at {rate}/s ({qps} POSTs/s)");
 
     let t0_cell: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let observed = Arc::new(Mutex::new(Observed {
@@ -248,7 +253,7 @@ fn main() {
                     seen.push(name);
                 }
                 if seen.len() >= 2 && !o.done.contains_key(&unit) {
-                    let due = t0 + Duration::from_secs_f64(unit as f64 / qps as f64);
+                    let due = t0 + Duration::from_secs_f64(unit as f64 / rate);
                     o.done
                         .insert(unit, now.saturating_duration_since(due).as_secs_f64());
                     stages.lock().unwrap().applied.insert(unit, now);
@@ -276,7 +281,7 @@ fn main() {
                 if i >= units {
                     break;
                 }
-                let due = t0 + Duration::from_secs_f64(i as f64 / qps as f64);
+                let due = t0 + Duration::from_secs_f64(i as f64 / rate);
                 let now = Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
@@ -334,10 +339,10 @@ fn main() {
         errors.load(Ordering::Relaxed),
         lat.len()
     );
-    println!("| members | rate | units | p50 | p90 | p99 | max | server CPU |");
+    println!("| members | QPS (units/s) | units | p50 | p90 | p99 | max | server CPU |");
     println!("|---|---|---|---|---|---|---|---|");
     println!(
-        "| {members} | {qps}/s | {units} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} % of one core |",
+        "| {members} | {qps} ({rate}/s) | {units} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} % of one core |",
         ms(0.50),
         ms(0.90),
         ms(0.99),
@@ -355,7 +360,7 @@ fn main() {
     {
         let st = stages.lock().unwrap();
         let due: HashMap<u64, Instant> = (0..units)
-            .map(|u| (u, t0 + Duration::from_secs_f64(u as f64 / qps as f64)))
+            .map(|u| (u, t0 + Duration::from_secs_f64(u as f64 / rate)))
             .collect();
         println!("| stage | p50 | p99 |\n|---|---|---|");
         println!(

@@ -136,6 +136,8 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = StoreConfig {
         event_log_capacity: args.event_log_capacity,
+        // As the server runs it: batches queued, written and synced once per paced round.
+        min_flush_interval: flotilla_server::app::DEFAULT_MIN_FLUSH_INTERVAL,
         ..StoreConfig::default()
     };
     let store = KvStore::open_sled(&args.dir, config)?;

@@ -327,39 +327,41 @@ impl Reconciler for BindingController {
                 Err(e) => return Err(e.into()),
             }
         }
-        for work in plan.apply {
-            let wns = work["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            let wname = work["metadata"]["name"].as_str().unwrap_or("").to_string();
-            match existing.iter().find(|w| {
-                w["metadata"]["namespace"] == wns.as_str()
-                    && w["metadata"]["name"] == wname.as_str()
-            }) {
-                None => match self.store.create(&works_rt, work).await {
-                    Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                },
-                Some(current) => {
-                    if current.pointer("/metadata/deletionTimestamp").is_some() {
-                        continue;
-                    }
-                    let mut updated = current.clone();
-                    updated["spec"] = work["spec"].clone();
-                    for part in ["labels", "annotations"] {
-                        if let Some(m) = work["metadata"][part].as_object() {
-                            for (k, v) in m {
-                                updated["metadata"][part][k] = v.clone();
-                            }
+        // The Works of the targets are written together (they share a durable round).
+        let writes = plan.apply.into_iter().map(|work| {
+            let works_rt = &works_rt;
+            let existing = &existing;
+            async move {
+                let wns = work["metadata"]["namespace"].as_str().unwrap_or("");
+                let wname = work["metadata"]["name"].as_str().unwrap_or("");
+                let current = existing
+                    .iter()
+                    .find(|w| w["metadata"]["namespace"] == wns && w["metadata"]["name"] == wname);
+                let Some(current) = current else {
+                    return match self.store.create(works_rt, work).await {
+                        Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+                        Err(e) => Err(e),
+                    };
+                };
+                if current.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(());
+                }
+                let mut updated = current.clone();
+                updated["spec"] = work["spec"].clone();
+                for part in ["labels", "annotations"] {
+                    if let Some(m) = work["metadata"][part].as_object() {
+                        for (k, v) in m {
+                            updated["metadata"][part][k] = v.clone();
                         }
                     }
-                    if &updated != current {
-                        self.store.update(&works_rt, updated).await?;
-                    }
                 }
+                if &updated != current {
+                    self.store.update(works_rt, updated).await?;
+                }
+                Ok(())
             }
-        }
+        });
+        futures::future::try_join_all(writes).await?;
         Ok(plan.retry_after.map_or(Action::Done, Action::RequeueAfter))
     }
 }

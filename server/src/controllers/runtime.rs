@@ -374,12 +374,34 @@ pub async fn feed(
     }
 }
 
+/// Where in a resync period a key is queued: spread by a hash of the key, so a resync of
+/// thousands of objects is a steady trickle instead of a burst that delays live work.
+pub fn resync_offset(key: &str, every: Duration) -> Duration {
+    let millis = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
+    Duration::from_millis(u64::from(crate::scheduler::division::fnv1a32(key.as_bytes())) % millis)
+}
+
 async fn resync(store: Arc<dyn Store>, sources: Vec<Source>, queue: WorkQueue, every: Duration) {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tick.tick().await;
         for source in &sources {
-            enqueue_all(&store, source, &queue).await;
+            let page = match store
+                .list(&source.resource, None, &ListOptions::default())
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(resource = %source.resource.qualified_name(), error = %e, "resync list failed");
+                    continue;
+                }
+            };
+            for obj in &page.items {
+                for key in (source.keys)(obj) {
+                    let offset = resync_offset(&key, every);
+                    queue.add_after(key, offset);
+                }
+            }
         }
     }
 }
@@ -458,5 +480,26 @@ mod tests {
         for (i, (event, o, news)) in table.into_iter().enumerate() {
             assert_eq!(seen.is_news(&f, event, &o), news, "row {i}");
         }
+    }
+
+    #[test]
+    fn resync_spreads_keys_over_the_period_and_keeps_each_in_place() {
+        let every = Duration::from_secs(15);
+        let offsets: Vec<Duration> = (0..1000)
+            .map(|i| resync_offset(&format!("default/app-{i}-deployment"), every))
+            .collect();
+        assert!(offsets.iter().all(|o| *o < every));
+        // Each second of the period gets some of the 1,000 keys, none a large share.
+        let mut per_second = [0usize; 15];
+        for o in &offsets {
+            per_second[o.as_secs() as usize] += 1;
+        }
+        assert!(
+            per_second.iter().all(|n| (30..=110).contains(n)),
+            "{per_second:?}"
+        );
+        let key = "default/app-7-deployment";
+        assert_eq!(resync_offset(key, every), resync_offset(key, every));
+        assert_eq!(resync_offset(key, Duration::ZERO), Duration::ZERO);
     }
 }
