@@ -721,29 +721,46 @@ impl SimState {
     }
 
     fn usage(&self) -> Vec<NodeUsage> {
-        let mut usage: Vec<NodeUsage> = self
-            .nodes
-            .iter()
-            .map(|n| NodeUsage {
-                name: n.name.clone(),
-                allocatable: n.allocatable.clone(),
-                unschedulable: n.unschedulable,
-                used: ResourceList::new(),
-            })
-            .collect();
+        // Sums in millis per node and resource, made into quantities once at the end: this
+        // runs over every pod whenever pods wait for a node.
+        let mut sums: Vec<BTreeMap<&str, i128>> = vec![BTreeMap::new(); self.nodes.len()];
         for p in self.objects.values().filter_map(|e| e.pod.as_ref()) {
             if p.finished() {
                 continue;
             }
-            if let Some(u) = p
+            let Some(i) = p
                 .node
                 .as_ref()
-                .and_then(|n| usage.iter_mut().find(|u| &u.name == n))
+                .and_then(|n| self.nodes.iter().position(|node| &node.name == n))
+            else {
+                continue;
+            };
+            let sum = &mut sums[i];
+            // As `with_pod_count`: a pod counts as one `pods`, whatever it requests.
+            for (name, q) in p
+                .requests
+                .iter()
+                .filter(|(n, _)| n.as_str() != placement::PODS)
             {
-                u.used = add_lists(&u.used, &placement::with_pod_count(&p.requests));
+                let s = sum.entry(name.as_str()).or_default();
+                *s = s.saturating_add(q.milli_value());
             }
+            let pods = sum.entry(placement::PODS).or_default();
+            *pods = pods.saturating_add(1000);
         }
-        usage
+        self.nodes
+            .iter()
+            .zip(sums)
+            .map(|(n, sum)| NodeUsage {
+                name: n.name.clone(),
+                allocatable: n.allocatable.clone(),
+                unschedulable: n.unschedulable,
+                used: sum
+                    .into_iter()
+                    .map(|(name, milli)| (name.to_string(), Quantity::from_milli(milli)))
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Deletes pods on nodes that are gone, and the newest pods of overcommitted nodes.
@@ -996,10 +1013,13 @@ impl SimState {
         if pending.is_empty() {
             return false;
         }
-        pending.sort();
+        pending.sort_unstable_by_key(|(seq, _)| *seq);
         let mut usage = self.usage();
         let mut placed = false;
         let mut moved = Vec::new();
+        // Until a pod is placed the usage stays the same, so a pod asking what an earlier one
+        // could not get fails alike (a full member holds many such pods).
+        let mut refused: Vec<(ResourceList, Option<String>, String)> = Vec::new();
         for (_, key) in pending {
             let Some(entry) = self.objects.get_mut(&key) else {
                 continue;
@@ -1007,7 +1027,26 @@ impl SimState {
             let Some(pod) = entry.pod.as_mut() else {
                 continue;
             };
-            match placement::place(&pod.requests, pod.pinned_node.as_deref(), &mut usage) {
+            let known = refused
+                .iter()
+                .find(|(r, pin, _)| *r == pod.requests && *pin == pod.pinned_node)
+                .map(|(_, _, msg)| Placement::Unschedulable(msg.clone()));
+            let placement = match known {
+                Some(p) => p,
+                None => {
+                    let p = placement::place(&pod.requests, pod.pinned_node.as_deref(), &mut usage);
+                    match &p {
+                        Placement::Node(_) => refused.clear(),
+                        Placement::Unschedulable(msg) => refused.push((
+                            pod.requests.clone(),
+                            pod.pinned_node.clone(),
+                            msg.clone(),
+                        )),
+                    }
+                    p
+                }
+            };
+            match placement {
                 Placement::Node(node) => {
                     pod.node = Some(node.clone());
                     pod.scheduled_at = Some(now);
