@@ -12,7 +12,8 @@
 //! Run: `cargo bench -p flotilla-tests --bench propagation`. Knobs (environment): `MEMBERS`
 //! (10), `QPS` (200 POSTs per second, the goal's rate: each unit is two POSTs, so 100 units/s),
 //! `SECONDS` (20), `WORKERS` (64 sender threads), `STORE` (`sled`; `memory` to compare) and
-//! `FLUSH_INTERVAL_US` (the server's `--store-min-flush-interval-us`; its default when unset).
+//! `FLUSH_INTERVAL_US` (the server's `--store-min-flush-interval-us`; its default when unset)
+//! and `LATENCIES_CSV` (a file to write each unit's due time and latency to).
 //! It prints the latency table, the per-stage table, the CPU each process spent per unit and
 //! the server's counters. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -329,6 +330,21 @@ fn main() {
     let wall = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
 
+    // Each unit's due time and latency, to see when the slow ones happened.
+    if let Ok(path) = std::env::var("LATENCIES_CSV") {
+        let o = observed.lock().unwrap();
+        let mut rows: Vec<(f64, f64)> = o
+            .done
+            .iter()
+            .map(|(u, l)| (*u as f64 / rate, l * 1e3))
+            .collect();
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let csv: String = rows
+            .iter()
+            .map(|(due, ms)| format!("{due:.3},{ms:.1}\n"))
+            .collect();
+        std::fs::write(&path, format!("due_s,latency_ms\n{csv}")).unwrap();
+    }
     let mut lat: Vec<f64> = observed.lock().unwrap().done.values().copied().collect();
     lat.sort_by(f64::total_cmp);
     let ms = |q: f64| percentile(&lat, q) * 1e3;
