@@ -94,6 +94,10 @@ pub struct WorksController {
     pending: BTreeSet<String>,
     /// Events recorded by the next flush.
     pending_events: Vec<PendingEvent>,
+    /// For each Work whose reported status was found current: a hash of what that status is
+    /// made from (the Work's resourceVersion, its apply error, and each applied object's
+    /// resourceVersion). A status pass skips the Works whose hash did not move.
+    settled: HashMap<String, u64>,
 }
 
 impl WorksController {
@@ -111,6 +115,7 @@ impl WorksController {
             status_dirty: false,
             pending: BTreeSet::new(),
             pending_events: Vec::new(),
+            settled: HashMap::new(),
         }
     }
 
@@ -727,9 +732,57 @@ impl WorksController {
         }
     }
 
+    /// Reports the status of every Work whose inputs moved since it was last found current
+    /// (a member's objects change all the time under load; most Works' do not).
     async fn report_all(&mut self) {
+        let works = &self.works;
+        self.settled.retain(|name, _| works.contains_key(name));
         let names: Vec<String> = self.works.keys().cloned().collect();
-        self.report_many(names).await;
+        let mut due = Vec::new();
+        for name in names {
+            let Some(inputs) = self.status_inputs(&name).await else {
+                continue;
+            };
+            if self.settled.get(&name) == Some(&inputs) {
+                continue;
+            }
+            if self.status_body(&name).await.is_none() {
+                self.settled.insert(name, inputs);
+            } else {
+                due.push(name);
+            }
+        }
+        self.report_many(due).await;
+    }
+
+    /// A hash of what a Work's status is made from; `None` when the Work is unknown.
+    async fn status_inputs(&self, name: &str) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let work = self.works.get(name)?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        work.metadata.resource_version.hash(&mut h);
+        self.apply_errors.get(name).hash(&mut h);
+        let recorded = self.record.get(&self.key(name));
+        for m in &work.spec.workload.manifests {
+            let Ok(r) = ObjectRef::from_manifest(m) else {
+                continue;
+            };
+            let applied =
+                recorded.is_some_and(|rec| rec.objects.iter().any(|o| o.object.same_object(&r)));
+            applied.hash(&mut h);
+            if applied {
+                let rv = self
+                    .ctx
+                    .member
+                    .runtime
+                    .resource_version(&r)
+                    .await
+                    .ok()
+                    .flatten();
+                rv.hash(&mut h);
+            }
+        }
+        Some(h.finish())
     }
 
     /// Removes the execution-controller finalizer of a deleted Work (objects already gone).

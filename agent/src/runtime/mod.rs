@@ -239,6 +239,15 @@ pub trait MemberRuntime: Send + Sync {
             .and_then(|o| o.get("status").cloned())
             .filter(|s| !s.is_null()))
     }
+    /// The object's `metadata.resourceVersion`, if it exists: it moves whenever the object
+    /// or its status changes (what a Work's status is made from).
+    async fn resource_version(&self, object: &ObjectRef) -> Result<Option<String>, RuntimeError> {
+        Ok(self.get(object).await?.and_then(|o| {
+            o.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        }))
+    }
     /// Version, APIs, nodes, resources and health.
     async fn summary(&self) -> Result<ClusterSummary, RuntimeError>;
     /// A counter that moves whenever any object or status changes; subscribers wake up.

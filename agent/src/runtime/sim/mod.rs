@@ -236,6 +236,15 @@ impl MemberRuntime for SimRuntime {
         Ok(self.state.lock().get(&ObjectKey::from(object)).cloned())
     }
 
+    async fn resource_version(&self, object: &ObjectRef) -> Result<Option<String>, RuntimeError> {
+        let state = self.state.lock();
+        Ok(state.get(&ObjectKey::from(object)).and_then(|o| {
+            o.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        }))
+    }
+
     async fn delete(&self, object: &ObjectRef) -> Result<Option<Value>, RuntimeError> {
         Ok(self.with_state(|s, now| s.delete(&ObjectKey::from(object), now)))
     }
