@@ -219,6 +219,14 @@ pub enum RuntimeError {
     },
 }
 
+/// An object's `metadata.resourceVersion`.
+pub fn resource_version_of(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 /// A member cluster's object API and summary. Object-safe; shared as `Arc<dyn MemberRuntime>`.
 #[async_trait]
 pub trait MemberRuntime: Send + Sync {
@@ -242,11 +250,11 @@ pub trait MemberRuntime: Send + Sync {
     /// The object's `metadata.resourceVersion`, if it exists: it moves whenever the object
     /// or its status changes (what a Work's status is made from).
     async fn resource_version(&self, object: &ObjectRef) -> Result<Option<String>, RuntimeError> {
-        Ok(self.get(object).await?.and_then(|o| {
-            o.pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        }))
+        Ok(self
+            .get(object)
+            .await?
+            .as_ref()
+            .and_then(resource_version_of))
     }
     /// Version, APIs, nodes, resources and health.
     async fn summary(&self) -> Result<ClusterSummary, RuntimeError>;

@@ -6,7 +6,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,10 +20,10 @@ pub struct Metrics {
     latency: HistogramVec,
     /// Stored objects per kind (storage name).
     pub objects: IntGaugeVec,
-    /// Durable flushes of the store (group commit rounds), read at scrape time.
-    pub flushes: IntGauge,
-    /// Writes those flushes acknowledged, read at scrape time.
-    pub flushed_writes: IntGauge,
+    /// Durable flushes of the store (group commit rounds), brought up to date at scrape time.
+    pub flushes: IntCounter,
+    /// Writes those flushes acknowledged, brought up to date at scrape time.
+    pub flushed_writes: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -59,11 +59,11 @@ impl Metrics {
         )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(latency.clone()))?;
-        let flushes = IntGauge::new(
+        let flushes = IntCounter::new(
             "flotilla_store_durable_flushes_total",
             "Durable flushes of the store; concurrent writes share one (group commit).",
         )?;
-        let flushed_writes = IntGauge::new(
+        let flushed_writes = IntCounter::new(
             "flotilla_store_flushed_writes_total",
             "Writes acknowledged by the store's durable flushes.",
         )?;
@@ -78,6 +78,13 @@ impl Metrics {
             flushes,
             flushed_writes,
         }))
+    }
+
+    /// Brings the store's durability counters up to what the store counted.
+    pub fn observe_durability(&self, flushes: u64, writes: u64) {
+        for (counter, total) in [(&self.flushes, flushes), (&self.flushed_writes, writes)] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
     }
 
     /// The text exposition of every metric.

@@ -129,9 +129,7 @@ async fn render_metrics(State(state): State<ApiState>) -> impl IntoResponse {
         }
     }
     let (flushes, writes) = state.store.durability_counts();
-    let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    state.metrics.flushes.set(gauge(flushes));
-    state.metrics.flushed_writes.set(gauge(writes));
+    state.metrics.observe_durability(flushes, writes);
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -304,7 +304,14 @@ pub fn spawn_with_queue(
     ControllerHandle { queue, tasks }
 }
 
-async fn enqueue_all(store: &Arc<dyn Store>, source: &Source, queue: &WorkQueue) -> Option<u64> {
+/// Lists a source and queues the keys of its objects: now, or spread over `spread_over` (a
+/// resync) at each key's [`resync_offset`].
+async fn enqueue_all(
+    store: &Arc<dyn Store>,
+    source: &Source,
+    queue: &WorkQueue,
+    spread_over: Option<Duration>,
+) -> Option<u64> {
     match store
         .list(&source.resource, None, &ListOptions::default())
         .await
@@ -312,7 +319,13 @@ async fn enqueue_all(store: &Arc<dyn Store>, source: &Source, queue: &WorkQueue)
         Ok(page) => {
             for obj in &page.items {
                 for key in (source.keys)(obj) {
-                    queue.add(key);
+                    match spread_over {
+                        Some(every) => {
+                            let offset = resync_offset(&key, every);
+                            queue.add_after(key, offset);
+                        }
+                        None => queue.add(key),
+                    }
                 }
             }
             Some(page.resource_version)
@@ -333,7 +346,7 @@ pub async fn feed(
     controller: &'static str,
 ) {
     loop {
-        let Some(rv) = enqueue_all(&store, &source, &queue).await else {
+        let Some(rv) = enqueue_all(&store, &source, &queue, None).await else {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         };
@@ -386,22 +399,7 @@ async fn resync(store: Arc<dyn Store>, sources: Vec<Source>, queue: WorkQueue, e
     loop {
         tick.tick().await;
         for source in &sources {
-            let page = match store
-                .list(&source.resource, None, &ListOptions::default())
-                .await
-            {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::warn!(resource = %source.resource.qualified_name(), error = %e, "resync list failed");
-                    continue;
-                }
-            };
-            for obj in &page.items {
-                for key in (source.keys)(obj) {
-                    let offset = resync_offset(&key, every);
-                    queue.add_after(key, offset);
-                }
-            }
+            enqueue_all(&store, source, &queue, Some(every)).await;
         }
     }
 }

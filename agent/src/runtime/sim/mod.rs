@@ -238,11 +238,9 @@ impl MemberRuntime for SimRuntime {
 
     async fn resource_version(&self, object: &ObjectRef) -> Result<Option<String>, RuntimeError> {
         let state = self.state.lock();
-        Ok(state.get(&ObjectKey::from(object)).and_then(|o| {
-            o.pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        }))
+        Ok(state
+            .get(&ObjectKey::from(object))
+            .and_then(crate::runtime::resource_version_of))
     }
 
     async fn delete(&self, object: &ObjectRef) -> Result<Option<Value>, RuntimeError> {
