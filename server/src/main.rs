@@ -130,6 +130,11 @@ fn init_logging(format: LogFormat) {
         LogFormat::Plain => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    // A panic is logged once, as a structured error (a request handler's panic is also
+    // answered as a 500 Status by the API's catch-panic layer).
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "a thread panicked");
+    }));
 }
 
 async fn terminated() {

@@ -453,8 +453,13 @@ impl<'a> Parser<'a> {
                     }
                     expect_value = true;
                 }
-                (Token::Close, _) => {
-                    // As in Kubernetes, `()` and a trailing comma stand for the empty value.
+                (Token::Close, at) => {
+                    // `()` names no value at all: Kubernetes reads it as the empty value,
+                    // Flotilla refuses it, since `a in ()` is nearly always a mistake. A
+                    // trailing comma still stands for the empty value, as in Kubernetes.
+                    if values.is_empty() {
+                        return self.error(at, "values set can't be empty");
+                    }
                     if expect_value {
                         values.push(String::new());
                     }
@@ -503,7 +508,6 @@ mod tests {
             ("app=nginx,tier=db", "app=nginx,tier=db", false),
             ("empty=", "empty=", true),
             ("app=", "app=", false),
-            ("empty in ()", "empty in ()", true),
             ("app in (nginx,)", "app in (,nginx)", true),
             (
                 "app.kubernetes.io/name in (a)",
@@ -534,6 +538,8 @@ mod tests {
             ("-bad=x", "invalid label key"),
             ("app=-bad", "invalid label value"),
             ("!", "expected a label key"),
+            ("a in ()", "values set can't be empty"),
+            ("a notin ( )", "values set can't be empty"),
         ];
         for (input, want) in cases {
             let err = LabelRequirements::parse(input)

@@ -281,5 +281,22 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The answer to a request whose handler panicked: a 500 `Status`. The panic itself is logged
+/// by the process's panic hook (once), not here.
+pub fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+        .unwrap_or_else(|| "a panic without a message".into());
+    let err = ApiError::Internal(format!("a request handler panicked: {detail}").into());
+    (
+        err.status(),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        err.to_status().to_string(),
+    )
+        .into_response()
+}
+
 /// Result of API handlers.
 pub type ApiResult<T> = Result<T, ApiError>;

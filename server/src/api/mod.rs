@@ -11,6 +11,8 @@ pub mod error;
 pub mod explain;
 pub mod metrics;
 pub mod openapi;
+pub mod options;
+pub mod path;
 pub mod patch;
 pub mod registration;
 pub mod registry;
@@ -79,7 +81,7 @@ pub struct ApiState {
 pub fn router(state: ApiState) -> Router {
     let auth = state.auth.clone();
     let metrics = state.metrics.clone();
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -107,7 +109,16 @@ pub fn router(state: ApiState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             metrics::record,
-        ))
+        ));
+    harden(routes)
+}
+
+/// The layer every answer passes through last: a handler that panics is answered with a 500
+/// `Status` instead of a dropped connection.
+pub fn harden(router: Router) -> Router {
+    router.layer(tower_http::catch_panic::CatchPanicLayer::custom(
+        error::panic_response,
+    ))
 }
 
 async fn readyz(State(state): State<ApiState>) -> impl IntoResponse {

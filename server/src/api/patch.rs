@@ -41,10 +41,22 @@ pub enum PatchError {
     /// A JSON patch operation failed (e.g. a `test` or a missing path).
     #[error("the patch could not be applied: {0}")]
     Failed(String),
+    /// The patched object would be larger than the limit of an object.
+    #[error("the patched object is larger than the limit of {0} bytes")]
+    TooLarge(usize),
 }
 
-/// Applies `patch` (already parsed) of type `kind` to `target`.
-pub fn apply_patch(target: &mut Value, patch: &Value, kind: PatchType) -> Result<(), PatchError> {
+/// Applies `patch` (already parsed) of type `kind` to `target`, refusing a result larger than
+/// `max_bytes` of JSON. A JSON patch is checked as it goes, so `copy` operations cannot
+/// build an object many times the limit before the check (a 1 KB patch that copies an object
+/// into itself twenty times would otherwise need a million times its size in memory).
+/// `target` is left half-patched on error: patch a copy.
+pub fn apply_patch(
+    target: &mut Value,
+    patch: &Value,
+    kind: PatchType,
+    max_bytes: usize,
+) -> Result<(), PatchError> {
     match kind {
         PatchType::Merge => {
             if !patch.is_object() {
@@ -53,12 +65,11 @@ pub fn apply_patch(target: &mut Value, patch: &Value, kind: PatchType) -> Result
                 ));
             }
             json_patch::merge(target, patch);
-            Ok(())
         }
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| PatchError::Malformed(e.to_string()))?;
-            json_patch::patch(target, &ops).map_err(|e| PatchError::Failed(e.to_string()))
+            json_patch_bounded(target, &ops, max_bytes)?;
         }
         PatchType::Strategic => {
             let Value::Object(p) = patch else {
@@ -67,13 +78,67 @@ pub fn apply_patch(target: &mut Value, patch: &Value, kind: PatchType) -> Result
                 ));
             };
             strategic_merge(target, p, "");
-            Ok(())
         }
-        PatchType::Apply => {
-            apply(target, patch);
+        PatchType::Apply => apply(target, patch),
+    }
+    if json_size(target) > max_bytes {
+        return Err(PatchError::TooLarge(max_bytes));
+    }
+    Ok(())
+}
+
+/// How many times a JSON patch may measure the whole object again before it is refused.
+const MAX_REMEASURES: usize = 8;
+
+/// RFC 6902, one operation at a time, with a running upper bound of the object's size. The
+/// caller patches a copy and drops it on error, so no undo is needed (the json-patch crate's
+/// own undo panics on some moves and copies to the root).
+fn json_patch_bounded(
+    target: &mut Value,
+    ops: &json_patch::Patch,
+    max_bytes: usize,
+) -> Result<(), PatchError> {
+    use json_patch::PatchOperation as Op;
+    let mut size = json_size(target);
+    let mut remeasures = 0;
+    for (i, op) in ops.0.iter().enumerate() {
+        let grows = match op {
+            Op::Add(a) => json_size(&a.value),
+            Op::Replace(r) => json_size(&r.value),
+            Op::Copy(c) => target.pointer(c.from.as_str()).map(json_size).unwrap_or(0),
+            Op::Remove(_) | Op::Move(_) | Op::Test(_) => 0,
+        };
+        if size.saturating_add(grows) > max_bytes {
+            // The running bound only grows; measure once more before refusing.
+            remeasures += 1;
+            size = json_size(target);
+            if remeasures > MAX_REMEASURES || size.saturating_add(grows) > max_bytes {
+                return Err(PatchError::TooLarge(max_bytes));
+            }
+        }
+        json_patch::patch_unsafe(target, std::slice::from_ref(op))
+            .map_err(|e| PatchError::Failed(format!("operation {i}: {}", e.kind)))?;
+        size = size.saturating_add(grows);
+    }
+    Ok(())
+}
+
+/// The length of a value's JSON encoding, counted without building it.
+pub fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
+    let mut count = Count(0);
+    // Writing a Value to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Server-side apply, simplified: the applied configuration is merged into the live object
@@ -250,6 +315,8 @@ fn merge_list(live: Option<&Value>, items: &[Value], field: &str, order: Option<
 
 #[cfg(test)]
 mod tests {
+    const LIMIT: usize = 3 * 1024 * 1024;
+
     use super::*;
     use serde_json::json;
 
@@ -277,10 +344,11 @@ mod tests {
             &mut obj,
             &json!({"spec": {"replicas": 3, "paused": null}}),
             PatchType::Merge,
+            LIMIT,
         )
         .unwrap();
         assert_eq!(obj, json!({"spec": {"replicas": 3}}));
-        assert!(apply_patch(&mut obj, &json!([1]), PatchType::Merge).is_err());
+        assert!(apply_patch(&mut obj, &json!([1]), PatchType::Merge, LIMIT).is_err());
     }
 
     #[test]
@@ -290,6 +358,7 @@ mod tests {
             &mut obj,
             &json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]),
             PatchType::Json,
+            LIMIT,
         )
         .unwrap();
         assert_eq!(obj["spec"]["replicas"], 5);
@@ -297,9 +366,10 @@ mod tests {
             &mut obj,
             &json!([{"op": "test", "path": "/spec/replicas", "value": 1}]),
             PatchType::Json,
+            LIMIT,
         );
         assert!(matches!(err, Err(PatchError::Failed(_))));
-        let err = apply_patch(&mut obj, &json!({"op": "x"}), PatchType::Json);
+        let err = apply_patch(&mut obj, &json!({"op": "x"}), PatchType::Json, LIMIT);
         assert!(matches!(err, Err(PatchError::Malformed(_))));
     }
 
@@ -319,7 +389,7 @@ mod tests {
                 ]
             }}}
         });
-        apply_patch(&mut obj, &patch, PatchType::Strategic).unwrap();
+        apply_patch(&mut obj, &patch, PatchType::Strategic, LIMIT).unwrap();
         assert_eq!(
             obj["spec"]["template"]["spec"]["containers"],
             json!([{"name": "c", "image": "c:1"}, {"name": "a", "image": "a:2"}])
@@ -331,7 +401,7 @@ mod tests {
     fn strategic_merge_replaces_lists_without_merge_key_and_honours_retain_keys() {
         let mut obj = json!({"spec": {"args": ["a", "b"], "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
         let patch = json!({"spec": {"args": ["c"], "strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
-        apply_patch(&mut obj, &patch, PatchType::Strategic).unwrap();
+        apply_patch(&mut obj, &patch, PatchType::Strategic, LIMIT).unwrap();
         assert_eq!(
             obj,
             json!({"spec": {"args": ["c"], "strategy": {"type": "Recreate"}}})
@@ -346,11 +416,53 @@ mod tests {
             &mut obj,
             &json!({"metadata": {"labels": {"b": "2"}}, "spec": {"list": [3]}}),
             PatchType::Apply,
+            LIMIT,
         )
         .unwrap();
         assert_eq!(
             obj,
             json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"list": [3], "keep": true}})
         );
+    }
+
+    #[test]
+    fn json_patch_moves_and_copies_to_the_root_do_not_panic() {
+        let live = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"replicas": 1}});
+        let cases = [
+            json!([{"op": "move", "from": "/metadata", "path": ""}]),
+            json!([{"op": "copy", "from": "/metadata", "path": ""}]),
+            json!([{"op": "move", "from": "/metadata/labels", "path": "/spec"}, {"op": "test", "path": "/x", "value": 1}]),
+            json!([{"op": "copy", "from": "", "path": "/metadata/self"}, {"op": "remove", "path": "/nope"}]),
+            json!([{"op": "move", "from": "", "path": "/metadata/x"}]),
+            json!([{"op": "remove", "path": ""}]),
+            json!([{"op": "add", "path": "/spec/replicas/-", "value": 1}]),
+        ];
+        for patch in cases {
+            let mut obj = live.clone();
+            // Any outcome but a panic.
+            let _ = apply_patch(&mut obj, &patch, PatchType::Json, LIMIT);
+        }
+    }
+
+    #[test]
+    fn copies_that_grow_the_object_past_the_limit_are_refused() {
+        let live = json!({"metadata": {"name": "a"}, "data": {"v": "x".repeat(1000)}});
+        let ops: Vec<Value> = (0..20)
+            .map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/again{i}")}))
+            .collect();
+        let mut obj = live.clone();
+        let err = apply_patch(&mut obj, &Value::Array(ops), PatchType::Json, 64 * 1024);
+        assert!(matches!(err, Err(PatchError::TooLarge(_))), "{err:?}");
+        // Every patch type is bounded by the result's size.
+        for (kind, patch) in [
+            (PatchType::Merge, json!({"data": {"w": "y".repeat(70_000)}})),
+            (PatchType::Strategic, json!({"data": {"w": "y".repeat(70_000)}})),
+            (PatchType::Apply, json!({"data": {"w": "y".repeat(70_000)}})),
+        ] {
+            let mut obj = live.clone();
+            let err = apply_patch(&mut obj, &patch, kind, 64 * 1024);
+            assert!(matches!(err, Err(PatchError::TooLarge(_))), "{kind:?}");
+        }
+        assert_eq!(json_size(&json!({"a": [1, "b"]})), r#"{"a":[1,"b"]}"#.len());
     }
 }

@@ -8,23 +8,23 @@ use super::body::{self, negotiate, respond, Encoding};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::openapi;
+use super::options;
+use super::path;
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::registry::Registry;
 use super::scale;
 use super::table;
 use super::watch;
 use super::ApiState;
-use crate::store::{DeleteOptions, Deleted, ListOptions, Propagation, StoreError};
+use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 
-/// Query parameters of resource requests.
-pub type Params = HashMap<String, String>;
+pub use super::options::Params;
 
 /// What a resource path addresses.
 #[derive(Clone, Debug)]
@@ -84,12 +84,12 @@ pub async fn dispatch_apis_root(State(state): State<ApiState>) -> Response {
     axum::Json(discovery::group_list(&state.registry)).into_response()
 }
 
-/// The non-empty segments of a path.
-fn segments(rest: &str) -> Vec<String> {
-    rest.split('/')
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
+/// The undecoded path after `prefix`, its decoded segments and its query parameters.
+fn split_request(uri: &Uri, prefix: &str) -> ApiResult<(String, Vec<String>, Params)> {
+    let full = uri.path().to_string();
+    let raw = full.strip_prefix(prefix).unwrap_or_default();
+    let segs = path::segments(raw, &full)?;
+    Ok((full.clone(), segs, Params::parse(uri.query())))
 }
 
 /// A request of one group-version: its APIResourceList when nothing follows, else a resource.
@@ -110,7 +110,11 @@ async fn serve_group_version(
             .map(|d| axum::Json(d).into_response())
             .ok_or_else(|| ApiError::no_route(path));
     }
-    match resolve(&state.registry, group, version, tail) {
+    if path::has_trailing_slash(path) {
+        // `configmaps/` is no collection path: an empty name addresses nothing.
+        return Err(ApiError::no_route(path));
+    }
+    match resolve(&state.registry, group, version, tail)? {
         Some(target) => serve(state, method, target, params, headers, body).await,
         None => Err(ApiError::no_route(path)),
     }
@@ -120,53 +124,61 @@ async fn serve_group_version(
 pub async fn dispatch_core(
     State(state): State<ApiState>,
     method: Method,
-    Path(rest): Path<String>,
-    Query(params): Query<Params>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let path = format!("/api/{rest}");
-    let segs = segments(&rest);
-    let result = match segs.as_slice() {
-        [v, tail @ ..] if v == "v1" => {
-            serve_group_version(&state, "", "v1", tail, &path, method, params, headers, body).await
+    let result = async {
+        let (path, segs, params) = split_request(&uri, "/api/")?;
+        match segs.as_slice() {
+            [] => Ok(dispatch_core_root().await),
+            [v, tail @ ..] if v == "v1" => {
+                serve_group_version(&state, "", "v1", tail, &path, method, params, headers, body)
+                    .await
+            }
+            _ => Err(ApiError::no_route(&path)),
         }
-        _ => Err(ApiError::no_route(&path)),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.await.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Everything under `/apis/`.
 pub async fn dispatch_apis(
     State(state): State<ApiState>,
     method: Method,
-    Path(rest): Path<String>,
-    Query(params): Query<Params>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let path = format!("/apis/{rest}");
-    let segs = segments(&rest);
-    let result = match segs.as_slice() {
-        [] => Ok(dispatch_apis_root(State(state.clone())).await),
-        [group] => state
-            .registry
-            .groups()
-            .get(group)
-            .map(|versions| axum::Json(discovery::group_doc(group, versions)).into_response())
-            .ok_or_else(|| ApiError::no_route(&path)),
-        [group, version, tail @ ..] => {
-            serve_group_version(
-                &state, group, version, tail, &path, method, params, headers, body,
-            )
-            .await
+    let result = async {
+        let (path, segs, params) = split_request(&uri, "/apis/")?;
+        match segs.as_slice() {
+            [] => Ok(dispatch_apis_root(State(state.clone())).await),
+            [group] => state
+                .registry
+                .groups()
+                .get(group)
+                .map(|versions| axum::Json(discovery::group_doc(group, versions)).into_response())
+                .ok_or_else(|| ApiError::no_route(&path)),
+            [group, version, tail @ ..] => {
+                serve_group_version(
+                    &state, group, version, tail, &path, method, params, headers, body,
+                )
+                .await
+            }
         }
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Maps the path segments after the group-version to a target.
-fn resolve(registry: &Registry, group: &str, version: &str, tail: &[String]) -> Option<Target> {
+/// Maps the path segments after the group-version to a target. A name or namespace that no
+/// object could have is a 400 here, so it never reaches a handler.
+fn resolve(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+    tail: &[String],
+) -> ApiResult<Option<Target>> {
     let is_sub = |s: &String| s == "status" || s == "finalize";
     let (namespace, rest): (Option<String>, &[String]) = match tail {
         [ns_word, ns, rest @ ..]
@@ -180,25 +192,31 @@ fn resolve(registry: &Registry, group: &str, version: &str, tail: &[String]) -> 
         [p] => (p, None, None),
         [p, n] => (p, Some(n.clone()), None),
         [p, n, s] => (p, Some(n.clone()), Some(s.clone())),
-        _ => return None,
+        _ => return Ok(None),
     };
+    if let Some(ns) = &namespace {
+        path::check_namespace(ns)?;
+    }
+    if let Some(n) = &name {
+        path::check_name(n)?;
+    }
     let rt = match registry.lookup(group, version, plural) {
         Some(rt) => rt,
         None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
             // A free-form template of an undeclared kind.
             Registry::adhoc(group, version, plural, namespace.is_some())
         }
-        None => return None,
+        None => return Ok(None),
     };
     if namespace.is_some() && !rt.namespaced {
-        return None;
+        return Ok(None);
     }
-    Some(Target {
+    Ok(Some(Target {
         rt,
         namespace,
         name,
         subresource: sub,
-    })
+    }))
 }
 
 async fn serve(
@@ -237,6 +255,7 @@ async fn serve(
         }
     }
     let encoding = negotiate(&headers)?;
+    options::check(&params)?;
     let is_watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
     if method == Method::GET && is_watch {
         return watch::serve(state, &target, &params, &headers).await;
@@ -255,7 +274,9 @@ async fn serve(
             (&Method::DELETE, true) => {
                 delete(state, &target, &params, &headers, body, encoding).await
             }
-            (&Method::DELETE, false) => delete_collection(state, &target, &params, encoding).await,
+            (&Method::DELETE, false) => {
+                delete_collection(state, &target, &params, &headers, body, encoding).await
+            }
             (m, _) => Err(ApiError::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource ({m})"
             ))),
@@ -396,6 +417,17 @@ async fn read_object(state: &ApiState, headers: &HeaderMap, body: Body) -> ApiRe
 
 /// Fills in apiVersion/kind from the path and checks that the body belongs there.
 fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> ApiResult<()> {
+    for (pointer, field) in [
+        ("/apiVersion", "apiVersion"),
+        ("/kind", "kind"),
+        ("/metadata/name", "metadata.name"),
+        ("/metadata/namespace", "metadata.namespace"),
+    ] {
+        // A value of the wrong type is refused, never replaced by the path's.
+        if obj.pointer(pointer).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return Err(ApiError::BadRequest(format!("{field}: must be a string")));
+        }
+    }
     let rt = &target.rt;
     let want_api = rt.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
@@ -466,10 +498,6 @@ fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> Api
     Ok(())
 }
 
-fn dry_run(params: &Params) -> bool {
-    params.get("dryRun").is_some_and(|d| d == "All")
-}
-
 async fn create(
     state: &ApiState,
     target: &Target,
@@ -498,7 +526,7 @@ async fn create_object(
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     }
     admission::admit(state, &rt, &mut obj, None)?;
-    if dry_run(params) {
+    if params.dry_run() {
         return Ok(obj);
     }
     let created = state
@@ -557,7 +585,7 @@ async fn write_update(
     if !is_status {
         admission::admit(state, rt, &mut obj, Some(old))?;
     }
-    if dry_run(params) {
+    if params.dry_run() {
         return Ok(obj);
     }
     let result = if is_status {
@@ -633,9 +661,14 @@ async fn serve_scale(
             None => doc.clone(),
             Some(kind) => {
                 let mut patched = current.clone();
-                apply_patch(&mut patched, doc, *kind).map_err(|e| match e {
-                    PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
-                })?;
+                apply_patch(&mut patched, doc, *kind, state.limits.max_body_bytes).map_err(
+                    |e| match e {
+                        PatchError::Malformed(m) | PatchError::Failed(m) => {
+                            ApiError::BadRequest(m)
+                        }
+                        PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
+                    },
+                )?;
                 patched
             }
         };
@@ -706,19 +739,22 @@ async fn patch(
             Err(e) => return Err(target.store_err(e)),
         };
         let mut patched = live.clone();
-        apply_patch(&mut patched, &patch_body, kind).map_err(|e| match e {
-            PatchError::Malformed(m) => ApiError::BadRequest(m),
-            PatchError::Failed(m) => ApiError::invalid(
-                &target.kind_label(),
-                &target.rt.group,
-                name,
-                vec![super::error::Cause {
-                    reason: "FieldValueInvalid".into(),
-                    message: m,
-                    field: "patch".into(),
-                }],
-            ),
-        })?;
+        apply_patch(&mut patched, &patch_body, kind, state.limits.max_body_bytes).map_err(
+            |e| match e {
+                PatchError::Malformed(m) => ApiError::BadRequest(m),
+                PatchError::Failed(m) => ApiError::invalid(
+                    &target.kind_label(),
+                    &target.rt.group,
+                    name,
+                    vec![super::error::Cause {
+                        reason: "FieldValueInvalid".into(),
+                        message: m,
+                        field: "patch".into(),
+                    }],
+                ),
+                PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
+            },
+        )?;
         if !patched.is_object() {
             return Err(ApiError::BadRequest(
                 "the patch did not leave an object".into(),
@@ -729,9 +765,8 @@ async fn patch(
             patched["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
         }
         let rt = rt_with_kind(target, &patched);
-        if kind == PatchType::Apply {
-            admission::check_strict(params, &rt, &patch_body)?;
-        }
+        // Strict validation holds for every patch type: what the patch left is checked.
+        admission::check_strict(params, &rt, &patched)?;
         match write_update(state, target, &rt, params, patched, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
@@ -740,51 +775,22 @@ async fn patch(
     }
 }
 
-/// Reads delete options from the query and an optional `DeleteOptions` body.
+/// Reads the options of a delete from the query and an optional `DeleteOptions` body; a
+/// malformed one is a 400 before anything is deleted.
 async fn delete_options(
     state: &ApiState,
     params: &Params,
     headers: &HeaderMap,
     body: Body,
-) -> ApiResult<DeleteOptions> {
+) -> ApiResult<(DeleteOptions, bool)> {
     let bytes = body::read(body, state.limits.max_body_bytes).await?;
-    let mut opts = DeleteOptions::default();
-    let mut policy = params.get("propagationPolicy").cloned();
-    if !bytes.iter().all(u8::is_ascii_whitespace) {
+    let doc = if bytes.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
         let format = body::object_format(&body::content_type(headers))?;
-        let doc = body::parse(&bytes, format)?;
-        if let Some(p) = doc.get("propagationPolicy").and_then(Value::as_str) {
-            policy = Some(p.to_string());
-        }
-        if doc.get("orphanDependents").and_then(Value::as_bool) == Some(true) && policy.is_none() {
-            policy = Some("Orphan".into());
-        }
-        opts.precondition_uid = doc
-            .pointer("/preconditions/uid")
-            .and_then(Value::as_str)
-            .map(String::from);
-        if let Some(rv) = doc
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-        {
-            opts.precondition_resource_version = Some(rv.parse().map_err(|_| {
-                ApiError::BadRequest(format!(
-                    "preconditions.resourceVersion: invalid value {rv:?}"
-                ))
-            })?);
-        }
-    }
-    opts.propagation = match policy.as_deref() {
-        None | Some("") | Some("Background") => Propagation::Background,
-        Some("Foreground") => Propagation::Foreground,
-        Some("Orphan") => Propagation::Orphan,
-        Some(other) => {
-            return Err(ApiError::BadRequest(format!(
-                "propagationPolicy: Unsupported value: {other:?}: supported values: \"Background\", \"Foreground\", \"Orphan\""
-            )))
-        }
+        Some(body::parse(&bytes, format)?)
     };
-    Ok(opts)
+    options::delete_options(params, doc)
 }
 
 async fn delete(
@@ -795,14 +801,15 @@ async fn delete(
     body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let opts = delete_options(state, params, headers, body).await?;
+    let (opts, dry_run) = delete_options(state, params, headers, body).await?;
     let name = target.name.as_deref().unwrap_or_default();
-    if dry_run(params) {
+    if dry_run {
         let obj = state
             .store
             .get(&target.rt, target.namespace.as_deref(), name)
             .await
             .map_err(|e| target.store_err(e))?;
+        check_preconditions(target, &obj, &opts)?;
         return Ok(respond(StatusCode::OK, &obj, encoding));
     }
     let outcome = state
@@ -821,12 +828,39 @@ async fn delete(
     Ok(respond(StatusCode::OK, &obj, encoding))
 }
 
+/// What a dry-run delete would check of the stored object: its preconditions.
+fn check_preconditions(target: &Target, obj: &Value, opts: &DeleteOptions) -> ApiResult<()> {
+    let uid = obj.pointer("/metadata/uid").and_then(Value::as_str);
+    let failed = opts.precondition_uid.as_deref().is_some_and(|u| Some(u) != uid)
+        || opts
+            .precondition_resource_version
+            .is_some_and(|rv| rv != resource_version_of(obj));
+    if failed {
+        return Err(ApiError::Conflict {
+            message: "Precondition failed: the stored object's uid or resourceVersion differs"
+                .into(),
+            name: target.name.clone().unwrap_or_default(),
+            group: target.rt.group.clone(),
+            kind: target.rt.plural.clone(),
+        });
+    }
+    Ok(())
+}
+
 async fn delete_collection(
     state: &ApiState,
     target: &Target,
     params: &Params,
+    headers: &HeaderMap,
+    body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
+    let (delete_opts, dry_run) = delete_options(state, params, headers, body).await?;
+    if delete_opts.precondition_uid.is_some() || delete_opts.precondition_resource_version.is_some() {
+        return Err(ApiError::BadRequest(
+            "preconditions: Forbidden: a collection delete takes no preconditions".into(),
+        ));
+    }
     let mut opts = list_options(params)?;
     opts.limit = None;
     let page = state
@@ -834,6 +868,9 @@ async fn delete_collection(
         .list(&target.rt, target.namespace.as_deref(), &opts)
         .await
         .map_err(|e| target.store_err(e))?;
+    if dry_run {
+        return Ok(respond(StatusCode::OK, &item_list(target, page.items), encoding));
+    }
     let mut deleted = Vec::new();
     for item in page.items {
         let ns = item
@@ -847,7 +884,7 @@ async fn delete_collection(
             .to_string();
         match state
             .store
-            .delete(&target.rt, ns.as_deref(), &name, &DeleteOptions::default())
+            .delete(&target.rt, ns.as_deref(), &name, &delete_opts)
             .await
         {
             Ok(Deleted::Gone(o)) => {
@@ -859,11 +896,15 @@ async fn delete_collection(
             Err(e) => return Err(target.store_err(e)),
         }
     }
-    let list = json!({
+    Ok(respond(StatusCode::OK, &item_list(target, deleted), encoding))
+}
+
+/// The list a collection delete answers with.
+fn item_list(target: &Target, items: Vec<Value>) -> Value {
+    json!({
         "kind": format!("{}List", target.kind_label()),
         "apiVersion": target.rt.api_version(),
         "metadata": {},
-        "items": deleted,
-    });
-    Ok(respond(StatusCode::OK, &list, encoding))
+        "items": items,
+    })
 }
