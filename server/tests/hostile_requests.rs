@@ -104,7 +104,9 @@ async fn names_that_decode_to_a_slash_or_to_nothing_never_reach_a_collection() {
     let api = seeded().await;
     let before = snapshot(&api).await;
     let collections = [CM, PP, CLUSTERS, CRDS, NAMESPACES];
-    let bad_names = ["%2F", "%2f", "", "/", "%2E", "%2E%2E", "a%2Fb", "%25", "%00"];
+    let bad_names = [
+        "%2F", "%2f", "", "/", "%2E", "%2E%2E", "a%2Fb", "%25", "%00",
+    ];
     for collection in collections {
         for name in bad_names {
             for method in ["DELETE", "GET", "PUT", "PATCH"] {
@@ -161,20 +163,14 @@ async fn dry_run_never_writes_on_any_verb() {
         assert_eq!(code, StatusCode::OK, "{collection}: {list}");
     }
     let one = format!("{CM}/a");
-    let (code, _) = api
-        .call("DELETE", &format!("{one}?dryRun=All"), None)
-        .await;
+    let (code, _) = api.call("DELETE", &format!("{one}?dryRun=All"), None).await;
     assert_eq!(code, StatusCode::OK);
     let (code, _) = api
         .call("DELETE", &one, Some(json!({"dryRun": ["All"]})))
         .await;
     assert_eq!(code, StatusCode::OK);
     let (code, body) = api
-        .call(
-            "POST",
-            &format!("{CM}?dryRun=All"),
-            Some(configmap("dry")),
-        )
+        .call("POST", &format!("{CM}?dryRun=All"), Some(configmap("dry")))
         .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let mut changed = configmap("a");
@@ -201,7 +197,12 @@ async fn dry_run_values_other_than_all_are_400_and_change_nothing() {
     let one = format!("{CM}/a");
     let mut changed = configmap("a");
     changed["data"]["k"] = json!("changed");
-    for query in ["dryRun=Bogus", "dryRun=", "dryRun=All&dryRun=None", "dryRun=all"] {
+    for query in [
+        "dryRun=Bogus",
+        "dryRun=",
+        "dryRun=All&dryRun=None",
+        "dryRun=all",
+    ] {
         let cases: Vec<(&str, String, Option<Value>)> = vec![
             ("DELETE", format!("{CM}?{query}"), None),
             ("DELETE", format!("{one}?{query}"), None),
@@ -212,7 +213,10 @@ async fn dry_run_values_other_than_all_are_400_and_change_nothing() {
             let (code, answer) = api.call(method, &path, body).await;
             assert_eq!(code, StatusCode::BAD_REQUEST, "{method} {path}: {answer}");
             assert_status(&answer, 400, "BadRequest");
-            assert!(answer["message"].as_str().unwrap().contains("dryRun"), "{answer}");
+            assert!(
+                answer["message"].as_str().unwrap().contains("dryRun"),
+                "{answer}"
+            );
         }
         for ct in [
             "application/merge-patch+json",
@@ -220,7 +224,11 @@ async fn dry_run_values_other_than_all_are_400_and_change_nothing() {
             "application/apply-patch+yaml",
         ] {
             let (code, answer) = api
-                .patch(&format!("{one}?{query}"), ct, json!({"data": {"k": "patched"}}))
+                .patch(
+                    &format!("{one}?{query}"),
+                    ct,
+                    json!({"data": {"k": "patched"}}),
+                )
                 .await;
             assert_eq!(code, StatusCode::BAD_REQUEST, "{ct} {query}: {answer}");
         }
@@ -382,7 +390,10 @@ async fn strict_field_validation_applies_to_every_patch_type() {
             )
             .await;
         assert_eq!(code, StatusCode::BAD_REQUEST, "{value}: {answer}");
-        assert!(answer["message"].as_str().unwrap().contains("fieldValidation"));
+        assert!(answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("fieldValidation"));
     }
 }
 
@@ -394,7 +405,10 @@ async fn an_empty_value_set_in_a_label_selector_is_an_error() {
             .call("GET", &format!("{CM}?labelSelector={selector}"), None)
             .await;
         assert_eq!(code, StatusCode::BAD_REQUEST, "{selector}: {answer}");
-        assert!(answer["message"].as_str().unwrap().contains("labelSelector"));
+        assert!(answer["message"]
+            .as_str()
+            .unwrap()
+            .contains("labelSelector"));
         let (code, _) = api
             .call("DELETE", &format!("{CM}?labelSelector={selector}"), None)
             .await;
@@ -433,7 +447,9 @@ async fn a_body_whose_identity_differs_from_the_url_is_400_never_rewritten() {
         ),
     ];
     for (body, want) in cases {
-        let (code, answer) = api.call("PUT", &format!("{CM}/a"), Some(body.clone())).await;
+        let (code, answer) = api
+            .call("PUT", &format!("{CM}/a"), Some(body.clone()))
+            .await;
         assert_eq!(code, StatusCode::BAD_REQUEST, "{body}: {answer}");
         assert!(
             answer["message"].as_str().unwrap().contains(want),
@@ -454,7 +470,11 @@ async fn a_handler_panic_is_a_500_status() {
         }),
     ));
     let resp = router
-        .oneshot(axum::http::Request::get("/boom").body(Body::empty()).unwrap())
+        .oneshot(
+            axum::http::Request::get("/boom")
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -464,7 +484,10 @@ async fn a_handler_panic_is_a_500_status() {
     let body: Value = serde_json::from_slice(&bytes).unwrap();
     assert_status(&body, 500, "InternalError");
     assert!(
-        !body["message"].as_str().unwrap().contains("index out of bounds"),
+        !body["message"]
+            .as_str()
+            .unwrap()
+            .contains("index out of bounds"),
         "internals stay in the log: {body}"
     );
 }

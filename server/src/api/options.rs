@@ -121,13 +121,22 @@ pub fn check(params: &Params) -> ApiResult<()> {
     }
     if let Some(v) = params.get("resourceVersion") {
         if !v.is_empty() && v.parse::<u64>().is_err() {
-            return Err(bad("resourceVersion", v, "must be a resourceVersion the server gave"));
+            return Err(bad(
+                "resourceVersion",
+                v,
+                "must be a resourceVersion the server gave",
+            ));
         }
     }
     check_int(params, "gracePeriodSeconds", i64::MIN)?;
     check_int(params, "timeoutSeconds", 0)?;
     check_int(params, "limit", 0)?;
-    for key in ["watch", "allowWatchBookmarks", "orphanDependents", "sendInitialEvents"] {
+    for key in [
+        "watch",
+        "allowWatchBookmarks",
+        "orphanDependents",
+        "sendInitialEvents",
+    ] {
         check_bool(params, key)?;
     }
     if params.get("orphanDependents").is_some() && params.get("propagationPolicy").is_some() {
@@ -175,13 +184,15 @@ struct PreconditionsBody {
 
 /// What a delete asks for, from the query and an optional `DeleteOptions` body (already
 /// parsed): the store's options and whether it is a dry run.
-pub fn delete_options(params: &Params, body: Option<serde_json::Value>) -> ApiResult<(DeleteOptions, bool)> {
+pub fn delete_options(
+    params: &Params,
+    body: Option<serde_json::Value>,
+) -> ApiResult<(DeleteOptions, bool)> {
     check(params)?;
     let body: DeleteOptionsBody = match body {
         None => DeleteOptionsBody::default(),
-        Some(doc) => serde_json::from_value(doc).map_err(|e| {
-            ApiError::BadRequest(format!("the DeleteOptions body is invalid: {e}"))
-        })?,
+        Some(doc) => serde_json::from_value(doc)
+            .map_err(|e| ApiError::BadRequest(format!("the DeleteOptions body is invalid: {e}")))?,
     };
     if let Some(kind) = body.kind.as_deref() {
         if !kind.is_empty() && kind != "DeleteOptions" {
@@ -197,9 +208,11 @@ pub fn delete_options(params: &Params, body: Option<serde_json::Value>) -> ApiRe
         }
         dry_run = true;
     }
-    let orphan = body
-        .orphan_dependents
-        .or_else(|| params.get("orphanDependents").map(|v| v == "true" || v == "1"));
+    let orphan = body.orphan_dependents.or_else(|| {
+        params
+            .get("orphanDependents")
+            .map(|v| v == "true" || v == "1")
+    });
     let policy = body
         .propagation_policy
         .or_else(|| params.get("propagationPolicy").cloned());
@@ -216,7 +229,11 @@ pub fn delete_options(params: &Params, body: Option<serde_json::Value>) -> ApiRe
     let precondition_resource_version = match preconditions.resource_version.as_deref() {
         None | Some("") => None,
         Some(rv) => Some(rv.parse().map_err(|_| {
-            bad("preconditions.resourceVersion", rv, "must be a resourceVersion the server gave")
+            bad(
+                "preconditions.resourceVersion",
+                rv,
+                "must be a resourceVersion the server gave",
+            )
         })?),
     };
     Ok((
@@ -242,12 +259,22 @@ mod tests {
             &[("fieldValidation", "Strict")],
             &[("propagationPolicy", "Foreground")],
             &[("gracePeriodSeconds", "0")],
-            &[("resourceVersion", "5"), ("resourceVersionMatch", "NotOlderThan")],
-            &[("watch", "true"), ("allowWatchBookmarks", "1"), ("timeoutSeconds", "3")],
+            &[
+                ("resourceVersion", "5"),
+                ("resourceVersionMatch", "NotOlderThan"),
+            ],
+            &[
+                ("watch", "true"),
+                ("allowWatchBookmarks", "1"),
+                ("timeoutSeconds", "3"),
+            ],
             &[("unknownParameter", "whatever")],
         ];
         for pairs in ok {
-            assert!(check(&Params::from_pairs(pairs.iter().copied())).is_ok(), "{pairs:?}");
+            assert!(
+                check(&Params::from_pairs(pairs.iter().copied())).is_ok(),
+                "{pairs:?}"
+            );
         }
         let bad: &[&[(&str, &str)]] = &[
             &[("dryRun", "Bogus")],
@@ -262,7 +289,10 @@ mod tests {
             &[("timeoutSeconds", "-1")],
             &[("limit", "x")],
             &[("watch", "yes")],
-            &[("orphanDependents", "true"), ("propagationPolicy", "Orphan")],
+            &[
+                ("orphanDependents", "true"),
+                ("propagationPolicy", "Orphan"),
+            ],
         ];
         for pairs in bad {
             let err = check(&Params::from_pairs(pairs.iter().copied()));
@@ -288,8 +318,7 @@ mod tests {
         assert_eq!(opts.precondition_resource_version, Some(7));
         let (_, dry) = delete_options(&Params::from_pairs([("dryRun", "All")]), None).unwrap();
         assert!(dry);
-        let (opts, _) =
-            delete_options(&none, Some(json!({"orphanDependents": true}))).unwrap();
+        let (opts, _) = delete_options(&none, Some(json!({"orphanDependents": true}))).unwrap();
         assert_eq!(opts.propagation, Propagation::Orphan);
         for body in [
             json!({"propagationPolicy": "Sideways"}),
@@ -304,7 +333,10 @@ mod tests {
             json!({"orphanDependents": false, "propagationPolicy": "Foreground"}),
         ] {
             assert!(
-                matches!(delete_options(&none, Some(body.clone())), Err(ApiError::BadRequest(_))),
+                matches!(
+                    delete_options(&none, Some(body.clone())),
+                    Err(ApiError::BadRequest(_))
+                ),
                 "{body}"
             );
         }

@@ -427,7 +427,8 @@ mod tests {
 
     #[test]
     fn json_patch_moves_and_copies_to_the_root_do_not_panic() {
-        let live = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"replicas": 1}});
+        let live =
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"replicas": 1}});
         let cases = [
             json!([{"op": "move", "from": "/metadata", "path": ""}]),
             json!([{"op": "copy", "from": "/metadata", "path": ""}]),
@@ -456,7 +457,10 @@ mod tests {
         // Every patch type is bounded by the result's size.
         for (kind, patch) in [
             (PatchType::Merge, json!({"data": {"w": "y".repeat(70_000)}})),
-            (PatchType::Strategic, json!({"data": {"w": "y".repeat(70_000)}})),
+            (
+                PatchType::Strategic,
+                json!({"data": {"w": "y".repeat(70_000)}}),
+            ),
             (PatchType::Apply, json!({"data": {"w": "y".repeat(70_000)}})),
         ] {
             let mut obj = live.clone();

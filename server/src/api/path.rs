@@ -84,10 +84,19 @@ mod tests {
             ("", Some(&[])),
             ("v1", Some(&["v1"])),
             ("v1/", Some(&["v1"])),
-            ("v1/namespaces/default/configmaps/a", Some(&["v1", "namespaces", "default", "configmaps", "a"])),
+            (
+                "v1/namespaces/default/configmaps/a",
+                Some(&["v1", "namespaces", "default", "configmaps", "a"]),
+            ),
             // `%2F` stays one segment: it is a name, never an extra separator.
-            ("v1/namespaces/default/configmaps/%2F", Some(&["v1", "namespaces", "default", "configmaps", "/"])),
-            ("v1/namespaces/default/configmaps/a%20b", Some(&["v1", "namespaces", "default", "configmaps", "a b"])),
+            (
+                "v1/namespaces/default/configmaps/%2F",
+                Some(&["v1", "namespaces", "default", "configmaps", "/"]),
+            ),
+            (
+                "v1/namespaces/default/configmaps/a%20b",
+                Some(&["v1", "namespaces", "default", "configmaps", "a b"]),
+            ),
             ("v1/namespaces/default/configmaps//", None),
             ("v1//configmaps", None),
             ("v1/namespaces/default/configmaps/%FF", None),

@@ -9,8 +9,8 @@ use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::openapi;
 use super::options;
-use super::path;
 use super::patch::{apply_patch, PatchError, PatchType};
+use super::path;
 use super::registry::Registry;
 use super::scale;
 use super::table;
@@ -424,7 +424,10 @@ fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> Api
         ("/metadata/namespace", "metadata.namespace"),
     ] {
         // A value of the wrong type is refused, never replaced by the path's.
-        if obj.pointer(pointer).is_some_and(|v| !v.is_string() && !v.is_null()) {
+        if obj
+            .pointer(pointer)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
             return Err(ApiError::BadRequest(format!("{field}: must be a string")));
         }
     }
@@ -663,9 +666,7 @@ async fn serve_scale(
                 let mut patched = current.clone();
                 apply_patch(&mut patched, doc, *kind, state.limits.max_body_bytes).map_err(
                     |e| match e {
-                        PatchError::Malformed(m) | PatchError::Failed(m) => {
-                            ApiError::BadRequest(m)
-                        }
+                        PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
                         PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
                     },
                 )?;
@@ -739,8 +740,8 @@ async fn patch(
             Err(e) => return Err(target.store_err(e)),
         };
         let mut patched = live.clone();
-        apply_patch(&mut patched, &patch_body, kind, state.limits.max_body_bytes).map_err(
-            |e| match e {
+        apply_patch(&mut patched, &patch_body, kind, state.limits.max_body_bytes).map_err(|e| {
+            match e {
                 PatchError::Malformed(m) => ApiError::BadRequest(m),
                 PatchError::Failed(m) => ApiError::invalid(
                     &target.kind_label(),
@@ -753,8 +754,8 @@ async fn patch(
                     }],
                 ),
                 PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
-            },
-        )?;
+            }
+        })?;
         if !patched.is_object() {
             return Err(ApiError::BadRequest(
                 "the patch did not leave an object".into(),
@@ -831,7 +832,10 @@ async fn delete(
 /// What a dry-run delete would check of the stored object: its preconditions.
 fn check_preconditions(target: &Target, obj: &Value, opts: &DeleteOptions) -> ApiResult<()> {
     let uid = obj.pointer("/metadata/uid").and_then(Value::as_str);
-    let failed = opts.precondition_uid.as_deref().is_some_and(|u| Some(u) != uid)
+    let failed = opts
+        .precondition_uid
+        .as_deref()
+        .is_some_and(|u| Some(u) != uid)
         || opts
             .precondition_resource_version
             .is_some_and(|rv| rv != resource_version_of(obj));
@@ -856,7 +860,8 @@ async fn delete_collection(
     encoding: Encoding,
 ) -> ApiResult<Response> {
     let (delete_opts, dry_run) = delete_options(state, params, headers, body).await?;
-    if delete_opts.precondition_uid.is_some() || delete_opts.precondition_resource_version.is_some() {
+    if delete_opts.precondition_uid.is_some() || delete_opts.precondition_resource_version.is_some()
+    {
         return Err(ApiError::BadRequest(
             "preconditions: Forbidden: a collection delete takes no preconditions".into(),
         ));
@@ -869,7 +874,11 @@ async fn delete_collection(
         .await
         .map_err(|e| target.store_err(e))?;
     if dry_run {
-        return Ok(respond(StatusCode::OK, &item_list(target, page.items), encoding));
+        return Ok(respond(
+            StatusCode::OK,
+            &item_list(target, page.items),
+            encoding,
+        ));
     }
     let mut deleted = Vec::new();
     for item in page.items {
@@ -896,7 +905,11 @@ async fn delete_collection(
             Err(e) => return Err(target.store_err(e)),
         }
     }
-    Ok(respond(StatusCode::OK, &item_list(target, deleted), encoding))
+    Ok(respond(
+        StatusCode::OK,
+        &item_list(target, deleted),
+        encoding,
+    ))
 }
 
 /// The list a collection delete answers with.
