@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Installs the command-line tools the test suite drives besides cargo: jq (the scheduling
-# page's examples read `explain` output with it). kubectl is expected on PATH already.
+# Installs the command-line tools the test suite drives besides cargo: kubectl (the kubectl and
+# docs tests) and jq (the scheduling page's examples read `explain` output with it). A test
+# whose tool is missing fails loudly; it never skips. Debian's packages only.
 set -euo pipefail
-if ! command -v jq >/dev/null 2>&1; then
+missing=()
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+if ! command -v kubectl >/dev/null 2>&1; then
+  # The machine image ships `kubectl`; Debian's own build of it is `kubernetes-client`.
+  if apt-cache show kubectl >/dev/null 2>&1; then missing+=(kubectl); else missing+=(kubernetes-client); fi
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq jq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+command -v jq >/dev/null
+command -v kubectl >/dev/null

@@ -1,4 +1,4 @@
-//! Every document of the failover scenarios (`shared/scenarios/*.yaml`, beside the repository)
+//! Every document of the failover scenarios (`examples/*.yaml` of the repository)
 //! goes through admission as the API would admit it: Flotilla's kinds decode to their types,
 //! are accepted, keep every field the user wrote with the same value (defaults only add), keep
 //! the purge-mode spelling, have no unknown fields, and a second admission changes nothing.
@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
 /// Every place where `admitted` lacks or changes a value of `original` (arrays may grow).

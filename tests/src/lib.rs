@@ -313,17 +313,18 @@ pub fn member_call(
     ))
 }
 
-/// Whether kubectl is installed; prints a loud message when it is not.
-pub fn kubectl_available() -> bool {
+/// Fails the test loudly when kubectl is missing: `scripts/install-test-tools.sh` (which
+/// `.ci/run` calls) installs it. A kubectl test never passes by skipping.
+pub fn require_kubectl() {
     let ok = Command::new("kubectl")
         .args(["version", "--client"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !ok {
-        eprintln!("\n!!!!!!!! kubectl is not installed: SKIPPING the kubectl tests !!!!!!!!\n");
-    }
-    ok
+    assert!(
+        ok,
+        "kubectl is not installed: run scripts/install-test-tools.sh (the kubectl tests need it)"
+    );
 }
 
 /// Runs kubectl against a server with its own discovery cache directory.
@@ -390,10 +391,9 @@ pub fn wait_for<T>(
     }
 }
 
-/// Path of the shared failover scenarios (`../shared/scenarios` beside the repository).
-pub fn scenarios_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/scenarios");
-    dir.is_dir().then_some(dir)
+/// The failover scenarios the repository ships (`examples/`).
+pub fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
 /// Helpers the benchmarks share.

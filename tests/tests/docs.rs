@@ -3,7 +3,7 @@
 //! (```shell blocks are shown, not run: they start servers of their own).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{kubectl_available, Server};
+use flotilla_tests::{require_kubectl, Server};
 use std::path::Path;
 use std::process::Command;
 
@@ -32,9 +32,7 @@ fn run_page(page: &str) {
 /// Runs a page against a server started with `server_args`; `env` adds variables once the
 /// server runs.
 fn run_page_with(page: &str, server_args: &[&str], env: impl Fn(&Server) -> Vec<(String, String)>) {
-    if !kubectl_available() {
-        return;
-    }
+    require_kubectl();
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../docs")
         .join(page);

@@ -3,7 +3,7 @@
 //! Skipped with a loud message only when kubectl is not installed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{kubectl_available, scenarios_dir, wait_for, Kubectl, Server};
+use flotilla_tests::{require_kubectl, scenarios_dir, wait_for, Kubectl, Server};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
@@ -74,9 +74,7 @@ data:
 "#;
 
 fn start() -> Option<(Server, Kubectl, tempfile::TempDir)> {
-    if !kubectl_available() {
-        return None;
-    }
+    require_kubectl();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]).unwrap();
     let kubectl = Kubectl::new(&server).unwrap();
@@ -94,12 +92,7 @@ fn scenarios_create_apply_and_server_side_apply() {
     let Some((_server, k, dir)) = start() else {
         return;
     };
-    let Some(scenarios) = scenarios_dir() else {
-        eprintln!(
-            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the scenario kubectl test !!!!!!!!"
-        );
-        return;
-    };
+    let scenarios = scenarios_dir();
     let crd = write(dir.path(), "crd.yaml", FLINK_CRD);
     k.run(&["apply", "-f", &crd]).unwrap();
     let mut files: Vec<_> = std::fs::read_dir(&scenarios)

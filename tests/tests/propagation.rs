@@ -131,12 +131,7 @@ fn wait_placed(server: &Server, api: &ApiClient, what: &str, want: &[(&str, i64)
 
 #[test]
 fn scenario_01_duplicated_on_exactly_two_allowed_members() {
-    let Some(dir) = scenarios_dir() else {
-        eprintln!(
-            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
-        );
-        return;
-    };
+    let dir = scenarios_dir();
     let data = tempfile::tempdir().unwrap();
     let (server, api) = server_with_members(data.path(), 5);
     post_all(&api, &dir.join("01-duplicated-failover.yaml"));
@@ -184,12 +179,7 @@ fn scenario_01_duplicated_on_exactly_two_allowed_members() {
 
 #[test]
 fn scenario_02_divided_by_weight_runs_healthy_on_members() {
-    let Some(dir) = scenarios_dir() else {
-        eprintln!(
-            "!!!!!!!! ../shared/scenarios is missing: SKIPPING the propagation test !!!!!!!!"
-        );
-        return;
-    };
+    let dir = scenarios_dir();
     let data = tempfile::tempdir().unwrap();
     let (server, api) = server_with_members(data.path(), 3);
     post_all(&api, &dir.join("02-divided-weighted-failover.yaml"));

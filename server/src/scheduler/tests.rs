@@ -1,4 +1,4 @@
-//! Whole-pipeline tests: the failover scenarios' placements (../shared/scenarios 01 and 02),
+//! Whole-pipeline tests: the failover scenarios' placements (examples/ 01 and 02),
 //! errors and conditions, dynamic rescheduling, ordered cluster affinities, overflow tiers,
 //! and property tests of the division and filter guarantees.
 
@@ -128,34 +128,33 @@ fn reason_of(e: &Explanation, cluster: &str) -> Option<String> {
         .map(|r| r.to_string())
 }
 
-/// The placement of a scenario file's PropagationPolicy, when ../shared/scenarios is there.
-fn scenario_placement(file: &str) -> Option<Placement> {
+/// The placement of a scenario file's PropagationPolicy (`examples/` of the repository).
+fn scenario_placement(file: &str) -> Placement {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/scenarios")
+        .join("../examples")
         .join(file);
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value: serde_json::Value = serde::Deserialize::deserialize(doc).ok()?;
+        let value: serde_json::Value =
+            serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{file}: {e}"));
         if value["kind"] == "PropagationPolicy" {
-            return serde_json::from_value(value["spec"]["placement"].clone()).ok();
+            return serde_json::from_value(value["spec"]["placement"].clone())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
         }
     }
-    None
+    panic!("{file} has no PropagationPolicy")
 }
 
-/// The scenario's placement as written in the file (checked against the shared copy when it is
-/// present), defaulted as admission does.
+/// The scenario's placement as written in the file (checked against the inline copy the
+/// tests read, so a change to either is seen), defaulted as admission does.
 fn placement_of(file: &str, inline: &str) -> Placement {
     let mut p: Placement = serde_yaml_ng::from_str(inline).unwrap_or_default();
-    match scenario_placement(file) {
-        Some(shared) => assert_eq!(
-            shared, p,
-            "{file}: the inline copy drifted from the scenario"
-        ),
-        None => eprintln!(
-            "!!!!!!!! ../shared/scenarios/{file} is missing: using the inline copy !!!!!!!!"
-        ),
-    }
+    assert_eq!(
+        scenario_placement(file),
+        p,
+        "{file}: the inline copy drifted from the scenario"
+    );
     default_placement(&mut p, &DefaultingConfig::default());
     p
 }
