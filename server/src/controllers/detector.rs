@@ -47,9 +47,10 @@ pub fn is_reserved_namespace(ns: &str) -> bool {
     ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with("karmada-es-")
 }
 
-/// The binding name of a template.
+/// The binding name of a template: `<name>-<kind lowercased>`, shortened with a hash when
+/// that would be longer than a name may be (see [`flotilla_api::names::binding_name`]).
 pub fn binding_name(name: &str, kind: &str) -> String {
-    format!("{name}-{}", kind.to_ascii_lowercase())
+    flotilla_api::names::binding_name(name, kind)
 }
 
 fn template_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
@@ -927,6 +928,84 @@ mod tests {
             invalid_policy_events(&f.store).await.len(),
             2,
             "no new event"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
+        use crate::controllers::binding_works::BindingController;
+        let f = fixture().await;
+        let long = "n".repeat(250);
+        let mut tpl = deployment();
+        tpl["metadata"]["name"] = json!(long);
+        create(&f.store, &deploy_rt(), tpl).await;
+        let mut p = policy("p", &["member1"], 0);
+        p["spec"]["resourceSelectors"][0]["name"] = json!(long);
+        create(&f.store, &well_known::propagation_policies(), p).await;
+        f.detector
+            .reconcile(&template_key(&deploy_rt(), "default", &long))
+            .await
+            .unwrap();
+        let bindings = f
+            .store
+            .list(
+                &well_known::resource_bindings(),
+                None,
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(bindings.len(), 1, "one binding");
+        let name = bindings[0]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(name, binding_name(&long, "Deployment"));
+        assert!(
+            flotilla_api::names::dns1123_subdomain(&name).is_empty(),
+            "{name}"
+        );
+
+        // Scheduled to member1, it makes its Work there.
+        f.store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                       "metadata": {"name": "member1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut b = bindings[0].clone();
+        b["spec"]["clusters"] = json!([{"name": "member1", "replicas": 3}]);
+        f.store
+            .update(&well_known::resource_bindings(), b)
+            .await
+            .unwrap();
+        let works = BindingController::new(
+            f.store.clone(),
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+        );
+        works
+            .reconcile(&format!("rb|default|{name}"))
+            .await
+            .unwrap();
+        let made = f
+            .store
+            .list(
+                &well_known::works(),
+                Some("karmada-es-member1"),
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(made.len(), 1, "one Work on member1");
+        let work = made[0]["metadata"]["name"].as_str().unwrap();
+        assert!(
+            flotilla_api::names::dns1123_subdomain(work).is_empty(),
+            "{work}"
         );
     }
 
