@@ -1,6 +1,7 @@
 //! What a valid name, label key and label value is: DNS-1123 labels and subdomains and
 //! Kubernetes qualified names. Each check returns the reasons a string is invalid (empty when
-//! it is valid), worded as Kubernetes words them.
+//! it is valid), worded as Kubernetes words them. Also the names Flotilla derives from a
+//! template's ([`binding_name`]), which must always fit the limits they are checked against.
 
 /// Longest DNS-1123 label.
 pub const DNS1123_LABEL_MAX: usize = 63;
@@ -135,6 +136,37 @@ pub fn label_value(s: &str) -> Vec<String> {
     errs
 }
 
+/// FNV-1a, 32 bits (Go's `hash/fnv` `New32a`).
+fn fnv1a32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The name of the binding of a template named `name` of kind `kind`: Karmada's
+/// `<name>-<kind lowercased>` whenever that is a valid name (at most 253 characters), so a
+/// Karmada user finds the binding where they expect it. A longer one keeps a prefix of the
+/// name, then a hash of the whole name and the kind, so it still fits, stays stable, and two
+/// long names sharing a prefix do not collide. (Kinds are short: a CRD's kind pairs with a
+/// plural that is a DNS label.)
+pub fn binding_name(name: &str, kind: &str) -> String {
+    let kind = kind.to_ascii_lowercase();
+    let plain = format!("{name}-{kind}");
+    if plain.len() <= DNS1123_SUBDOMAIN_MAX {
+        return plain;
+    }
+    let hash = fnv1a32(plain.as_bytes());
+    // `-` + 8 hex digits + `-` + kind after the prefix.
+    let room = DNS1123_SUBDOMAIN_MAX.saturating_sub(kind.len() + 10);
+    let prefix: String = name.chars().take(room).collect();
+    let prefix = prefix.trim_end_matches(['-', '.']);
+    if prefix.is_empty() {
+        format!("{hash:08x}-{kind}")
+    } else {
+        format!("{prefix}-{hash:08x}-{kind}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +212,50 @@ mod tests {
             let errs = check(input);
             assert_eq!(errs.is_empty(), *ok, "{input:?}: {errs:?}");
         }
+    }
+
+    #[test]
+    fn binding_names_always_fit() {
+        let long = "a".repeat(250);
+        let dotted = format!("{}.{}", "b".repeat(230), "c".repeat(30));
+        let table: Vec<(&str, &str, Option<&str>)> = vec![
+            ("nginx", "Deployment", Some("nginx-deployment")),
+            ("cfg", "ConfigMap", Some("cfg-configmap")),
+            (&long[..242], "Deployment", None),
+            (&long, "Deployment", None),
+            (&long, "Service", None),
+            (&dotted, "Deployment", None),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for (name, kind, want) in table {
+            let got = binding_name(name, kind);
+            if let Some(want) = want {
+                assert_eq!(got, want);
+            }
+            assert!(
+                dns1123_subdomain(&got).is_empty(),
+                "{got}: {:?}",
+                dns1123_subdomain(&got)
+            );
+            assert_eq!(got, binding_name(name, kind), "stable");
+            assert!(seen.insert(got.clone()), "distinct: {got}");
+        }
+        // Karmada's name is kept up to the limit exactly.
+        let fits = "n".repeat(DNS1123_SUBDOMAIN_MAX - "-deployment".len());
+        assert_eq!(
+            binding_name(&fits, "Deployment"),
+            format!("{fits}-deployment")
+        );
+        let over = format!("{fits}n");
+        let got = binding_name(&over, "Deployment");
+        assert!(
+            got.len() <= DNS1123_SUBDOMAIN_MAX && got.ends_with("-deployment"),
+            "{got}"
+        );
+        // Names sharing the kept prefix still differ.
+        assert_ne!(
+            binding_name(&format!("{long}x"), "Deployment"),
+            binding_name(&format!("{long}y"), "Deployment")
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod decode;
 mod merge;
+mod value_de;
 
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -126,6 +127,39 @@ pub fn admit(
     }
 }
 
+/// Checks the `status` a status write (`PUT`/`PATCH` of `.../status`) would store: it must
+/// decode as the kind's status, or the write is refused with the field at fault
+/// (`status.conditions[0]`). Only the status is looked at, since a status write stores nothing
+/// else. Kinds Flotilla does not own are accepted unchanged.
+pub fn admit_status(
+    group: &str,
+    kind: &str,
+    status: Option<&Value>,
+) -> Result<(), ValidationErrors> {
+    let Some(kind) = AdmittedKind::from_group_kind(group, kind) else {
+        return Ok(());
+    };
+    let mut only_status = serde_json::Map::new();
+    if let Some(s) = status {
+        only_status.insert("status".to_string(), s.clone());
+    }
+    let only_status = Value::Object(only_status);
+    match kind {
+        AdmittedKind::Cluster => decode::<Cluster>(&only_status).map(drop),
+        AdmittedKind::PropagationPolicy => decode::<PropagationPolicy>(&only_status).map(drop),
+        AdmittedKind::ClusterPropagationPolicy => {
+            decode::<ClusterPropagationPolicy>(&only_status).map(drop)
+        }
+        AdmittedKind::ResourceBinding => decode::<ResourceBinding>(&only_status).map(drop),
+        AdmittedKind::ClusterResourceBinding => {
+            decode::<ClusterResourceBinding>(&only_status).map(drop)
+        }
+        AdmittedKind::Work => decode::<Work>(&only_status).map(drop),
+        AdmittedKind::Event => decode::<Event>(&only_status).map(drop),
+    }
+    .map_err(ValidationErrors::from)
+}
+
 fn admit_typed<T>(
     obj: &mut Value,
     old: Option<&Value>,
@@ -165,4 +199,64 @@ fn encode_error(e: serde_json::Error) -> FieldError {
         "",
         format!("the object cannot be encoded: {e}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_writes_are_decoded_as_the_kind_status() {
+        let table = [
+            (
+                WORK_GROUP,
+                "ResourceBinding",
+                Some(json!([1])),
+                Some("status"),
+            ),
+            (
+                WORK_GROUP,
+                "ClusterResourceBinding",
+                Some(json!({"conditions": {}})),
+                Some("status.conditions"),
+            ),
+            (
+                WORK_GROUP,
+                "Work",
+                Some(json!({"manifestStatuses": [3]})),
+                Some("status.manifestStatuses[0]"),
+            ),
+            (
+                CLUSTER_GROUP,
+                "Cluster",
+                Some(json!("Ready")),
+                Some("status"),
+            ),
+            (
+                CLUSTER_GROUP,
+                "Cluster",
+                Some(json!({"conditions": [{"type": "Ready", "status": "True"}]})),
+                None,
+            ),
+            (
+                WORK_GROUP,
+                "ResourceBinding",
+                Some(json!({"aggregatedStatus": [{"clusterName": "m1", "status": {"x": null}}]})),
+                None,
+            ),
+            (WORK_GROUP, "Work", None, None),
+            ("apps", "Deployment", Some(json!([1])), None),
+        ];
+        for (group, kind, status, want) in table {
+            let got = admit_status(group, kind, status.as_ref());
+            match want {
+                None => assert!(got.is_ok(), "{kind} {status:?}: {got:?}"),
+                Some(path) => {
+                    let errs = got.expect_err(path);
+                    assert_eq!(errs.0[0].path, path, "{kind}: {errs:?}");
+                }
+            }
+        }
+    }
 }

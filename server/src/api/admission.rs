@@ -1,5 +1,6 @@
 //! The API's admission step, between decoding a body and writing it: object names, strict
-//! field validation, Karmada defaulting and validation (pure functions of `flotilla-api`),
+//! field validation, Karmada defaulting and validation (pure functions of `flotilla-api`), the
+//! decoding of what a status write stores,
 //! CustomResourceDefinition checks, and what follows a write (CRDs register their kinds).
 
 use super::error::{ApiError, ApiResult, Cause};
@@ -95,6 +96,13 @@ pub fn admit(
     } else {
         Err(invalid(rt, obj, &ValidationErrors(errors)))
     }
+}
+
+/// Validates a status write (`PUT`/`PATCH` of `.../status`): the status it would store must
+/// decode as the kind's status; a failure is a 422 naming the field and nothing is written.
+pub fn admit_status(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    flotilla_api::admission::admit_status(&rt.group, &rt.kind, obj.get("status"))
+        .map_err(|errors| invalid(rt, obj, &errors))
 }
 
 /// What follows a successful write: a CRD registers its kinds for discovery and routing.

@@ -585,7 +585,9 @@ async fn write_update(
     old: &Value,
 ) -> ApiResult<Value> {
     let is_status = target.subresource.as_deref() == Some("status");
-    if !is_status {
+    if is_status {
+        admission::admit_status(rt, &obj)?;
+    } else {
         admission::admit(state, rt, &mut obj, Some(old))?;
     }
     if params.dry_run() {

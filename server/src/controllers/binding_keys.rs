@@ -54,9 +54,10 @@ pub async fn live_binding(
     }
 }
 
-/// Decodes a binding's spec (or another part).
+/// Decodes a binding's spec (or another part) by the API's rules (a struct must be an
+/// object: serde_json alone would read `[1]` as a struct whose first field is 1).
 pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, ReconcileError> {
-    serde_json::from_value(v.clone()).map_err(|e| ReconcileError::Decode {
+    flotilla_api::admission::decode(v).map_err(|e| ReconcileError::Decode {
         what: format!("binding {key}"),
         message: e.to_string(),
     })

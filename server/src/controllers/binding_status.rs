@@ -8,6 +8,7 @@
 use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
 use super::binding_works::BindingController;
 use super::interpretation::TemplateInterpreter;
+use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
@@ -28,9 +29,9 @@ use std::sync::Arc;
 /// (and, as members report no generation, the status's observedGeneration as generation).
 pub fn observed_object(manifest: &Value, status: &Value) -> Value {
     let mut obj = manifest.clone();
-    obj["status"] = status.clone();
+    set_path(&mut obj, &["status"], status.clone());
     if let Some(g) = status.get("observedGeneration") {
-        obj["metadata"]["generation"] = g.clone();
+        set_path(&mut obj, &["metadata", "generation"], g.clone());
     }
     obj
 }
@@ -172,8 +173,8 @@ impl Reconciler for BindingStatusController {
             .unwrap_or_default();
         set_condition(&mut conditions, fully_applied(&spec, &items), now);
         let mut updated = binding.clone();
-        updated["status"]["aggregatedStatus"] = json!(items);
-        updated["status"]["conditions"] = json!(conditions);
+        set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
+        set_path(&mut updated, &["status", "conditions"], json!(conditions));
         if updated != binding {
             self.store.update_status(&rt, updated).await?;
         }
@@ -189,7 +190,7 @@ impl Reconciler for BindingStatusController {
         if let Some(status) = self.interpreter.aggregate_status(&template, &items) {
             if template.get("status") != Some(&status) {
                 let mut t = template.clone();
-                t["status"] = status;
+                set_path(&mut t, &["status"], status);
                 match self.store.update_status(&template_rt, t).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
@@ -320,6 +321,67 @@ mod tests {
             &json!({"observedGeneration": 3, "readyReplicas": 1}),
         );
         assert_eq!(o["metadata"]["generation"], 3);
+        assert_eq!(o["status"]["readyReplicas"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_binding_status_is_rebuilt_not_a_panic() {
+        use crate::clock::SystemClock;
+        use crate::store::{KvStore, StoreConfig};
+        use flotilla_api::kinds::well_known;
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let controller = BindingStatusController::new(
+            store.clone(),
+            clock,
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+        );
+        let rt = well_known::resource_bindings();
+        let names = ["broken-array", "broken-string", "good"];
+        for name in names {
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                              "namespace": "default", "name": "web"},
+                                 "clusters": [{"name": "m1", "replicas": 1}]}}),
+                )
+                .await
+                .unwrap();
+        }
+        // Stored around the API, as older data or a bug would have it.
+        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
+            let mut b = store.get(&rt, Some("default"), name).await.unwrap();
+            b["status"] = bad;
+            store.update_status(&rt, b).await.unwrap();
+        }
+        for name in names {
+            let key = format!("rb|default|{name}");
+            assert_eq!(
+                controller.reconcile(&key).await.unwrap(),
+                Action::Done,
+                "{name}"
+            );
+            let b = store.get(&rt, Some("default"), name).await.unwrap();
+            assert_eq!(
+                b["status"]["conditions"][0]["type"], CONDITION_FULLY_APPLIED,
+                "{name}: {b}"
+            );
+            assert_eq!(
+                b["status"]["conditions"][0]["status"], "False",
+                "{name}: {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn observed_objects_of_malformed_manifests_do_not_panic() {
+        let o = observed_object(&json!({"metadata": "x"}), &json!({"observedGeneration": 2}));
+        assert_eq!(o["metadata"]["generation"], 2);
+        let o = observed_object(&json!([1]), &json!({"readyReplicas": 1}));
         assert_eq!(o["status"]["readyReplicas"], 1);
     }
 }

@@ -12,6 +12,7 @@
 use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
+use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
 use crate::scheduler::division::fnv1a32;
@@ -167,7 +168,7 @@ pub fn plan_works(
         };
         if let Some(labels) = &injected {
             for (k, v) in labels {
-                manifest["metadata"]["labels"][k] = json!(v);
+                set_path(&mut manifest, &["metadata", "labels", k], json!(v));
             }
         }
         let mut annotations = Map::new();

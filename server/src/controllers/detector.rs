@@ -47,9 +47,10 @@ pub fn is_reserved_namespace(ns: &str) -> bool {
     ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with("karmada-es-")
 }
 
-/// The binding name of a template.
+/// The binding name of a template: `<name>-<kind lowercased>`, shortened with a hash when
+/// that would be longer than a name may be (see [`flotilla_api::names::binding_name`]).
 pub fn binding_name(name: &str, kind: &str) -> String {
-    format!("{name}-{}", kind.to_ascii_lowercase())
+    flotilla_api::names::binding_name(name, kind)
 }
 
 fn template_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
@@ -193,7 +194,24 @@ impl Detector {
         ns: &str,
         name: &str,
     ) -> Result<Action, ReconcileError> {
-        let Refreshed { before, after } = self.policies.refresh(scope, ns, name).await?;
+        let Refreshed {
+            before,
+            after,
+            undecodable,
+        } = self.policies.refresh(scope, ns, name).await?;
+        if let Some((raw, error)) = undecodable {
+            // Left out of the matching; the templates it claimed keep their bindings (see
+            // reconcile_template) until it is fixed, which its watch event brings here again.
+            tracing::warn!(namespace = ns, policy = name, %error, "policy cannot be decoded; matching goes on without it");
+            self.events
+                .record(
+                    &raw,
+                    EventType::Warning,
+                    "InvalidPolicy",
+                    &format!("The policy cannot be decoded and selects nothing until it is fixed: {error}"),
+                )
+                .await;
+        }
         let selectors: Vec<&ResourceSelector> = before
             .iter()
             .chain(after.iter())
@@ -282,6 +300,13 @@ impl Detector {
             .get(PP_PERMANENT_ID_LABEL)
             .or_else(|| labels.get(CPP_PERMANENT_ID_LABEL))
             .cloned();
+        if let Some(id) = &claimed {
+            if self.policies.holds_undecodable(id).await? {
+                tracing::warn!(namespace = ns, template = name, policy_id = %id,
+                    "the claiming policy cannot be decoded; template and binding left as they are");
+                return Ok(Action::Done);
+            }
+        }
         let candidates = self.policies.candidates(ns, name).await?;
         let api_version = str_at(&template, "/apiVersion").to_string();
         let kind = str_at(&template, "/kind").to_string();
@@ -795,6 +820,193 @@ mod tests {
             )
             .await
             .ok()
+    }
+
+    fn detector_over(store: &Arc<dyn Store>) -> Detector {
+        let clock: SharedClock = Arc::new(SystemClock);
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        Detector::new(
+            store.clone(),
+            clock,
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+            events,
+            WorkQueue::default(),
+        )
+    }
+
+    async fn invalid_policy_events(store: &Arc<dyn Store>) -> Vec<String> {
+        store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|e| e["reason"] == "InvalidPolicy")
+            .filter_map(|e| e["involvedObject"]["name"].as_str().map(String::from))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_policy_is_skipped_with_an_event_and_the_others_still_match() {
+        let f = fixture().await;
+        let pps = well_known::propagation_policies();
+        create(&f.store, &deploy_rt(), deployment()).await;
+        let mut web = deployment();
+        web["metadata"]["name"] = json!("web");
+        create(&f.store, &deploy_rt(), web).await;
+        create(&f.store, &pps, policy("good", &["member1"], 0)).await;
+        let mut for_web = policy("for-web", &["member2"], 0);
+        for_web["spec"]["resourceSelectors"][0]["name"] = json!("web");
+        create(&f.store, &pps, for_web).await;
+        let web_key = template_key(&deploy_rt(), "default", "web");
+        f.detector.reconcile(&web_key).await.unwrap();
+        let web_binding = || async {
+            f.store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "web-deployment",
+                )
+                .await
+        };
+        assert!(web_binding().await.is_ok(), "web is bound by for-web");
+
+        // Stored around the API (older data, a bug): a higher-priority policy for every
+        // Deployment with a null label value, and the policy that claimed web made undecodable.
+        let mut broken = policy("broken", &["member3"], 10);
+        broken["spec"]["resourceSelectors"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment",
+            "labelSelector": {"matchLabels": {"a": null}}}]);
+        f.store.create(&pps, broken).await.unwrap();
+        let mut for_web = f.store.get(&pps, Some("default"), "for-web").await.unwrap();
+        for_web["spec"]["placement"] = json!([1]);
+        f.store.update(&pps, for_web).await.unwrap();
+
+        // After a restart the cache loads around them and the good policy still binds nginx.
+        let detector = detector_over(&f.store);
+        let nginx_key = template_key(&deploy_rt(), "default", "nginx");
+        assert_eq!(detector.reconcile(&nginx_key).await.unwrap(), Action::Done);
+        let b = binding(&f.store)
+            .await
+            .expect("nginx bound by the good policy");
+        assert_eq!(
+            b["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+            json!(["member1"])
+        );
+        // web keeps its binding and claim while its policy cannot be read.
+        assert_eq!(detector.reconcile(&web_key).await.unwrap(), Action::Done);
+        assert!(web_binding().await.is_ok(), "web's binding is kept");
+
+        // Each undecodable policy gets one warning Event per version, not one per resync.
+        for key in [
+            "pp|default|broken",
+            "pp|default|for-web",
+            "pp|default|broken",
+        ] {
+            assert_eq!(
+                detector.reconcile(key).await.unwrap(),
+                Action::Done,
+                "{key}"
+            );
+        }
+        let mut events = invalid_policy_events(&f.store).await;
+        events.sort();
+        assert_eq!(events, ["broken", "for-web"]);
+        assert_eq!(detector.reconcile(&web_key).await.unwrap(), Action::Done);
+        assert!(
+            web_binding().await.is_ok(),
+            "still kept after its policy's reconcile"
+        );
+
+        // Fixed, the policy is matched again.
+        let mut fixed = f.store.get(&pps, Some("default"), "broken").await.unwrap();
+        fixed["spec"]["resourceSelectors"][0]["labelSelector"] = json!({"matchLabels": {"a": "b"}});
+        f.store.update(&pps, fixed).await.unwrap();
+        detector.reconcile("pp|default|broken").await.unwrap();
+        assert_eq!(
+            invalid_policy_events(&f.store).await.len(),
+            2,
+            "no new event"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
+        use crate::controllers::binding_works::BindingController;
+        let f = fixture().await;
+        let long = "n".repeat(250);
+        let mut tpl = deployment();
+        tpl["metadata"]["name"] = json!(long);
+        create(&f.store, &deploy_rt(), tpl).await;
+        let mut p = policy("p", &["member1"], 0);
+        p["spec"]["resourceSelectors"][0]["name"] = json!(long);
+        create(&f.store, &well_known::propagation_policies(), p).await;
+        f.detector
+            .reconcile(&template_key(&deploy_rt(), "default", &long))
+            .await
+            .unwrap();
+        let bindings = f
+            .store
+            .list(
+                &well_known::resource_bindings(),
+                None,
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(bindings.len(), 1, "one binding");
+        let name = bindings[0]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(name, binding_name(&long, "Deployment"));
+        assert!(
+            flotilla_api::names::dns1123_subdomain(&name).is_empty(),
+            "{name}"
+        );
+
+        // Scheduled to member1, it makes its Work there.
+        f.store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                       "metadata": {"name": "member1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut b = bindings[0].clone();
+        b["spec"]["clusters"] = json!([{"name": "member1", "replicas": 3}]);
+        f.store
+            .update(&well_known::resource_bindings(), b)
+            .await
+            .unwrap();
+        let works = BindingController::new(
+            f.store.clone(),
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+        );
+        works
+            .reconcile(&format!("rb|default|{name}"))
+            .await
+            .unwrap();
+        let made = f
+            .store
+            .list(
+                &well_known::works(),
+                Some("karmada-es-member1"),
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(made.len(), 1, "one Work on member1");
+        let work = made[0]["metadata"]["name"].as_str().unwrap();
+        assert!(
+            flotilla_api::names::dns1123_subdomain(work).is_empty(),
+            "{work}"
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
 pub mod interpretation;
+pub mod json_edit;
 pub mod policy_cache;
 pub mod policy_matching;
 pub mod push_execution;

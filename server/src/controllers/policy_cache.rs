@@ -10,6 +10,12 @@
 //! The policies of a scope are indexed by the template names their selectors name, so a
 //! template is matched against the policies that name it plus those with a selector that
 //! names nothing (by kind or labels), not against every policy of its namespace.
+//!
+//! A stored policy that cannot be decoded (older data, a bug) is left out of the matching and
+//! remembered by its permanent id, so that one bad policy never fails the load (and with it
+//! every template reconcile): [`PolicyCache::refresh`] reports it once per resourceVersion and
+//! [`PolicyCache::holds_undecodable`] tells the detector to leave the templates it claimed as
+//! they are until it is fixed.
 
 use super::policy_matching::{Candidate, PolicyScope};
 use super::runtime::ReconcileError;
@@ -27,8 +33,19 @@ use tokio::sync::Mutex;
 pub struct Refreshed {
     /// What the cache held before.
     pub before: Option<Arc<Candidate>>,
-    /// What it holds now (`None`: the policy is gone or being deleted).
+    /// What it holds now (`None`: the policy is gone, being deleted or undecodable).
     pub after: Option<Arc<Candidate>>,
+    /// The stored policy and why it cannot be decoded, the first time this version is seen.
+    pub undecodable: Option<(Value, String)>,
+}
+
+/// A stored policy that cannot be decoded.
+#[derive(Debug)]
+struct Undecodable {
+    /// Its permanent id (from the raw label, or the uid).
+    id: String,
+    /// The resourceVersion last reported by [`PolicyCache::refresh`].
+    reported_rv: Option<String>,
 }
 
 /// The policies of one scope (a namespace's PropagationPolicies, or every
@@ -93,6 +110,8 @@ struct Entries {
     namespaced: HashMap<String, Policies>,
     /// ClusterPropagationPolicies.
     cluster: Policies,
+    /// Policies that cannot be decoded, by `(scope, namespace, name)`.
+    undecodable: BTreeMap<(PolicyScope, String, String), Undecodable>,
 }
 
 /// The cache.
@@ -109,28 +128,49 @@ struct StoredPolicy {
     spec: PropagationSpec,
 }
 
-/// The candidate of a stored policy; `None` when it is being deleted.
-fn candidate_of(scope: PolicyScope, raw: &Value) -> Result<Option<Candidate>, ReconcileError> {
-    let (kind, id_label) = match scope {
-        PolicyScope::Namespaced => ("PropagationPolicy", PP_PERMANENT_ID_LABEL),
-        PolicyScope::Cluster => ("ClusterPropagationPolicy", CPP_PERMANENT_ID_LABEL),
+fn id_label(scope: PolicyScope) -> &'static str {
+    match scope {
+        PolicyScope::Namespaced => PP_PERMANENT_ID_LABEL,
+        PolicyScope::Cluster => CPP_PERMANENT_ID_LABEL,
+    }
+}
+
+fn str_at<'a>(raw: &'a Value, pointer: &str) -> &'a str {
+    raw.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Where a raw policy is kept: `(scope, namespace, name)`.
+fn slot_key(scope: PolicyScope, raw: &Value) -> (PolicyScope, String, String) {
+    let ns = match scope {
+        PolicyScope::Namespaced => str_at(raw, "/metadata/namespace"),
+        PolicyScope::Cluster => "",
     };
-    let p: StoredPolicy =
-        serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-            what: format!(
-                "{kind} {}",
-                raw.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            ),
-            message: e.to_string(),
-        })?;
+    (
+        scope,
+        ns.to_string(),
+        str_at(raw, "/metadata/name").to_string(),
+    )
+}
+
+/// The permanent id of a policy that does not decode, read from its raw JSON.
+fn raw_id(scope: PolicyScope, raw: &Value) -> String {
+    raw.pointer("/metadata/labels")
+        .and_then(|l| l.get(id_label(scope)))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| str_at(raw, "/metadata/uid"))
+        .to_string()
+}
+
+/// The candidate of a stored policy; `None` when it is being deleted; an error (the decode
+/// error, naming the field) when it cannot be decoded by the API's rules.
+fn candidate_of(scope: PolicyScope, raw: &Value) -> Result<Option<Candidate>, String> {
+    let p: StoredPolicy = flotilla_api::admission::decode(raw).map_err(|e| e.to_string())?;
     if p.metadata.is_deleting() {
         return Ok(None);
     }
     let id = p
         .metadata
-        .label(id_label)
+        .label(id_label(scope))
         .unwrap_or(&p.metadata.uid)
         .to_string();
     let namespace = match scope {
@@ -177,9 +217,25 @@ impl PolicyCache {
             ),
         ] {
             for raw in self.store.list(&rt, None, &all).await?.items {
-                if let Some(c) = candidate_of(scope, &raw)? {
-                    let ns = c.namespace.clone();
-                    entries.slot(scope, &ns).insert(Arc::new(c));
+                match candidate_of(scope, &raw) {
+                    Ok(Some(c)) => {
+                        let ns = c.namespace.clone();
+                        entries.slot(scope, &ns).insert(Arc::new(c));
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        let key = slot_key(scope, &raw);
+                        tracing::warn!(kind = %rt.kind, namespace = %key.1, policy = %key.2, %error,
+                            "stored policy cannot be decoded; matching goes on without it");
+                        let id = raw_id(scope, &raw);
+                        entries.undecodable.insert(
+                            key,
+                            Undecodable {
+                                id,
+                                reported_rv: None,
+                            },
+                        );
+                    }
                 }
             }
         }
@@ -220,9 +276,33 @@ impl PolicyCache {
             PolicyScope::Namespaced => (well_known::propagation_policies(), Some(ns)),
             PolicyScope::Cluster => (well_known::cluster_propagation_policies(), None),
         };
+        let key = (scope, ns.to_string(), name.to_string());
+        let mut undecodable = None;
         let after = match self.store.get(&rt, namespace, name).await {
-            Ok(raw) => candidate_of(scope, &raw)?.map(Arc::new),
-            Err(StoreError::NotFound { .. }) => None,
+            Ok(raw) => match candidate_of(scope, &raw) {
+                Ok(c) => {
+                    entries.undecodable.remove(&key);
+                    c.map(Arc::new)
+                }
+                Err(error) => {
+                    let rv = str_at(&raw, "/metadata/resourceVersion").to_string();
+                    let id = raw_id(scope, &raw);
+                    let entry = entries.undecodable.entry(key).or_insert(Undecodable {
+                        id: String::new(),
+                        reported_rv: None,
+                    });
+                    entry.id = id;
+                    if entry.reported_rv.as_deref() != Some(rv.as_str()) {
+                        entry.reported_rv = Some(rv);
+                        undecodable = Some((raw, error));
+                    }
+                    None
+                }
+            },
+            Err(StoreError::NotFound { .. }) => {
+                entries.undecodable.remove(&key);
+                None
+            }
             Err(e) => return Err(e.into()),
         };
         let slot = entries.slot(scope, ns);
@@ -233,7 +313,19 @@ impl PolicyCache {
         if scope == PolicyScope::Namespaced && slot.by_name.is_empty() {
             entries.namespaced.remove(ns);
         }
-        Ok(Refreshed { before, after })
+        Ok(Refreshed {
+            before,
+            after,
+            undecodable,
+        })
+    }
+
+    /// True when the policy with permanent id `id` is stored but cannot be decoded: what it
+    /// claimed is left as it is until it is fixed or deleted.
+    pub async fn holds_undecodable(&self, id: &str) -> Result<bool, ReconcileError> {
+        let mut entries = self.entries.lock().await;
+        self.load(&mut entries).await?;
+        Ok(entries.undecodable.values().any(|u| u.id == id))
     }
 }
 

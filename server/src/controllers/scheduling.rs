@@ -10,6 +10,7 @@
 
 use super::binding_keys::{decode, live_binding, LiveBinding};
 use super::cluster_cache::ClusterCache;
+use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
@@ -79,9 +80,25 @@ impl Reconciler for SchedulerController {
             return Ok(Action::Done);
         };
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
-        let status: ResourceBindingStatus = match binding.get("status") {
-            Some(s) => decode(s, key)?,
-            None => ResourceBindingStatus::default(),
+        let status = match binding.get("status") {
+            None | Some(Value::Null) => ResourceBindingStatus::default(),
+            Some(s) => match decode::<ResourceBindingStatus>(s, key) {
+                Ok(status) => status,
+                // The scheduler owns this status: it starts again from an empty one and its
+                // writes below replace the malformed one.
+                Err(e) => {
+                    tracing::warn!(binding = key, error = %e, "binding status cannot be decoded; scheduling from an empty status");
+                    self.events
+                        .record(
+                            &binding,
+                            EventType::Warning,
+                            "InvalidStatus",
+                            &format!("The binding's status cannot be decoded and is rebuilt: {e}"),
+                        )
+                        .await;
+                    ResourceBindingStatus::default()
+                }
+            },
         };
         if !spec.scheduler_name.is_empty() && spec.scheduler_name != DEFAULT_SCHEDULER_NAME {
             return Ok(Action::Done);
@@ -119,7 +136,11 @@ impl Reconciler for SchedulerController {
                 .any(|c| c.type_ == CONDITION_SCHEDULED);
             if status.scheduler_observed_generation != generation || (placed && unrecorded) {
                 let mut updated = binding.clone();
-                updated["status"]["schedulerObservedGeneration"] = json!(generation);
+                set_path(
+                    &mut updated,
+                    &["status", "schedulerObservedGeneration"],
+                    json!(generation),
+                );
                 if placed && unrecorded {
                     let mut conditions = status.conditions.clone();
                     let success = Condition::new(
@@ -129,7 +150,7 @@ impl Reconciler for SchedulerController {
                         "Binding has been scheduled successfully.",
                     );
                     set_condition(&mut conditions, success, self.clock.now());
-                    updated["status"]["conditions"] = json!(conditions);
+                    set_path(&mut updated, &["status", "conditions"], json!(conditions));
                 }
                 self.store.update_status(&rt, updated).await?;
             }
@@ -153,10 +174,14 @@ impl Reconciler for SchedulerController {
         let mut current = binding.clone();
         if let Some(clusters) = new_clusters {
             let mut updated = binding.clone();
-            updated["spec"]["clusters"] = clusters;
+            set_path(&mut updated, &["spec", "clusters"], clusters);
             if result.is_ok() {
                 let placement = serde_json::to_string(&spec.placement).unwrap_or_default();
-                updated["metadata"]["annotations"][APPLIED_PLACEMENT_ANNOTATION] = json!(placement);
+                set_path(
+                    &mut updated,
+                    &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
+                    json!(placement),
+                );
             }
             if updated != binding {
                 current = self.store.update(&rt, updated).await?;
@@ -180,18 +205,30 @@ impl Reconciler for SchedulerController {
             now,
         );
         let mut updated = current.clone();
-        updated["status"]["conditions"] = json!(conditions);
-        updated["status"]["schedulerObservedGeneration"] = json!(new_generation);
+        set_path(&mut updated, &["status", "conditions"], json!(conditions));
+        set_path(
+            &mut updated,
+            &["status", "schedulerObservedGeneration"],
+            json!(new_generation),
+        );
         if let Ok(outcome) = &result {
             // A routine pass over a Duplicated or non-workload binding that changes nothing
             // leaves lastScheduledTime alone: rewriting it would swallow a manual reschedule
             // (`rescheduleTriggeredAt` must be later than it) requested in the same second.
             let routine = reason == ScheduleReason::AlwaysScheduled && current == binding;
             if !routine || status.last_scheduled_time.is_none() {
-                updated["status"]["lastScheduledTime"] = json!(Time::new(now));
+                set_path(
+                    &mut updated,
+                    &["status", "lastScheduledTime"],
+                    json!(Time::new(now)),
+                );
             }
             if let Some(affinity) = &outcome.affinity_name {
-                updated["status"]["schedulerObservingAffinityName"] = json!(affinity);
+                set_path(
+                    &mut updated,
+                    &["status", "schedulerObservingAffinityName"],
+                    json!(affinity),
+                );
             }
         }
         if updated != current {
@@ -349,5 +386,78 @@ mod tests {
         store.update(&rt, b).await.unwrap();
         scheduler.reconcile(key).await.unwrap();
         assert_eq!(last(&get().await).as_deref(), Some("2026-01-01T00:00:10Z"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_binding_status_is_rebuilt_with_an_event_not_a_panic() {
+        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let clusters = well_known::clusters();
+        store
+            .create(
+                &clusters,
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut m1 = store.get(&clusters, None, "m1").await.unwrap();
+        m1["status"] = json!({"apiEnablements": [{"groupVersion": "v1",
+            "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]});
+        store.update_status(&clusters, m1).await.unwrap();
+        let rt = well_known::resource_bindings();
+        let names = ["broken-array", "broken-string", "good"];
+        for name in names {
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
+                                 "placement": {"clusterAffinity": {"clusterNames": ["m1"]}}}}),
+                )
+                .await
+                .unwrap();
+        }
+        // Stored around the API, as older data or a bug would have it.
+        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
+            let mut b = store.get(&rt, Some("default"), name).await.unwrap();
+            b["status"] = bad;
+            store.update_status(&rt, b).await.unwrap();
+        }
+        for name in names {
+            scheduler
+                .reconcile(&format!("rb|default|{name}"))
+                .await
+                .unwrap();
+            let b = store.get(&rt, Some("default"), name).await.unwrap();
+            assert_eq!(
+                b["spec"]["clusters"],
+                json!([{"name": "m1"}]),
+                "{name}: {b}"
+            );
+            assert_eq!(
+                b["status"]["conditions"][0]["type"], CONDITION_SCHEDULED,
+                "{name}: {b}"
+            );
+            assert_eq!(
+                b["status"]["schedulerObservedGeneration"],
+                b["metadata"]["generation"]
+            );
+        }
+        let events = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        let invalid: Vec<&str> = events
+            .items
+            .iter()
+            .filter(|e| e["reason"] == "InvalidStatus")
+            .filter_map(|e| e["involvedObject"]["name"].as_str())
+            .collect();
+        assert_eq!(invalid, ["broken-array", "broken-string"]);
     }
 }
