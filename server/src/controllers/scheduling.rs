@@ -65,6 +65,49 @@ impl SchedulerController {
     }
 }
 
+impl SchedulerController {
+    /// Marks a binding whose spec cannot be decoded: `Scheduled=False/InvalidSpec` and one
+    /// Warning Event per distinct error; the binding is not retried until it changes.
+    async fn report_invalid_spec(
+        &self,
+        rt: &flotilla_api::kinds::ResourceType,
+        binding: &Value,
+        key: &str,
+        error: &str,
+    ) -> Result<Action, ReconcileError> {
+        let message = format!("The binding's spec cannot be decoded: {error}");
+        let mut conditions: Vec<Condition> = binding
+            .pointer("/status/conditions")
+            .cloned()
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default();
+        let already = conditions.iter().any(|c| {
+            c.type_ == CONDITION_SCHEDULED && c.reason == "InvalidSpec" && c.message == message
+        });
+        if already {
+            return Ok(Action::Done);
+        }
+        tracing::warn!(binding = key, error, "binding spec cannot be decoded");
+        self.events
+            .record(binding, EventType::Warning, "InvalidSpec", &message)
+            .await;
+        set_condition(
+            &mut conditions,
+            Condition::new(
+                CONDITION_SCHEDULED,
+                ConditionStatus::False,
+                "InvalidSpec",
+                &message,
+            ),
+            self.clock.now(),
+        );
+        let mut updated = binding.clone();
+        set_path(&mut updated, &["status", "conditions"], json!(conditions));
+        self.store.update_status(rt, updated).await?;
+        Ok(Action::Done)
+    }
+}
+
 #[async_trait]
 impl Reconciler for SchedulerController {
     fn name(&self) -> &'static str {
@@ -79,7 +122,16 @@ impl Reconciler for SchedulerController {
         else {
             return Ok(Action::Done);
         };
-        let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
+        let spec: ResourceBindingSpec = match decode(&binding["spec"], key) {
+            Ok(spec) => spec,
+            // A spec the API would refuse (written before a validation rule existed, or past
+            // the API): say so on the binding once and go on with the other bindings.
+            Err(e) => {
+                return self
+                    .report_invalid_spec(&rt, &binding, key, &e.to_string())
+                    .await
+            }
+        };
         let status = match binding.get("status") {
             None | Some(Value::Null) => ResourceBindingStatus::default(),
             Some(s) => match decode::<ResourceBindingStatus>(s, key) {
@@ -459,5 +511,74 @@ mod tests {
             .filter_map(|e| e["involvedObject"]["name"].as_str())
             .collect();
         assert_eq!(invalid, ["broken-array", "broken-string"]);
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_binding_spec_gets_a_condition_and_one_event_and_the_others_go_on() {
+        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut m1 = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
+        m1["status"] = json!({"apiEnablements": [{"groupVersion": "v1",
+            "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]});
+        store
+            .update_status(&well_known::clusters(), m1)
+            .await
+            .unwrap();
+        let rt = well_known::resource_bindings();
+        for (name, placement) in [
+            ("broken", json!({"clusterAffinity": {"clusterNames": "m1"}})),
+            ("good", json!({"clusterAffinity": {"clusterNames": ["m1"]}})),
+        ] {
+            // Stored around the API, as older data or a bug would have it.
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
+                                 "placement": placement}}),
+                )
+                .await
+                .unwrap();
+        }
+        for _ in 0..3 {
+            for name in ["broken", "good"] {
+                let action = scheduler.reconcile(&format!("rb|default|{name}")).await;
+                assert!(matches!(action, Ok(Action::Done)), "{name}: {action:?}");
+            }
+        }
+        let broken = store.get(&rt, Some("default"), "broken").await.unwrap();
+        assert_eq!(
+            broken["status"]["conditions"][0]["reason"], "InvalidSpec",
+            "{broken}"
+        );
+        assert_eq!(broken["status"]["conditions"][0]["status"], "False");
+        let good = store.get(&rt, Some("default"), "good").await.unwrap();
+        assert_eq!(good["spec"]["clusters"], json!([{"name": "m1"}]));
+        let events = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        let invalid = events
+            .items
+            .iter()
+            .filter(|e| e["reason"] == "InvalidSpec")
+            .map(|e| e["count"].as_i64().unwrap_or(1))
+            .sum::<i64>();
+        assert_eq!(invalid, 1, "one Event, not one per pass");
     }
 }

@@ -133,8 +133,7 @@ fn scenario_placement(file: &str) -> Placement {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")
         .join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     for doc in serde_yaml_ng::Deserializer::from_str(&text) {
         let value: serde_json::Value =
             serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{file}: {e}"));
