@@ -96,6 +96,15 @@ fn labels_of(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A policy as Karmada's events name it: `namespace/name`, or `name` for a cluster policy.
+fn policy_display(policy: &Candidate) -> String {
+    if policy.namespace.is_empty() {
+        policy.name.clone()
+    } else {
+        format!("{}/{}", policy.namespace, policy.name)
+    }
+}
+
 /// The controller.
 pub struct Detector {
     store: Arc<dyn Store>,
@@ -325,7 +334,22 @@ impl Detector {
         };
         let policy: &Candidate = &candidates[i];
         let template = self.set_claim(rt, &template, Some(policy)).await?;
-        let (replicas, requirements) = self.interpreter.replicas(&template);
+        // A failed replica rule leaves the binding as it is (zero replicas would scale the
+        // members down), says why on the template, and is retried with backoff.
+        let (replicas, requirements) = match self.interpreter.replicas(&template) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!(
+                    "Apply policy({}) failed: {}",
+                    policy_display(policy),
+                    crate::api::error::error_chain(&e)
+                );
+                self.events
+                    .record(&template, EventType::Warning, "ApplyPolicyFailed", &message)
+                    .await;
+                return Err(ReconcileError::Other(message));
+            }
+        };
         let desired = desired_binding(
             &template,
             rt,

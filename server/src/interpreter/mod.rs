@@ -379,12 +379,13 @@ impl Interpreter {
         }
         let scripts = customization.spec.customizations.scripts();
         let set = lua::ScriptSet::new(&name, scripts, self.limits);
-        set.compile()
-            .map_err(|(op, source)| InterpretError::InvalidCustomization {
+        off_the_runtime(|| set.compile()).map_err(|(op, source)| {
+            InterpretError::InvalidCustomization {
                 name: name.clone(),
                 field: format!("spec.customizations.{}", op.customization_field()),
                 source,
-            })?;
+            }
+        })?;
         let compiled = Compiled {
             source: RuleSource::Customization(name.clone()),
             target: Gvk::new(&target.api_version, &target.kind),
