@@ -8,7 +8,9 @@
 //! binding — unless other bindings still require it (`spec.requiredBy`, written by
 //! [`super::dependencies_distributor`]): then only the placement and claim go and the binding
 //! stays as an attached binding. The detector never writes `requiredBy`. A deleted template's
-//! binding (and so its works) goes by garbage collection.
+//! binding (and so its works) goes by garbage collection. A replica rule that fails (a Lua
+//! customization stopped by the sandbox) leaves the binding as it is, is reported on the
+//! template (`ApplyPolicyFailed`) and retried with backoff.
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
