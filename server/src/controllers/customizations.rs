@@ -63,7 +63,7 @@ impl Reconciler for CustomizationController {
             Ok(c) => self
                 .interpreter
                 .add_customization(&c)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| crate::api::error::error_chain(&e)),
             Err(e) => Err(format!("the customization does not decode: {e}")),
         };
         if let Err(message) = result {

@@ -8,7 +8,9 @@
 //! binding — unless other bindings still require it (`spec.requiredBy`, written by
 //! [`super::dependencies_distributor`]): then only the placement and claim go and the binding
 //! stays as an attached binding. The detector never writes `requiredBy`. A deleted template's
-//! binding (and so its works) goes by garbage collection.
+//! binding (and so its works) goes by garbage collection. A replica rule that fails (a Lua
+//! customization stopped by the sandbox) leaves the binding as it is, is reported on the
+//! template (`ApplyPolicyFailed`) and retried with backoff.
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
@@ -95,6 +97,15 @@ fn labels_of(v: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A policy as Karmada's events name it: `namespace/name`, or `name` for a cluster policy.
+fn policy_display(policy: &Candidate) -> String {
+    if policy.namespace.is_empty() {
+        policy.name.clone()
+    } else {
+        format!("{}/{}", policy.namespace, policy.name)
+    }
 }
 
 /// The controller.
@@ -350,7 +361,22 @@ impl Detector {
         };
         let policy: &Candidate = &candidates[i];
         let template = self.set_claim(rt, &template, Some(policy)).await?;
-        let (replicas, requirements) = self.interpreter.replicas(&template);
+        // A failed replica rule leaves the binding as it is (zero replicas would scale the
+        // members down), says why on the template, and is retried with backoff.
+        let (replicas, requirements) = match self.interpreter.replicas(&template) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!(
+                    "Apply policy({}) failed: {}",
+                    policy_display(policy),
+                    crate::api::error::error_chain(&e)
+                );
+                self.events
+                    .record(&template, EventType::Warning, "ApplyPolicyFailed", &message)
+                    .await;
+                return Err(ReconcileError::Other(message));
+            }
+        };
         let desired = desired_binding(
             &template,
             rt,

@@ -8,8 +8,12 @@ use serde_json::Value;
 
 /// The interpreter's answers about templates.
 pub trait TemplateInterpreter: Send + Sync + 'static {
-    /// Replicas and per-replica requirements; `(0, None)` for non-workloads.
-    fn replicas(&self, template: &Value) -> (i32, Option<ReplicaRequirements>);
+    /// Replicas and per-replica requirements; `(0, None)` for non-workloads. An error is
+    /// reported (a rule failed), not read as zero replicas: that would scale the members down.
+    fn replicas(
+        &self,
+        template: &Value,
+    ) -> Result<(i32, Option<ReplicaRequirements>), InterpretError>;
     /// The manifest for a cluster that runs `replicas` of it.
     fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value;
     /// The health of a member object (manifest + reported status). Kinds without a health
@@ -26,17 +30,14 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
 }
 
 /// The server's interpreter answers for the controllers; a rule that fails is logged and
-/// treated as "no answer" (the template is left as it is).
+/// treated as "no answer" (the template is left as it is), except for replicas and
+/// dependencies, whose errors the caller reports.
 impl TemplateInterpreter for crate::interpreter::Interpreter {
-    fn replicas(&self, template: &Value) -> (i32, Option<ReplicaRequirements>) {
-        match crate::interpreter::Interpreter::replicas(self, template) {
-            Ok(Some(r)) => r,
-            Ok(None) => (0, None),
-            Err(e) => {
-                tracing::warn!(error = %e, "reading a template's replicas failed");
-                (0, None)
-            }
-        }
+    fn replicas(
+        &self,
+        template: &Value,
+    ) -> Result<(i32, Option<ReplicaRequirements>), InterpretError> {
+        Ok(crate::interpreter::Interpreter::replicas(self, template)?.unwrap_or((0, None)))
     }
 
     fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value {

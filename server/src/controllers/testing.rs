@@ -11,12 +11,12 @@ use serde_json::{json, Value};
 pub struct SpecReplicas;
 
 impl TemplateInterpreter for SpecReplicas {
-    fn replicas(&self, t: &Value) -> (i32, Option<ReplicaRequirements>) {
+    fn replicas(&self, t: &Value) -> Result<(i32, Option<ReplicaRequirements>), InterpretError> {
         let n = t
             .pointer("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        (i32::try_from(n).unwrap_or(0), None)
+        Ok((i32::try_from(n).unwrap_or(0), None))
     }
 
     fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value {

@@ -285,6 +285,17 @@ pub enum InterpretError {
     },
 }
 
+/// Runs sandbox work that may take the whole time budget: on a multi-threaded tokio runtime the
+/// worker first hands its other tasks to another thread, so a slow script does not stall them;
+/// elsewhere (plain threads, single-threaded test runtimes) it just runs.
+fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// One compiled customization: its target and its scripts in one Lua state.
 struct Compiled {
     source: RuleSource,
@@ -368,12 +379,13 @@ impl Interpreter {
         }
         let scripts = customization.spec.customizations.scripts();
         let set = lua::ScriptSet::new(&name, scripts, self.limits);
-        set.compile()
-            .map_err(|(op, source)| InterpretError::InvalidCustomization {
+        off_the_runtime(|| set.compile()).map_err(|(op, source)| {
+            InterpretError::InvalidCustomization {
                 name: name.clone(),
                 field: format!("spec.customizations.{}", op.customization_field()),
                 source,
-            })?;
+            }
+        })?;
         let compiled = Compiled {
             source: RuleSource::Customization(name.clone()),
             target: Gvk::new(&target.api_version, &target.kind),
@@ -442,15 +454,21 @@ impl Interpreter {
         operation: Operation,
         args: &[&Value],
     ) -> Result<Vec<Value>, InterpretError> {
-        compiled
-            .scripts
-            .call(operation, args)
-            .map_err(|source| InterpretError::Script {
+        off_the_runtime(|| compiled.scripts.call(operation, args)).map_err(|source| {
+            tracing::warn!(
+                rule = %compiled.source,
+                operation = %operation,
+                kind = %gvk,
+                error = %source,
+                "a Lua interpreter rule failed"
+            );
+            InterpretError::Script {
                 gvk: gvk.clone(),
                 operation,
                 rule: compiled.source.clone(),
                 source,
-            })
+            }
+        })
     }
 
     fn field_error(gvk: &Gvk) -> impl FnOnce(FieldError) -> InterpretError + '_ {

@@ -10,11 +10,19 @@
 //! - Time: an instruction-count hook (every 1000 instructions) stops a call once it has run
 //!   [`SandboxLimits::instruction_budget`] Lua instructions (20 million by default: about
 //!   0.5 s in a debug build, several times less in a release build; deterministic, so a
-//!   loaded machine does not make a good script fail), or, as a backstop for work done inside C functions, once it has run
-//!   [`SandboxLimits::wall_clock_budget`] (1 s). `pcall`/`xpcall` cannot swallow that error.
-//!   Lua's pattern functions run in C where hooks do not fire, so `string.find`, `match`,
-//!   `gmatch` and `gsub` refuse a pattern whose worst case on the subject is too expensive
-//!   ([`pattern_cost`]).
+//!   loaded machine does not make a good script fail), or, as a backstop for work done inside
+//!   C functions, once it has run [`SandboxLimits::wall_clock_budget`] (1 s). Hooks do not fire
+//!   inside C, so the clock is also read by a hook at every function call (a loop of
+//!   expensive library calls stops at the first call past the deadline), and the C loops
+//!   whose length memory does not bound are bounded before they start: `string.find`,
+//!   `match`, `gmatch` and `gsub` refuse a pattern whose worst case on the subject is too
+//!   expensive ([`pattern_cost`]), `string.rep` of an empty string is `""` without looping,
+//!   and `table.move` refuses more elements than the memory limit could hold.
+//!   `pcall`/`xpcall` cannot swallow the time-budget error.
+//! - Results: a value a script returns (or hands to a `kube` helper) is measured before it is
+//!   converted to JSON, outside the sandbox's limits: more than [`MAX_VALUE_BYTES`] as JSON
+//!   or [`MAX_VALUE_ITEMS`] values (a table shared many times counts each time: the JSON
+//!   repeats it), or nesting deeper than [`MAX_VALUE_DEPTH`], is a conversion error.
 //! - State: one Lua state per customization ([`ScriptSet`]), built once, every script loaded
 //!   in its own environment (so helper globals of two scripts cannot collide), behind a
 //!   mutex; a state that hit the time or memory limit is dropped and rebuilt on next use.
@@ -30,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::binding::ReplicaRequirements;
 use mlua::chunk::ChunkMode;
+use mlua::debug::DebugEvent;
 use mlua::serde::{DeserializeOptions, SerializeOptions};
 use mlua::{
     Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, VmState,
@@ -106,7 +115,47 @@ pub struct ScriptSet {
 struct Vm {
     lua: Lua,
     functions: BTreeMap<Operation, Function>,
-    expired: Arc<AtomicBool>,
+    budget: Arc<Budget>,
+}
+
+/// The time budget of the call running in one state, shared by the hook and the `pcall`
+/// guard.
+#[derive(Default)]
+struct Budget {
+    /// Set once the budget is spent; stays set until the call returns, so `pcall` cannot
+    /// swallow the error.
+    expired: AtomicBool,
+    /// When the running call must stop by the clock; `None` between calls.
+    deadline: Mutex<Option<Instant>>,
+}
+
+impl Budget {
+    fn arm(&self, deadline: Instant) {
+        self.expired.store(false, Ordering::Relaxed);
+        *self.deadline.lock() = Some(deadline);
+    }
+
+    /// Disarms the budget; true when it was spent.
+    fn disarm(&self) -> bool {
+        *self.deadline.lock() = None;
+        self.expired.swap(false, Ordering::Relaxed)
+    }
+
+    fn is_expired(&self) -> bool {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// An error once the budget is spent (by the hook, or now by the clock).
+    fn check(&self) -> mlua::Result<()> {
+        let past_deadline = self.deadline.lock().is_some_and(|d| Instant::now() >= d);
+        if past_deadline {
+            self.expired.store(true, Ordering::Relaxed);
+        }
+        if self.is_expired() {
+            return Err(mlua::Error::runtime("time budget exceeded"));
+        }
+        Ok(())
+    }
 }
 
 impl ScriptSet {
@@ -169,8 +218,8 @@ impl Vm {
             .next()
             .copied()
             .unwrap_or(Operation::InterpretHealth);
-        let expired = Arc::new(AtomicBool::new(false));
-        let lua = new_sandbox(expired.clone()).map_err(|e| (first, e))?;
+        let budget = Arc::new(Budget::default());
+        let lua = new_sandbox(budget.clone(), limits).map_err(|e| (first, e))?;
         lua.set_memory_limit(limits.memory_bytes)
             .map_err(|e| (first, sandbox_error(e)))?;
         let globals = lua.globals();
@@ -190,7 +239,7 @@ impl Vm {
                 .set_name(format!("{label}/{}", op.customization_field()))
                 .set_mode(ChunkMode::Text)
                 .set_environment(env.clone());
-            with_budget(&lua, &expired, limits, || chunk.exec()).map_err(|e| {
+            with_budget(&lua, &budget, limits, || chunk.exec()).map_err(|e| {
                 (
                     op,
                     match e {
@@ -209,7 +258,7 @@ impl Vm {
         Ok(Vm {
             lua,
             functions,
-            expired,
+            budget,
         })
     }
 
@@ -228,7 +277,7 @@ impl Vm {
             let v = to_lua(&self.lua, arg).map_err(|e| classify(e, false, limits))?;
             lua_args.push(v);
         }
-        let results: MultiValue = with_budget(&self.lua, &self.expired, limits, || {
+        let results: MultiValue = with_budget(&self.lua, &self.budget, limits, || {
             function.call::<MultiValue>(MultiValue::from_vec(lua_args))
         })?;
         let mut out = Vec::with_capacity(results.len());
@@ -241,8 +290,8 @@ impl Vm {
     }
 }
 
-/// A Lua state with only the safe libraries, the `pcall` guard, the pattern guard and `kube`.
-fn new_sandbox(expired: Arc<AtomicBool>) -> Result<Lua, ScriptError> {
+/// A Lua state with only the safe libraries, the `pcall` guard, the library guards and `kube`.
+fn new_sandbox(budget: Arc<Budget>, limits: SandboxLimits) -> Result<Lua, ScriptError> {
     let lua = Lua::new_with(
         StdLib::STRING | StdLib::TABLE | StdLib::MATH,
         LuaOptions::new(),
@@ -280,7 +329,7 @@ fn new_sandbox(expired: Arc<AtomicBool>) -> Result<Lua, ScriptError> {
         })?;
         globals.raw_set("require", require)?;
 
-        let is_expired = lua.create_function(move |_, ()| Ok(expired.load(Ordering::Relaxed)))?;
+        let is_expired = lua.create_function(move |_, ()| Ok(budget.is_expired()))?;
         let cost_check =
             lua.create_function(|_, (subject, pattern): (mlua::Value, mlua::Value)| {
                 if let (Some(s), Some(p)) = (lua_text_len(&subject), lua_text(&pattern)) {
@@ -293,21 +342,24 @@ fn new_sandbox(expired: Arc<AtomicBool>) -> Result<Lua, ScriptError> {
                 }
                 Ok(())
             })?;
+        // A Lua array slot takes 16 bytes: a move of more elements than that copies nils.
+        let max_move = i64::try_from(limits.memory_bytes / 16).unwrap_or(i64::MAX);
         lua.load(GUARDS)
             .set_name("sandbox guards")
             .set_mode(ChunkMode::Text)
-            .call::<()>((is_expired, cost_check))?;
+            .call::<()>((is_expired, cost_check, max_move))?;
         Ok(())
     })()
     .map_err(sandbox_error)?;
     Ok(lua)
 }
 
-/// Lua run once per state: `pcall`/`xpcall` that re-raise once the time budget is spent, and
-/// the pattern functions behind a cost check. Upvalues keep the originals out of reach.
+/// Lua run once per state: `pcall`/`xpcall` that re-raise once the time budget is spent; the
+/// pattern functions behind a cost check; `string.rep` and `table.move` bounded. Upvalues keep
+/// the originals out of reach.
 const GUARDS: &str = r#"
-local expired, check = ...
-local pcall0, xpcall0, error0 = pcall, xpcall, error
+local expired, check, max_move = ...
+local pcall0, xpcall0, error0, type0 = pcall, xpcall, error, type
 local pack, unpack = table.pack, table.unpack
 local function rethrow(r)
   if expired() then error0("time budget exceeded", 0) end
@@ -323,6 +375,18 @@ end
 string.match = function(s, p, ...) check(s, p) return match(s, p, ...) end
 string.gmatch = function(s, p, ...) check(s, p) return gmatch(s, p, ...) end
 string.gsub = function(s, p, ...) check(s, p) return gsub(s, p, ...) end
+local rep, move = string.rep, table.move
+string.rep = function(s, n, sep)
+  -- Lua copies an empty piece n times in a C loop; the result is "" whatever n is.
+  if type0(n) == "number" and n > 1 and s == "" and (sep == nil or sep == "") then n = 1 end
+  return rep(s, n, sep)
+end
+table.move = function(a1, f, e, t, a2)
+  if type0(f) == "number" and type0(e) == "number" and e - f >= max_move then
+    error0("table.move of more elements than the sandbox's memory holds", 2)
+  end
+  return move(a1, f, e, t, a2)
+end
 "#;
 
 /// Worst-case steps allowed for one pattern call.
@@ -346,7 +410,8 @@ fn lua_text_len(v: &mlua::Value) -> Option<usize> {
 
 /// A bound on the steps Lua's backtracking matcher may take for `pattern` on a subject of
 /// `subject_len` bytes: every start position, times the subject length per repetition item
-/// (`*`, `+`, `-`, `%b`), times two per optional item (`?`).
+/// (`*`, `+`, `-`, `%b`) and per back reference (`%1`..`%9`), times two per optional item
+/// (`?`).
 pub fn pattern_cost(subject_len: usize, pattern: &str) -> f64 {
     let bytes = pattern.as_bytes();
     let (mut repeats, mut optionals) = (0i32, 0i32);
@@ -354,9 +419,14 @@ pub fn pattern_cost(subject_len: usize, pattern: &str) -> f64 {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                if bytes.get(i + 1) == Some(&b'b') {
-                    repeats += 1;
-                    i += 2;
+                match bytes.get(i + 1) {
+                    Some(b'b') => {
+                        repeats += 1;
+                        i += 2;
+                    }
+                    // A back reference compares up to the whole subject at each step.
+                    Some(b'1'..=b'9') => repeats += 1,
+                    _ => {}
                 }
                 i += 2;
             }
@@ -392,32 +462,33 @@ pub fn pattern_cost(subject_len: usize, pattern: &str) -> f64 {
 /// Runs `f` with the time budget armed.
 fn with_budget<R>(
     lua: &Lua,
-    expired: &Arc<AtomicBool>,
+    budget: &Arc<Budget>,
     limits: SandboxLimits,
     f: impl FnOnce() -> mlua::Result<R>,
 ) -> Result<R, ScriptError> {
     const STEP: u32 = 1000;
-    expired.store(false, Ordering::Relaxed);
-    let deadline = Instant::now() + limits.wall_clock_budget;
-    let flag = expired.clone();
+    budget.arm(Instant::now() + limits.wall_clock_budget);
+    let hook_budget = budget.clone();
     let executed = AtomicU64::new(0);
-    let budget = limits.instruction_budget;
+    let instructions = limits.instruction_budget;
+    // Counted instructions, and every call: a C function's work is invisible to the count, so
+    // the clock is read before each one starts.
     lua.set_hook(
-        HookTriggers::new().every_nth_instruction(STEP),
-        move |_, _| {
-            let done = executed.fetch_add(u64::from(STEP), Ordering::Relaxed) + u64::from(STEP);
-            if flag.load(Ordering::Relaxed) || done > budget || Instant::now() >= deadline {
-                flag.store(true, Ordering::Relaxed);
-                Err(mlua::Error::runtime("time budget exceeded"))
-            } else {
-                Ok(VmState::Continue)
+        HookTriggers::new().on_calls().every_nth_instruction(STEP),
+        move |_, debug| {
+            if debug.event() == DebugEvent::Count {
+                let done = executed.fetch_add(u64::from(STEP), Ordering::Relaxed) + u64::from(STEP);
+                if done > instructions {
+                    hook_budget.expired.store(true, Ordering::Relaxed);
+                }
             }
+            hook_budget.check().map(|()| VmState::Continue)
         },
     )
     .map_err(sandbox_error)?;
     let out = f();
     lua.remove_hook();
-    let timed_out = expired.swap(false, Ordering::Relaxed);
+    let timed_out = budget.disarm();
     match out {
         Ok(_) if timed_out => Err(timeout(limits)),
         Ok(r) => Ok(r),
@@ -443,8 +514,20 @@ fn classify(e: mlua::Error, timed_out: bool, limits: SandboxLimits) -> ScriptErr
         mlua::Error::RuntimeError(m) if m.contains("not enough memory") => {
             ScriptError::OutOfMemory(limits.memory_bytes)
         }
-        other => ScriptError::Runtime(other.to_string()),
+        other => ScriptError::Runtime(without_traceback(&other.to_string())),
     }
+}
+
+/// A Lua error message without the stack traceback mlua appends (the first line names the
+/// script and line already; events and logs stay short).
+fn without_traceback(message: &str) -> String {
+    let message = message
+        .split_once("\nstack traceback:")
+        .map_or(message, |(head, _)| head);
+    message
+        .strip_prefix("runtime error: ")
+        .unwrap_or(message)
+        .to_string()
 }
 
 /// JSON into Lua: `null` is `nil`, arrays keep their array-ness.
@@ -457,10 +540,90 @@ pub(crate) fn to_lua(lua: &Lua, v: &Value) -> mlua::Result<mlua::Value> {
     )
 }
 
-/// Lua into JSON; functions and other non-data values are errors.
+/// Most bytes a Lua value may take as JSON (a Kubernetes object is at most 1.5 MiB).
+pub const MAX_VALUE_BYTES: usize = 4 << 20;
+/// Deepest nesting of tables a Lua value may have.
+pub const MAX_VALUE_DEPTH: usize = 100;
+/// Most values (tables, strings, numbers...) a Lua value may be made of, counted as in the JSON.
+pub const MAX_VALUE_ITEMS: usize = 200_000;
+
+/// How large a Lua value may be as JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueLimits {
+    /// Most bytes (roughly: strings, keys and punctuation; 8 per number or boolean).
+    pub bytes: usize,
+    /// Most values.
+    pub items: usize,
+    /// Deepest nesting of tables.
+    pub depth: usize,
+}
+
+/// The limits of every value converted from Lua.
+pub const VALUE_LIMITS: ValueLimits = ValueLimits {
+    bytes: MAX_VALUE_BYTES,
+    items: MAX_VALUE_ITEMS,
+    depth: MAX_VALUE_DEPTH,
+};
+
+/// Lua into JSON; functions and other non-data values are errors, and so are values too
+/// large or too deep ([`check_value_size`]).
 pub(crate) fn from_lua(lua: &Lua, v: mlua::Value) -> Result<Value, ScriptError> {
-    lua.from_value_with::<Value>(v, DeserializeOptions::new().sort_keys(true))
-        .map_err(|e| ScriptError::Conversion(e.to_string()))
+    check_value_size(&v, VALUE_LIMITS)?;
+    lua.from_value_with::<Value>(
+        v,
+        DeserializeOptions::new()
+            .sort_keys(true)
+            .recursion_limit(MAX_VALUE_DEPTH + 1),
+    )
+    .map_err(|e| ScriptError::Conversion(e.to_string()))
+}
+
+/// Measures a Lua value as the JSON it would become, without building it and without
+/// recursion: an error when it is larger than `limits` allow (a table referenced many times
+/// counts every time, as the JSON repeats it; a table containing itself never ends and so is
+/// too large or too deep). The conversion runs outside the sandbox's memory and time limits,
+/// so a small state must not become a huge value.
+pub fn check_value_size(v: &mlua::Value, limits: ValueLimits) -> Result<(), ScriptError> {
+    fn weight(v: &mlua::Value) -> usize {
+        match v {
+            mlua::Value::String(s) => s.as_bytes().len() + 2,
+            mlua::Value::Table(_) => 2,
+            _ => 8,
+        }
+    }
+    let too_large = || {
+        ScriptError::Conversion(format!(
+            "the value is larger than {} bytes or {} items as JSON",
+            limits.bytes, limits.items
+        ))
+    };
+    let (mut bytes, mut items) = (0usize, 0usize);
+    let mut pending = vec![(v.clone(), 0usize)];
+    while let Some((value, depth)) = pending.pop() {
+        bytes = bytes.saturating_add(weight(&value));
+        items += 1;
+        if bytes > limits.bytes || items > limits.items {
+            return Err(too_large());
+        }
+        let mlua::Value::Table(table) = value else {
+            continue;
+        };
+        if depth >= limits.depth {
+            return Err(ScriptError::Conversion(format!(
+                "the value nests tables deeper than {} levels",
+                limits.depth
+            )));
+        }
+        for pair in table.pairs::<mlua::Value, mlua::Value>() {
+            let (key, item) = pair.map_err(|e| ScriptError::Conversion(e.to_string()))?;
+            bytes = bytes.saturating_add(weight(&key));
+            if bytes > limits.bytes {
+                return Err(too_large());
+            }
+            pending.push((item, depth + 1));
+        }
+    }
+    Ok(())
 }
 
 /// Lua has one number type for counts and fractions: a whole-number float (`3.0`, from `/`)

@@ -317,6 +317,9 @@ fn pattern_cost_table() {
         (10, "a?b?", 44.0),
         (10, "%*%-", 11.0),
         (10, "%b()", 121.0),
+        // A back reference compares up to the subject's length at each step.
+        (10, "(.-)%1", 1331.0),
+        (10, "%f[%w]%w+", 121.0),
     ];
     for (len, pattern, want) in rows {
         assert_eq!(pattern_cost(*len, pattern), *want, "{pattern}");
@@ -457,4 +460,205 @@ fn the_wall_clock_backstop_stops_work_done_in_c() {
         .expect_err("stopped");
     assert!(matches!(err, ScriptError::Timeout { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// What a hostile script must end in.
+#[derive(Debug)]
+enum Want {
+    Timeout,
+    OutOfMemory,
+    /// A script error whose message contains this.
+    Runtime(&'static str),
+    /// A result refused before conversion, with this in the message.
+    Conversion(&'static str),
+    /// Stopped one way or another (Lua's own stack limit and the memory limit race).
+    StackOrMemory,
+    /// Defused: it runs, quickly, to this result.
+    Value(Value),
+}
+
+/// Every hostile case the sandbox must stop, with a benign script in the same state that must
+/// still work afterwards.
+#[test]
+fn hostile_scripts_are_stopped_and_the_state_goes_on() {
+    let limits = SandboxLimits {
+        memory_bytes: 8 << 20,
+        instruction_budget: 1_000_000,
+        wall_clock_budget: Duration::from_secs(1),
+    };
+    let body = |b: &str| format!("function InterpretHealth(obj) {b} end");
+    let cases: Vec<(&str, String, Want)> = vec![
+        ("infinite loop", body("while true do end"), Want::Timeout),
+        ("recursion without end", body("local function f() return f() end return f()"), Want::Timeout),
+        ("loop swallowed by pcall", body("while true do pcall(error) end"), Want::Timeout),
+        (
+            "loop inside a gsub callback",
+            body("return string.gsub(string.rep('a', 10), '.', function() while true do end end)"),
+            Want::Timeout,
+        ),
+        (
+            "loop of affordable but slow patterns (work in C)",
+            body("local s = string.rep('a', 5000) while true do string.find(s, '.-b') end"),
+            Want::Timeout,
+        ),
+        (
+            "loop of sorts (work in C)",
+            body("local t = {} for i = 1, 100000 do t[i] = i end while true do table.sort(t) end"),
+            Want::Timeout,
+        ),
+        (
+            "catastrophic backtracking",
+            body("return string.find(string.rep('a', 100000), '.-.-.-.-b')"),
+            Want::Runtime("too expensive"),
+        ),
+        (
+            "back reference backtracking",
+            body("return string.match(string.rep('a', 9000), '(.-)%1b')"),
+            Want::Runtime("too expensive"),
+        ),
+        ("os.execute", body("return os.execute('touch /tmp/pwned')"), Want::Runtime("os")),
+        ("io.open", body("return io.open('/etc/passwd'):read('a')"), Want::Runtime("io")),
+        ("require('os')", body("return require('os').execute('id')"), Want::Runtime("not available")),
+        ("require('io')", body("return require('io')"), Want::Runtime("not available")),
+        ("load", body("return load('return 1')()"), Want::Runtime("load")),
+        ("loadstring", body("return loadstring('return 1')()"), Want::Runtime("loadstring")),
+        ("dofile", body("return dofile('/etc/passwd')"), Want::Runtime("dofile")),
+        ("loadfile", body("return loadfile('/etc/passwd')"), Want::Runtime("loadfile")),
+        ("debug.sethook", body("debug.sethook() while true do end"), Want::Runtime("debug")),
+        ("debug.getregistry", body("return debug.getregistry()"), Want::Runtime("debug")),
+        ("collectgarbage", body("collectgarbage('stop')"), Want::Runtime("collectgarbage")),
+        ("string.dump", body("return string.dump(InterpretHealth)"), Want::Runtime("dump")),
+        ("coroutine", body("return coroutine.wrap(function() end)"), Want::Runtime("coroutine")),
+        (
+            "setmetatable with __gc",
+            body("setmetatable({}, {__gc = function() while true do end end})"),
+            Want::Runtime("setmetatable"),
+        ),
+        ("the string metatable", body("return getmetatable('').__index"), Want::Runtime("getmetatable")),
+        ("string.rep bomb", body("return string.rep('x', 1 << 30)"), Want::OutOfMemory),
+        ("string.rep separator bomb", body("return string.rep('x', 100, string.rep('y', 1 << 22))"), Want::OutOfMemory),
+        ("doubling a string", body("local s = 'x' while true do s = s .. s end"), Want::OutOfMemory),
+        (
+            "table memory bomb",
+            body("local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end"),
+            Want::OutOfMemory,
+        ),
+        (
+            "table.concat bomb",
+            body("local t = {} for i = 1, 64 do t[i] = string.rep('x', 1 << 20) end return table.concat(t)"),
+            Want::OutOfMemory,
+        ),
+        ("deep recursion", body("local function f(n) return 1 + f(n + 1) end return f(1)"), Want::StackOrMemory),
+        (
+            "string.rep of an empty string a trillion times (a C loop)",
+            body("return #string.rep('', 1 << 40) == 0 and #string.rep('', 1 << 40, '') == 0"),
+            Want::Value(json!(true)),
+        ),
+        ("table.move of 2^40 nils (a C loop)", body("return table.move({}, 1, 1 << 40, 1)"), Want::Runtime("table.move")),
+        ("table.unpack of a huge range", body("return table.unpack({}, 1, 1e8)"), Want::Runtime("too many results")),
+        ("string.format with a huge width", body("return string.format('%99999999d', 1)"), Want::Runtime("invalid conversion")),
+        (
+            "a result of 2^26 shared tables",
+            body("local t = {} for i = 1, 26 do t = {t, t} end return t"),
+            Want::Conversion("larger than"),
+        ),
+        (
+            "a result nested 1000 deep",
+            body("local t = {} for i = 1, 1000 do t = {t} end return t"),
+            Want::Conversion("deeper than"),
+        ),
+        ("a result containing itself", body("local t = {} t.t = t return t"), Want::Conversion("")),
+        (
+            "a kube helper given 2^26 shared tables",
+            body("local t = {} for i = 1, 26 do t = {t, t} end return kube.accuratePodRequirements({spec = {containers = t}})"),
+            Want::Runtime("larger than"),
+        ),
+    ];
+    for (name, script, want) in cases {
+        let set = ScriptSet::new(
+            name,
+            BTreeMap::from([
+                (Operation::InterpretHealth, script.clone()),
+                (
+                    Operation::InterpretStatus,
+                    "function ReflectStatus(obj) return { ok = obj.ok } end".to_string(),
+                ),
+            ]),
+            limits,
+        );
+        let started = Instant::now();
+        let got = set.call(Operation::InterpretHealth, &[&json!({})]);
+        let elapsed = started.elapsed();
+        let ok = match (&want, &got) {
+            (Want::Timeout, Err(ScriptError::Timeout { .. })) => true,
+            (Want::OutOfMemory, Err(ScriptError::OutOfMemory(n))) => *n == limits.memory_bytes,
+            (Want::Runtime(m), Err(ScriptError::Runtime(got))) => got.contains(m),
+            (Want::Conversion(m), Err(ScriptError::Conversion(got))) => got.contains(m),
+            (
+                Want::StackOrMemory,
+                Err(ScriptError::OutOfMemory(_)) | Err(ScriptError::Runtime(_)),
+            ) => true,
+            (Want::Value(v), Ok(got)) => got.as_slice() == [v.clone()],
+            _ => false,
+        };
+        assert!(ok, "{name}: wanted {want:?}, got {got:?}");
+        // Stopped by its budget, not hung: the slowest cases run a whole C call past the
+        // 1 s clock.
+        assert!(
+            elapsed < Duration::from_secs(10),
+            "{name}: took {elapsed:?}"
+        );
+        assert_eq!(
+            set.call(Operation::InterpretStatus, &[&json!({"ok": 1})]),
+            Ok(vec![json!({"ok": 1})]),
+            "{name}: the state works afterwards"
+        );
+    }
+}
+
+#[test]
+fn value_size_table() {
+    let lua = Lua::new();
+    let limits = ValueLimits {
+        bytes: 100,
+        items: 10,
+        depth: 3,
+    };
+    let rows: &[(&str, Result<(), &str>)] = &[
+        ("return 1", Ok(())),
+        ("return {a = 'b', c = {1, 2}}", Ok(())),
+        ("return {{{}}}", Ok(())),
+        ("return {{{{}}}}", Err("deeper than 3")),
+        ("return string.rep('x', 99)", Err("larger than")),
+        ("return {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}", Err("larger than")),
+        (
+            "local t = {} return {t, t, t, t, t, t, t, t, t, t}",
+            Err("larger than"),
+        ),
+        ("local t = {} t[1] = t return t", Err("deeper than 3")),
+    ];
+    for (script, want) in rows {
+        let v: mlua::Value = lua.load(*script).eval().expect(script);
+        match (check_value_size(&v, limits), want) {
+            (Ok(()), Ok(())) => {}
+            (Err(ScriptError::Conversion(m)), Err(w)) if m.contains(w) => {}
+            (got, want) => panic!("{script}: wanted {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn error_messages_name_the_line_without_a_traceback() {
+    let err = run(
+        "function InterpretHealth(obj)\n  return string.format('%99999999d', 1)\nend",
+        json!({}),
+    )
+    .expect_err("format");
+    assert_eq!(
+        err,
+        ScriptError::Runtime(
+            "[string \"test/healthInterpretation\"]:2: invalid conversion specification: '%99999999d'"
+                .to_string()
+        )
+    );
 }
