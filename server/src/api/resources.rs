@@ -4,6 +4,8 @@
 //! and OpenAPI documents served under the same prefixes.
 
 use super::admission;
+use super::auth::Principal;
+use super::authz::{self, Place, Write};
 use super::body::{self, negotiate, respond, Encoding};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
@@ -16,7 +18,7 @@ use super::watch;
 use super::ApiState;
 use crate::store::{DeleteOptions, Deleted, ListOptions, Propagation, StoreError};
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use flotilla_api::kinds::ResourceType;
@@ -96,6 +98,7 @@ fn segments(rest: &str) -> Vec<String> {
 #[allow(clippy::too_many_arguments)]
 async fn serve_group_version(
     state: &ApiState,
+    who: Option<&Principal>,
     group: &str,
     version: &str,
     tail: &[String],
@@ -110,8 +113,10 @@ async fn serve_group_version(
             .map(|d| axum::Json(d).into_response())
             .ok_or_else(|| ApiError::no_route(path));
     }
+    // The auth middleware records who calls; without it nobody may write.
+    let who = who.ok_or(ApiError::Unauthorized)?;
     match resolve(&state.registry, group, version, tail) {
-        Some(target) => serve(state, method, target, params, headers, body).await,
+        Some(target) => serve(state, who, method, target, params, headers, body).await,
         None => Err(ApiError::no_route(path)),
     }
 }
@@ -119,6 +124,7 @@ async fn serve_group_version(
 /// Everything under `/api/`.
 pub async fn dispatch_core(
     State(state): State<ApiState>,
+    who: Option<Extension<Principal>>,
     method: Method,
     Path(rest): Path<String>,
     Query(params): Query<Params>,
@@ -129,7 +135,11 @@ pub async fn dispatch_core(
     let segs = segments(&rest);
     let result = match segs.as_slice() {
         [v, tail @ ..] if v == "v1" => {
-            serve_group_version(&state, "", "v1", tail, &path, method, params, headers, body).await
+            let who = who.as_ref().map(|Extension(p)| p);
+            serve_group_version(
+                &state, who, "", "v1", tail, &path, method, params, headers, body,
+            )
+            .await
         }
         _ => Err(ApiError::no_route(&path)),
     };
@@ -139,6 +149,7 @@ pub async fn dispatch_core(
 /// Everything under `/apis/`.
 pub async fn dispatch_apis(
     State(state): State<ApiState>,
+    who: Option<Extension<Principal>>,
     method: Method,
     Path(rest): Path<String>,
     Query(params): Query<Params>,
@@ -156,8 +167,9 @@ pub async fn dispatch_apis(
             .map(|versions| axum::Json(discovery::group_doc(group, versions)).into_response())
             .ok_or_else(|| ApiError::no_route(&path)),
         [group, version, tail @ ..] => {
+            let who = who.as_ref().map(|Extension(p)| p);
             serve_group_version(
-                &state, group, version, tail, &path, method, params, headers, body,
+                &state, who, group, version, tail, &path, method, params, headers, body,
             )
             .await
         }
@@ -201,8 +213,10 @@ fn resolve(registry: &Registry, group: &str, version: &str, tail: &[String]) -> 
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &ApiState,
+    who: &Principal,
     method: Method,
     target: Target,
     params: Params,
@@ -246,11 +260,13 @@ async fn serve(
             (&Method::GET, true) => get(state, &target, &headers, encoding).await,
             (&Method::GET, false) => list(state, &target, &params, &headers, encoding).await,
             (&Method::POST, false) => {
-                create(state, &target, &params, &headers, body, encoding).await
+                create(state, who, &target, &params, &headers, body, encoding).await
             }
-            (&Method::PUT, true) => update(state, &target, &params, &headers, body, encoding).await,
+            (&Method::PUT, true) => {
+                update(state, who, &target, &params, &headers, body, encoding).await
+            }
             (&Method::PATCH, true) => {
-                patch(state, &target, &params, &headers, body, encoding).await
+                patch(state, who, &target, &params, &headers, body, encoding).await
             }
             (&Method::DELETE, true) => {
                 delete(state, &target, &params, &headers, body, encoding).await
@@ -466,12 +482,22 @@ fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> Api
     Ok(())
 }
 
+/// Where a write to `target` goes, for [`authz::check_write`].
+fn place(target: &Target) -> Place<'_> {
+    Place {
+        rt: &target.rt,
+        namespace: target.namespace.as_deref(),
+        subresource: target.subresource.as_deref(),
+    }
+}
+
 fn dry_run(params: &Params) -> bool {
     params.get("dryRun").is_some_and(|d| d == "All")
 }
 
 async fn create(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -480,6 +506,7 @@ async fn create(
 ) -> ApiResult<Response> {
     let mut obj = read_object(state, headers, body).await?;
     check_identity(target, &mut obj, false)?;
+    authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
     Ok(respond(StatusCode::CREATED, &created, encoding))
 }
@@ -525,6 +552,7 @@ fn rt_with_kind(target: &Target, obj: &Value) -> ResourceType {
 
 async fn update(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -541,6 +569,14 @@ async fn update(
         .get(&rt, target.namespace.as_deref(), name)
         .await
         .map_err(|e| target.store_err(e))?;
+    authz::check_write(
+        who,
+        place(target),
+        Write::Update {
+            old: &old,
+            new: &obj,
+        },
+    )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
     Ok(respond(StatusCode::OK, &updated, encoding))
 }
@@ -659,6 +695,7 @@ async fn serve_scale(
 
 async fn patch(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -693,6 +730,7 @@ async fn patch(
         {
             Ok(live) => live,
             Err(StoreError::NotFound { .. }) if kind == PatchType::Apply => {
+                authz::check_write(who, place(target), Write::CreateByApply)?;
                 let mut obj = patch_body.clone();
                 if !obj.is_object() {
                     return Err(ApiError::BadRequest(
@@ -732,6 +770,14 @@ async fn patch(
         if kind == PatchType::Apply {
             admission::check_strict(params, &rt, &patch_body)?;
         }
+        authz::check_write(
+            who,
+            place(target),
+            Write::Update {
+                old: &live,
+                new: &patched,
+            },
+        )?;
         match write_update(state, target, &rt, params, patched, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
@@ -810,6 +856,8 @@ async fn delete(
         .delete(&target.rt, target.namespace.as_deref(), name, &opts)
         .await
         .map_err(|e| target.store_err(e))?;
+    super::registration::revoke_on_delete(state, &target.rt, target.namespace.as_deref(), name)
+        .await;
     // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
     let obj = match outcome {
         Deleted::Gone(obj) => {
@@ -845,11 +893,14 @@ async fn delete_collection(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        match state
+        let outcome = state
             .store
             .delete(&target.rt, ns.as_deref(), &name, &DeleteOptions::default())
-            .await
-        {
+            .await;
+        if outcome.is_ok() {
+            super::registration::revoke_on_delete(state, &target.rt, ns.as_deref(), &name).await;
+        }
+        match outcome {
             Ok(Deleted::Gone(o)) => {
                 admission::after_delete(state, &target.rt, &name);
                 deleted.push(o)
