@@ -101,11 +101,6 @@ impl Authenticator {
         agents.retain(|_, c| c != cluster);
         agents.len() != before
     }
-
-    /// Whether `cluster` has a credential.
-    pub fn has_agent_credential(&self, cluster: &str) -> bool {
-        self.agents.read().values().any(|c| c == cluster)
-    }
 }
 
 /// A fresh random token: 32 bytes, hex.
@@ -190,11 +185,9 @@ mod tests {
         auth.set_agent_credential("member1", &token_hash(&cred2));
         assert_eq!(auth.authenticate(&cred), None);
         assert!(auth.authenticate(&cred2).is_some());
-        assert!(auth.has_agent_credential("member1"));
         // Revoking it ends it; nothing is left to revoke then.
         assert!(auth.revoke_agent_credential("member1"));
         assert_eq!(auth.authenticate(&cred2), None);
-        assert!(!auth.has_agent_credential("member1"));
         assert!(!auth.revoke_agent_credential("member1"));
         assert!(!format!("{auth:?}").contains(&admin));
     }

@@ -448,6 +448,15 @@ mod tests {
                 true,
             ),
             (
+                "Work scale",
+                at(&works, ns_m1, Some("scale")),
+                Write::Update {
+                    old: &with_f,
+                    new: &scaled,
+                },
+                false,
+            ),
+            (
                 "Cluster status",
                 at(&clusters, None, Some("status")),
                 Write::Update {

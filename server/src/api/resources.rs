@@ -243,7 +243,10 @@ async fn serve(
         && target.name.is_some()
     {
         let encoding = negotiate(&headers)?;
-        return serve_scale(state, &method, &target, &params, &headers, body, encoding).await;
+        return serve_scale(
+            state, who, &method, &target, &params, &headers, body, encoding,
+        )
+        .await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -608,8 +611,10 @@ async fn write_update(
 
 /// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
 /// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
+#[allow(clippy::too_many_arguments)]
 async fn serve_scale(
     state: &ApiState,
+    who: &Principal,
     method: &Method,
     target: &Target,
     params: &Params,
@@ -679,6 +684,11 @@ async fn serve_scale(
             .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
         let updated = scale::apply_scale(&live, &wanted, replicas);
         let rt = rt_with_kind(&object, &updated);
+        let write = Write::Update {
+            old: &live,
+            new: &updated,
+        };
+        authz::check_write(who, place(target), write)?;
         match write_update(state, &object, &rt, params, updated, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
