@@ -159,6 +159,19 @@ async fn delete_credential(state: &ApiState, cluster: &str) -> Result<(), StoreE
     }
 }
 
+/// The refusal of a registration of an existing cluster, saying what an admin can do.
+fn exists(name: &str) -> ApiError {
+    conflict(
+        name,
+        format!(
+            "cluster {name:?} already exists (registered by an agent or created by an admin); \
+             the join token only registers new clusters. To let an agent register it (this \
+             revokes the credential of the agent that runs it now), an admin annotates it \
+             once: kubectl annotate cluster {name} {ALLOW_REREGISTRATION_ANNOTATION}=true"
+        ),
+    )
+}
+
 fn conflict(name: &str, message: String) -> ApiError {
     ApiError::Conflict {
         message,
@@ -219,12 +232,7 @@ async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value
             admission::admit(state, &clusters, &mut cluster, None)?;
             match state.store.create(&clusters, cluster).await {
                 Ok(_) => {}
-                Err(StoreError::AlreadyExists { .. }) => {
-                    return Err(conflict(
-                        &name,
-                        format!("cluster {name:?} was created while this agent registered it; register again once an admin allows it (see below)"),
-                    ))
-                }
+                Err(StoreError::AlreadyExists { .. }) => return Err(exists(&name)),
                 Err(e) => return Err(store_err(e)),
             }
         }
@@ -282,16 +290,7 @@ pub fn reregistration(cluster: &Value, name: &str, reg: &Registration) -> ApiRes
         ALLOW_REREGISTRATION_ANNOTATION.replace('/', "~1")
     );
     if cluster.pointer(&pointer).and_then(Value::as_str) != Some("true") {
-        return Err(conflict(
-            name,
-            format!(
-                "cluster {name:?} already exists (registered by an agent or created by an \
-                 admin); the join token only registers new clusters. To let an agent register \
-                 it (this revokes the credential of the agent that runs it now), an admin \
-                 annotates it once: kubectl annotate cluster {name} \
-                 {ALLOW_REREGISTRATION_ANNOTATION}=true"
-            ),
-        ));
+        return Err(exists(name));
     }
     let mut updated = cluster.clone();
     if let Some(annotations) = updated
@@ -350,5 +349,75 @@ async fn store_credential(state: &ApiState, cluster: &str, hash: &str) -> ApiRes
                 .map_err(map)
         }
         Err(e) => Err(map(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_allowed_pull_cluster_is_registered_again() {
+        let reg = Registration {
+            cluster_name: "m1".into(),
+            region: "eu".into(),
+            labels: BTreeMap::from([("tier".to_string(), "gold".to_string())]),
+            ..Registration::default()
+        };
+        let cluster = |extra: Value| {
+            let mut c = json!({"metadata": {"name": "m1", "labels": {"keep": "me"}},
+                               "spec": {"syncMode": "Pull"}});
+            json_patch::merge(&mut c, &extra);
+            c
+        };
+        let allow = json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}});
+        let table = [
+            ("not allowed", json!({}), false),
+            (
+                "allowed with another word",
+                json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "yes"}}}),
+                false,
+            ),
+            ("allowed", allow.clone(), true),
+            (
+                "allowed but Push",
+                json!({"spec": {"syncMode": "Push"},
+                       "metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+                false,
+            ),
+            (
+                "allowed but being deleted",
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                                    "annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+                false,
+            ),
+        ];
+        for (what, extra, want) in table {
+            let got = reregistration(&cluster(extra), "m1", &reg);
+            assert_eq!(got.is_ok(), want, "{what}: {got:?}");
+            if let Err(e) = got {
+                assert!(matches!(e, ApiError::Conflict { .. }), "{what}: {e:?}");
+            }
+        }
+        // The annotation is consumed, the others stay; labels and location come from the
+        // registration.
+        let mut extra = allow;
+        extra["metadata"]["annotations"]["other"] = json!("x");
+        let updated = reregistration(&cluster(extra), "m1", &reg).unwrap();
+        assert_eq!(updated["metadata"]["annotations"], json!({"other": "x"}));
+        assert_eq!(
+            updated["metadata"]["labels"],
+            json!({"keep": "me", "tier": "gold"})
+        );
+        assert_eq!(updated["spec"]["region"], "eu");
+        let bare = reregistration(
+            &cluster(
+                json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+            ),
+            "m1",
+            &reg,
+        )
+        .unwrap();
+        assert!(bare["metadata"].get("annotations").is_none(), "{bare}");
     }
 }
