@@ -831,7 +831,12 @@ async fn registration_hands_out_credentials_scoped_to_one_cluster() {
         StatusCode::FORBIDDEN
     );
 
-    // Registering again replaces the credential.
+    // Registering again needs an admin's annotation (see tests/authz_matrix.rs) and replaces
+    // the credential.
+    let allow = json!({"metadata": {"annotations": {"flotilla.io/allow-reregistration": "true"}}});
+    let member1 = format!("{CLUSTERS}/member1");
+    api.patch(&member1, "application/merge-patch+json", allow)
+        .await;
     let (_, v3) = register(common::JOIN_TOKEN, body.clone()).await;
     assert_ne!(v3["token"], v2["token"]);
     assert_eq!(

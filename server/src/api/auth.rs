@@ -1,7 +1,8 @@
 //! Bearer-token authentication. Three kinds of token exist: the admin token
 //! (`<data-dir>/admin.token`, may do everything), the join token (`<data-dir>/join.token`, may
 //! only register a pull member at `/flotilla/v1/register`), and member credentials handed out
-//! by registration, each scoped to its own cluster (see [`super::authz`]). Every call needs a
+//! by registration, each scoped to its own cluster (see [`super::authz`]) and revoked when
+//! that cluster is deleted (see [`super::registration`]). Every call needs a
 //! token except the public probes (`/healthz`, `/livez`, `/readyz`, `/version`). Tokens are
 //! compared in constant time, member credentials are kept only as SHA-256 hashes, and no token
 //! is ever logged.
@@ -92,6 +93,14 @@ impl Authenticator {
         agents.retain(|_, c| c != cluster);
         agents.insert(hash.to_string(), cluster.to_string());
     }
+
+    /// Revokes the credential of `cluster`, if it has one; answers whether it had.
+    pub fn revoke_agent_credential(&self, cluster: &str) -> bool {
+        let mut agents = self.agents.write();
+        let before = agents.len();
+        agents.retain(|_, c| c != cluster);
+        agents.len() != before
+    }
 }
 
 /// A fresh random token: 32 bytes, hex.
@@ -176,6 +185,10 @@ mod tests {
         auth.set_agent_credential("member1", &token_hash(&cred2));
         assert_eq!(auth.authenticate(&cred), None);
         assert!(auth.authenticate(&cred2).is_some());
+        // Revoking it ends it; nothing is left to revoke then.
+        assert!(auth.revoke_agent_credential("member1"));
+        assert_eq!(auth.authenticate(&cred2), None);
+        assert!(!auth.revoke_agent_credential("member1"));
         assert!(!format!("{auth:?}").contains(&admin));
     }
 }

@@ -1,13 +1,22 @@
-//! Pull members join here: `POST /flotilla/v1/register` with the join token creates (or
-//! updates) the member's Cluster with syncMode Pull and hands back a fresh credential scoped to
-//! that cluster. Only the credential's SHA-256 is stored (a Secret in `karmada-cluster`), so a
-//! restarted server still knows every member; registering again replaces the credential.
+//! Pull members join here: `POST /flotilla/v1/register` with the join token creates the
+//! member's Cluster with syncMode Pull and hands back a fresh credential scoped to that
+//! cluster. Only the credential's SHA-256 is stored (a Secret in `karmada-cluster`), so a
+//! restarted server still knows every member.
+//!
+//! The join token only ever creates: a name whose Cluster exists (registered by an agent or
+//! created by an admin) is refused with 409 unless an admin annotated that Cluster with
+//! [`ALLOW_REREGISTRATION_ANNOTATION`]` = "true"`; the annotation is consumed by the
+//! registration it allows, which replaces (so revokes) the member's former credential.
+//!
+//! A member's credential lives as long as its Cluster: deleting the Cluster (or the credential
+//! Secret) revokes it at once ([`revoke_on_delete`]), and a start-up never loads the
+//! credential of a Cluster that is gone ([`load_credentials`]).
 
 use super::admission;
 use super::auth::{bearer, generate_token, token_hash};
 use super::error::{ApiError, ApiResult, Cause};
 use super::ApiState;
-use crate::store::{ListOptions, StoreError};
+use crate::store::{DeleteOptions, ListOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +31,10 @@ pub const CLUSTER_NAMESPACE: &str = "karmada-cluster";
 pub const TOKEN_HASH_ANNOTATION: &str = "flotilla.io/token-sha256";
 /// Label marking a member credential Secret; its value is the cluster name.
 pub const CREDENTIAL_LABEL: &str = "flotilla.io/agent-credential";
+/// Annotation by which an admin lets an agent register an existing Cluster once.
+pub const ALLOW_REREGISTRATION_ANNOTATION: &str = "flotilla.io/allow-reregistration";
+/// Prefix of a member credential Secret's name (the cluster name follows).
+const SECRET_PREFIX: &str = "flotilla-agent-";
 
 /// What an agent sends to join.
 #[derive(Debug, Default, Deserialize)]
@@ -44,14 +57,29 @@ pub struct Registration {
 }
 
 fn secret_name(cluster: &str) -> String {
-    format!("flotilla-agent-{cluster}")
+    format!("{SECRET_PREFIX}{cluster}")
 }
 
 fn secrets() -> flotilla_api::kinds::ResourceType {
     builtin_by_plural("", "secrets").unwrap_or_else(well_known::events)
 }
 
-/// Loads every stored member credential into the authenticator (at start-up).
+/// Whether `cluster` exists and is not being deleted.
+async fn cluster_is_live(state: &ApiState, cluster: &str) -> Result<bool, StoreError> {
+    match state
+        .store
+        .get(&well_known::clusters(), None, cluster)
+        .await
+    {
+        Ok(c) => Ok(c.pointer("/metadata/deletionTimestamp").is_none()),
+        Err(StoreError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Loads the stored credential of every live member into the authenticator (at start-up); the
+/// credential Secret of a Cluster that is gone or going is deleted instead (its deletion may
+/// have been cut short by a crash).
 pub async fn load_credentials(state: &ApiState) -> Result<usize, StoreError> {
     let page = state
         .store
@@ -71,12 +99,86 @@ pub async fn load_credentials(state: &ApiState) -> Result<usize, StoreError> {
                 TOKEN_HASH_ANNOTATION.replace('/', "~1")
             ))
             .and_then(Value::as_str);
-        if let (Some(cluster), Some(hash)) = (cluster, hash) {
+        let (Some(cluster), Some(hash)) = (cluster, hash) else {
+            continue;
+        };
+        if cluster_is_live(state, cluster).await? {
             state.auth.set_agent_credential(cluster, hash);
             n += 1;
+        } else {
+            tracing::info!(cluster = %cluster, "the cluster of a stored credential is gone; deleting the credential");
+            delete_credential(state, cluster).await?;
         }
     }
     Ok(n)
+}
+
+/// What follows a delete request (whether the object is gone or waits for finalizers): a
+/// Cluster's credential is revoked and its Secret deleted; a deleted credential Secret revokes
+/// its credential. Failures are logged: the revocation in memory has happened by then, and a
+/// restart drops a Secret left behind.
+pub async fn revoke_on_delete(
+    state: &ApiState,
+    rt: &flotilla_api::kinds::ResourceType,
+    namespace: Option<&str>,
+    name: &str,
+) {
+    let clusters = well_known::clusters();
+    if rt.group == clusters.group && rt.plural == clusters.plural {
+        let revoked = state.auth.revoke_agent_credential(name);
+        if let Err(e) = delete_credential(state, name).await {
+            tracing::warn!(cluster = %name, error = %e, "deleting the credential Secret of a deleted cluster failed");
+        }
+        if revoked {
+            tracing::info!(cluster = %name, "cluster deleted; its agent credential is revoked");
+        }
+    } else if rt.group.is_empty() && rt.plural == "secrets" && namespace == Some(CLUSTER_NAMESPACE)
+    {
+        if let Some(cluster) = name.strip_prefix(SECRET_PREFIX) {
+            if state.auth.revoke_agent_credential(cluster) {
+                tracing::info!(cluster = %cluster, "credential Secret deleted; the agent credential is revoked");
+            }
+        }
+    }
+}
+
+/// Deletes the credential Secret of `cluster` (absent is fine).
+async fn delete_credential(state: &ApiState, cluster: &str) -> Result<(), StoreError> {
+    match state
+        .store
+        .delete(
+            &secrets(),
+            Some(CLUSTER_NAMESPACE),
+            &secret_name(cluster),
+            &DeleteOptions::default(),
+        )
+        .await
+    {
+        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The refusal of a registration of an existing cluster, saying what an admin can do.
+fn exists(name: &str) -> ApiError {
+    conflict(
+        name,
+        format!(
+            "cluster {name:?} already exists (registered by an agent or created by an admin); \
+             the join token only registers new clusters. To let an agent register it (this \
+             revokes the credential of the agent that runs it now), an admin annotates it \
+             once: kubectl annotate cluster {name} {ALLOW_REREGISTRATION_ANNOTATION}=true"
+        ),
+    )
+}
+
+fn conflict(name: &str, message: String) -> ApiError {
+    ApiError::Conflict {
+        message,
+        name: name.to_string(),
+        group: "cluster.karmada.io".into(),
+        kind: "clusters".into(),
+    }
 }
 
 fn invalid(field: &str, message: String) -> ApiError {
@@ -117,6 +219,7 @@ async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value
     }
     let name = reg.cluster_name.clone();
     let clusters = well_known::clusters();
+    let store_err = |e| ApiError::from_store(e, "cluster.karmada.io", "clusters");
     match state.store.get(&clusters, None, &name).await {
         Err(StoreError::NotFound { .. }) => {
             let mut cluster = json!({
@@ -128,43 +231,84 @@ async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value
             set_location(&mut cluster, &reg);
             admission::admit(state, &clusters, &mut cluster, None)?;
             match state.store.create(&clusters, cluster).await {
-                Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(ApiError::from_store(e, "cluster.karmada.io", "clusters")),
+                Ok(_) => {}
+                Err(StoreError::AlreadyExists { .. }) => return Err(exists(&name)),
+                Err(e) => return Err(store_err(e)),
             }
         }
         Ok(existing) => {
-            if existing.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Push") {
-                return Err(ApiError::Conflict {
-                    message: format!(
-                        "cluster {name:?} is a Push member; a pull agent cannot register it"
-                    ),
-                    name,
-                    group: "cluster.karmada.io".into(),
-                    kind: "clusters".into(),
-                });
-            }
-            let mut updated = existing.clone();
-            for (k, v) in &reg.labels {
-                updated["metadata"]["labels"][k] = json!(v);
-            }
-            set_location(&mut updated, &reg);
-            if updated != existing {
-                admission::admit(state, &clusters, &mut updated, Some(&existing))?;
-                state
-                    .store
-                    .update(&clusters, updated)
-                    .await
-                    .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?;
-            }
+            let mut updated = reregistration(&existing, &name, &reg)?;
+            admission::admit(state, &clusters, &mut updated, Some(&existing))?;
+            // The stored resourceVersion makes this a compare-and-swap: of two registrations
+            // racing for one annotation, one gets the 409.
+            state
+                .store
+                .update(&clusters, updated)
+                .await
+                .map_err(store_err)?;
+            tracing::info!(cluster = %name, "re-registration allowed by annotation; the former credential is revoked");
         }
-        Err(e) => return Err(ApiError::from_store(e, "cluster.karmada.io", "clusters")),
+        Err(e) => return Err(store_err(e)),
     }
     let token = generate_token();
     let hash = token_hash(&token);
     store_credential(state, &name, &hash).await?;
     state.auth.set_agent_credential(&name, &hash);
+    // A deletion of the Cluster that ran in between revoked nothing; undo ours.
+    if !cluster_is_live(state, &name).await.map_err(store_err)? {
+        state.auth.revoke_agent_credential(&name);
+        if let Err(e) = delete_credential(state, &name).await {
+            tracing::warn!(cluster = %name, error = %e, "deleting the credential of a cluster deleted during its registration failed");
+        }
+        return Err(conflict(
+            &name,
+            format!("cluster {name:?} was deleted while it registered"),
+        ));
+    }
     tracing::info!(cluster = %name, "member registered");
     Ok(json!({"clusterName": name, "token": token}))
+}
+
+/// The Cluster a registration of the existing `cluster` leads to (labels and location from
+/// the registration, the allowing annotation consumed), or why it is refused: the join token
+/// may take over an existing Cluster only when an admin allowed it.
+pub fn reregistration(cluster: &Value, name: &str, reg: &Registration) -> ApiResult<Value> {
+    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
+        return Err(conflict(
+            name,
+            format!("cluster {name:?} is being deleted; register it once it is gone"),
+        ));
+    }
+    if cluster.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Push") {
+        return Err(conflict(
+            name,
+            format!("cluster {name:?} is a Push member; a pull agent cannot register it"),
+        ));
+    }
+    let pointer = format!(
+        "/metadata/annotations/{}",
+        ALLOW_REREGISTRATION_ANNOTATION.replace('/', "~1")
+    );
+    if cluster.pointer(&pointer).and_then(Value::as_str) != Some("true") {
+        return Err(exists(name));
+    }
+    let mut updated = cluster.clone();
+    if let Some(annotations) = updated
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(ALLOW_REREGISTRATION_ANNOTATION);
+        if annotations.is_empty() {
+            if let Some(meta) = updated["metadata"].as_object_mut() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    for (k, v) in &reg.labels {
+        updated["metadata"]["labels"][k] = json!(v);
+    }
+    set_location(&mut updated, reg);
+    Ok(updated)
 }
 
 fn set_location(cluster: &mut Value, reg: &Registration) {
@@ -205,5 +349,75 @@ async fn store_credential(state: &ApiState, cluster: &str, hash: &str) -> ApiRes
                 .map_err(map)
         }
         Err(e) => Err(map(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_allowed_pull_cluster_is_registered_again() {
+        let reg = Registration {
+            cluster_name: "m1".into(),
+            region: "eu".into(),
+            labels: BTreeMap::from([("tier".to_string(), "gold".to_string())]),
+            ..Registration::default()
+        };
+        let cluster = |extra: Value| {
+            let mut c = json!({"metadata": {"name": "m1", "labels": {"keep": "me"}},
+                               "spec": {"syncMode": "Pull"}});
+            json_patch::merge(&mut c, &extra);
+            c
+        };
+        let allow = json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}});
+        let table = [
+            ("not allowed", json!({}), false),
+            (
+                "allowed with another word",
+                json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "yes"}}}),
+                false,
+            ),
+            ("allowed", allow.clone(), true),
+            (
+                "allowed but Push",
+                json!({"spec": {"syncMode": "Push"},
+                       "metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+                false,
+            ),
+            (
+                "allowed but being deleted",
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                                    "annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+                false,
+            ),
+        ];
+        for (what, extra, want) in table {
+            let got = reregistration(&cluster(extra), "m1", &reg);
+            assert_eq!(got.is_ok(), want, "{what}: {got:?}");
+            if let Err(e) = got {
+                assert!(matches!(e, ApiError::Conflict { .. }), "{what}: {e:?}");
+            }
+        }
+        // The annotation is consumed, the others stay; labels and location come from the
+        // registration.
+        let mut extra = allow;
+        extra["metadata"]["annotations"]["other"] = json!("x");
+        let updated = reregistration(&cluster(extra), "m1", &reg).unwrap();
+        assert_eq!(updated["metadata"]["annotations"], json!({"other": "x"}));
+        assert_eq!(
+            updated["metadata"]["labels"],
+            json!({"keep": "me", "tier": "gold"})
+        );
+        assert_eq!(updated["spec"]["region"], "eu");
+        let bare = reregistration(
+            &cluster(
+                json!({"metadata": {"annotations": {ALLOW_REREGISTRATION_ANNOTATION: "true"}}}),
+            ),
+            "m1",
+            &reg,
+        )
+        .unwrap();
+        assert!(bare["metadata"].get("annotations").is_none(), "{bare}");
     }
 }

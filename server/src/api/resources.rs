@@ -4,6 +4,8 @@
 //! and OpenAPI documents served under the same prefixes.
 
 use super::admission;
+use super::auth::Principal;
+use super::authz::{self, Place, Write};
 use super::body::{self, negotiate, respond, Encoding};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
@@ -18,7 +20,7 @@ use super::watch;
 use super::ApiState;
 use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use flotilla_api::kinds::ResourceType;
@@ -96,6 +98,7 @@ fn split_request(uri: &Uri, prefix: &str) -> ApiResult<(String, Vec<String>, Par
 #[allow(clippy::too_many_arguments)]
 async fn serve_group_version(
     state: &ApiState,
+    who: Option<&Principal>,
     group: &str,
     version: &str,
     tail: &[String],
@@ -114,8 +117,10 @@ async fn serve_group_version(
         // `configmaps/` is no collection path: an empty name addresses nothing.
         return Err(ApiError::no_route(path));
     }
+    // The auth middleware records who calls; without it nobody may write.
+    let who = who.ok_or(ApiError::Unauthorized)?;
     match resolve(&state.registry, group, version, tail)? {
-        Some(target) => serve(state, method, target, params, headers, body).await,
+        Some(target) => serve(state, who, method, target, params, headers, body).await,
         None => Err(ApiError::no_route(path)),
     }
 }
@@ -123,18 +128,22 @@ async fn serve_group_version(
 /// Everything under `/api/`.
 pub async fn dispatch_core(
     State(state): State<ApiState>,
+    who: Option<Extension<Principal>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let who = who.as_ref().map(|Extension(p)| p);
     let result = async {
         let (path, segs, params) = split_request(&uri, "/api/")?;
         match segs.as_slice() {
             [] => Ok(dispatch_core_root().await),
             [v, tail @ ..] if v == "v1" => {
-                serve_group_version(&state, "", "v1", tail, &path, method, params, headers, body)
-                    .await
+                serve_group_version(
+                    &state, who, "", "v1", tail, &path, method, params, headers, body,
+                )
+                .await
             }
             _ => Err(ApiError::no_route(&path)),
         }
@@ -145,11 +154,13 @@ pub async fn dispatch_core(
 /// Everything under `/apis/`.
 pub async fn dispatch_apis(
     State(state): State<ApiState>,
+    who: Option<Extension<Principal>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let who = who.as_ref().map(|Extension(p)| p);
     let result = async {
         let (path, segs, params) = split_request(&uri, "/apis/")?;
         match segs.as_slice() {
@@ -162,7 +173,7 @@ pub async fn dispatch_apis(
                 .ok_or_else(|| ApiError::no_route(&path)),
             [group, version, tail @ ..] => {
                 serve_group_version(
-                    &state, group, version, tail, &path, method, params, headers, body,
+                    &state, who, group, version, tail, &path, method, params, headers, body,
                 )
                 .await
             }
@@ -219,8 +230,10 @@ fn resolve(
     }))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &ApiState,
+    who: &Principal,
     method: Method,
     target: Target,
     params: Params,
@@ -247,7 +260,10 @@ async fn serve(
         && target.name.is_some()
     {
         let encoding = negotiate(&headers)?;
-        return serve_scale(state, &method, &target, &params, &headers, body, encoding).await;
+        return serve_scale(
+            state, who, &method, &target, &params, &headers, body, encoding,
+        )
+        .await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -265,11 +281,13 @@ async fn serve(
             (&Method::GET, true) => get(state, &target, &headers, encoding).await,
             (&Method::GET, false) => list(state, &target, &params, &headers, encoding).await,
             (&Method::POST, false) => {
-                create(state, &target, &params, &headers, body, encoding).await
+                create(state, who, &target, &params, &headers, body, encoding).await
             }
-            (&Method::PUT, true) => update(state, &target, &params, &headers, body, encoding).await,
+            (&Method::PUT, true) => {
+                update(state, who, &target, &params, &headers, body, encoding).await
+            }
             (&Method::PATCH, true) => {
-                patch(state, &target, &params, &headers, body, encoding).await
+                patch(state, who, &target, &params, &headers, body, encoding).await
             }
             (&Method::DELETE, true) => {
                 delete(state, &target, &params, &headers, body, encoding).await
@@ -501,8 +519,18 @@ fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> Api
     Ok(())
 }
 
+/// Where a write to `target` goes, for [`authz::check_write`].
+fn place(target: &Target) -> Place<'_> {
+    Place {
+        rt: &target.rt,
+        namespace: target.namespace.as_deref(),
+        subresource: target.subresource.as_deref(),
+    }
+}
+
 async fn create(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -511,6 +539,7 @@ async fn create(
 ) -> ApiResult<Response> {
     let mut obj = read_object(state, headers, body).await?;
     check_identity(target, &mut obj, false)?;
+    authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
     Ok(respond(StatusCode::CREATED, &created, encoding))
 }
@@ -556,6 +585,7 @@ fn rt_with_kind(target: &Target, obj: &Value) -> ResourceType {
 
 async fn update(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -572,6 +602,14 @@ async fn update(
         .get(&rt, target.namespace.as_deref(), name)
         .await
         .map_err(|e| target.store_err(e))?;
+    authz::check_write(
+        who,
+        place(target),
+        Write::Update {
+            old: &old,
+            new: &obj,
+        },
+    )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
     Ok(respond(StatusCode::OK, &updated, encoding))
 }
@@ -605,8 +643,10 @@ async fn write_update(
 
 /// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
 /// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
+#[allow(clippy::too_many_arguments)]
 async fn serve_scale(
     state: &ApiState,
+    who: &Principal,
     method: &Method,
     target: &Target,
     params: &Params,
@@ -679,6 +719,11 @@ async fn serve_scale(
             .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
         let updated = scale::apply_scale(&live, &wanted, replicas);
         let rt = rt_with_kind(&object, &updated);
+        let write = Write::Update {
+            old: &live,
+            new: &updated,
+        };
+        authz::check_write(who, place(target), write)?;
         match write_update(state, &object, &rt, params, updated, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
@@ -695,6 +740,7 @@ async fn serve_scale(
 
 async fn patch(
     state: &ApiState,
+    who: &Principal,
     target: &Target,
     params: &Params,
     headers: &HeaderMap,
@@ -729,6 +775,7 @@ async fn patch(
         {
             Ok(live) => live,
             Err(StoreError::NotFound { .. }) if kind == PatchType::Apply => {
+                authz::check_write(who, place(target), Write::CreateByApply)?;
                 let mut obj = patch_body.clone();
                 if !obj.is_object() {
                     return Err(ApiError::BadRequest(
@@ -770,6 +817,14 @@ async fn patch(
         let rt = rt_with_kind(target, &patched);
         // Strict validation holds for every patch type: what the patch left is checked.
         admission::check_strict(params, &rt, &patched)?;
+        authz::check_write(
+            who,
+            place(target),
+            Write::Update {
+                old: &live,
+                new: &patched,
+            },
+        )?;
         match write_update(state, target, &rt, params, patched, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
@@ -820,6 +875,8 @@ async fn delete(
         .delete(&target.rt, target.namespace.as_deref(), name, &opts)
         .await
         .map_err(|e| target.store_err(e))?;
+    super::registration::revoke_on_delete(state, &target.rt, target.namespace.as_deref(), name)
+        .await;
     // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
     let obj = match outcome {
         Deleted::Gone(obj) => {
@@ -893,11 +950,14 @@ async fn delete_collection(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        match state
+        let outcome = state
             .store
             .delete(&target.rt, ns.as_deref(), &name, &delete_opts)
-            .await
-        {
+            .await;
+        if outcome.is_ok() {
+            super::registration::revoke_on_delete(state, &target.rt, ns.as_deref(), &name).await;
+        }
+        match outcome {
             Ok(Deleted::Gone(o)) => {
                 admission::after_delete(state, &target.rt, &name);
                 deleted.push(o)
