@@ -71,6 +71,10 @@ struct Flags {
     /// Watch events kept for resuming watches (older resourceVersions answer 410).
     #[arg(long, default_value_t = 10_000)]
     event_log_capacity: usize,
+    /// Bytes of event JSON kept for resuming watches: every event holds a whole object, so
+    /// large objects shorten the log below --event-log-capacity.
+    #[arg(long, default_value_t = flotilla_server::store::DEFAULT_EVENT_LOG_MAX_BYTES)]
+    event_log_max_bytes: usize,
     /// The store's group commit rounds start at least this many microseconds apart: writes
     /// arriving meanwhile share the round's transaction and sync (an idle store writes a lone
     /// write at once).
@@ -184,6 +188,7 @@ async fn main() -> anyhow::Result<()> {
         _ => Tls::SelfSigned,
     };
     config.event_log_capacity = flags.event_log_capacity;
+    config.event_log_max_bytes = flags.event_log_max_bytes;
     config.min_flush_interval = Duration::from_micros(flags.store_min_flush_interval_us);
     config.limits.max_body_bytes = flags.max_request_bytes;
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
