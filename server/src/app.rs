@@ -10,10 +10,10 @@ use crate::controllers::cluster_taints::{ClusterTaintController, TaintConfig};
 use crate::controllers::{self, ControllerConfig, ControllerHandle, ControllerMetrics, Source};
 use crate::events::EventRecorder;
 use crate::probes::HttpMemberClient;
-use crate::transport::LimitAcceptor;
 use crate::store::{
     KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
 };
+use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::kinds::well_known;
 use std::net::SocketAddr;

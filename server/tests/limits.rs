@@ -86,7 +86,10 @@ async fn made_up_paths_share_one_metrics_label() {
         .filter(|l| l.contains("resource=\"unmatched\""))
         .collect();
     // One series per verb and code, however many paths were made up.
-    assert!(!unmatched.is_empty() && unmatched.len() <= 6, "{unmatched:#?}");
+    assert!(
+        !unmatched.is_empty() && unmatched.len() <= 6,
+        "{unmatched:#?}"
+    );
     let total: f64 = unmatched
         .iter()
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
@@ -281,8 +284,7 @@ async fn a_body_that_stalls_answers_408_after_the_body_read_timeout() {
 
 #[tokio::test]
 async fn headers_that_stall_close_the_connection_after_the_header_read_timeout() {
-    let (server, _dir) =
-        serve(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let (server, _dir) = serve(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
     let mut s = TcpStream::connect(server.addr).await.unwrap();
     s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
         .await
@@ -324,7 +326,11 @@ async fn connections_past_the_limit_are_closed_at_accept() {
     let read = tokio::time::timeout(Duration::from_secs(10), third.read_to_end(&mut out))
         .await
         .expect("the third connection was not closed within 10 s");
-    assert!(read.is_err() || out.is_empty(), "{:?}", String::from_utf8_lossy(&out));
+    assert!(
+        read.is_err() || out.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
     drop(held);
     server.shutdown().await.unwrap();
 }

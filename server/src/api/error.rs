@@ -87,10 +87,7 @@ pub enum ApiError {
     /// Any other status, for answers made outside the handlers (routing, extractors, the
     /// HTTP layer) that reach the Status middleware with no Status body.
     #[error("{message}")]
-    Other {
-        code: StatusCode,
-        message: String,
-    },
+    Other { code: StatusCode, message: String },
     /// 503: not ready yet or shutting down.
     #[error("{0}")]
     Unavailable(String),

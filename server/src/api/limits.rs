@@ -48,7 +48,11 @@ pub fn declared_length(headers: &HeaderMap, limit: usize) -> Declared {
     let Some(value) = headers.get(header::CONTENT_LENGTH) else {
         return Declared::Acceptable;
     };
-    match value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+    match value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
         Some(n) if n > u64::try_from(limit).unwrap_or(u64::MAX) => Declared::TooLarge(n),
         Some(_) => Declared::Acceptable,
         None => Declared::Malformed,
@@ -131,8 +135,7 @@ pub async fn status_bodies(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let response = next.run(req).await;
     let status = response.status();
-    if !(status.is_client_error() || status.is_server_error()) || is_encoded(response.headers())
-    {
+    if !(status.is_client_error() || status.is_server_error()) || is_encoded(response.headers()) {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -141,8 +144,8 @@ pub async fn status_bodies(req: Request, next: Next) -> Response {
         .ok()
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default();
-    let mut answer = ApiError::with_code(status, message_for(status, &method, &path, &text))
-        .into_response();
+    let mut answer =
+        ApiError::with_code(status, message_for(status, &method, &path, &text)).into_response();
     for name in [header::ALLOW, header::RETRY_AFTER, header::WWW_AUTHENTICATE] {
         if let Some(v) = parts.headers.get(&name) {
             answer.headers_mut().insert(name, v.clone());

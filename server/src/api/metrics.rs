@@ -223,10 +223,25 @@ mod tests {
             ),
             ("GET", "/api/v1/namespaces", "", ("list", "namespaces")),
             ("GET", "/healthz", "", ("get", "other")),
-            ("GET", "/apis/apps/v1/namespaces/d/made-up", "", ("list", "unmatched")),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/made-up",
+                "",
+                ("list", "unmatched"),
+            ),
             ("GET", "/api/v1/x1", "", ("list", "unmatched")),
-            ("GET", "/apis/no.such.group/v1/things/a", "", ("get", "unmatched")),
-            ("GET", "/apis/apps/v2/deployments", "", ("list", "unmatched")),
+            (
+                "GET",
+                "/apis/no.such.group/v1/things/a",
+                "",
+                ("get", "unmatched"),
+            ),
+            (
+                "GET",
+                "/apis/apps/v2/deployments",
+                "",
+                ("list", "unmatched"),
+            ),
             (
                 "GET",
                 "/apis/apps/v1/namespaces/d/deployments/x/made-up",

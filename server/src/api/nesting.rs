@@ -100,7 +100,12 @@ pub fn check(bytes: &[u8], limit: usize) -> Result<(), TooDeep> {
 fn position(bytes: &[u8], at: usize) -> (usize, usize) {
     let before = &bytes[..at];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let column = at - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
+    let column = at
+        - before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
     (line, column)
 }
 
@@ -112,7 +117,10 @@ fn line_end(bytes: &[u8], mut i: usize) -> usize {
 }
 
 fn line_start(bytes: &[u8], i: usize) -> usize {
-    bytes[..i].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+    bytes[..i]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1)
 }
 
 /// After the closing `'` (a doubled `''` is a quote inside).
@@ -164,8 +172,7 @@ fn plain_end(bytes: &[u8], mut i: usize, flow: bool) -> usize {
     loop {
         while i < n && !is_blankz(bytes, i) {
             let b = bytes[i];
-            if b == b':' && (is_blankz(bytes, i + 1) || (flow && is_flow_indicator(bytes[i + 1])))
-            {
+            if b == b':' && (is_blankz(bytes, i + 1) || (flow && is_flow_indicator(bytes[i + 1]))) {
                 return i;
             }
             if flow && is_flow_indicator(b) {
@@ -248,10 +255,12 @@ fn block_scalar_end(bytes: &[u8], i: usize) -> Option<usize> {
             k += 1;
         }
         let spaces = k - next;
-        let empty = k >= bytes.len() || is_break(bytes[k]) || bytes[k] == b'\t' && {
-            let e = line_end(bytes, k);
-            bytes[k..e].iter().all(|&b| is_blank(b) || b == b'\r')
-        };
+        let empty = k >= bytes.len()
+            || is_break(bytes[k])
+            || bytes[k] == b'\t' && {
+                let e = line_end(bytes, k);
+                bytes[k..e].iter().all(|&b| is_blank(b) || b == b'\r')
+            };
         if !empty {
             let needed = *indent.get_or_insert(spaces.max(min_indent));
             if spaces < needed {

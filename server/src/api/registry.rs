@@ -347,9 +347,24 @@ mod tests {
             })
         };
         let table = [
-            ("apps", "deployments", "Deployment", Some("spec.names.plural")),
-            ("apps", "mydeployments", "Deployment", Some("spec.names.kind")),
-            ("cluster.karmada.io", "clusters", "Cluster", Some("spec.names.plural")),
+            (
+                "apps",
+                "deployments",
+                "Deployment",
+                Some("spec.names.plural"),
+            ),
+            (
+                "apps",
+                "mydeployments",
+                "Deployment",
+                Some("spec.names.kind"),
+            ),
+            (
+                "cluster.karmada.io",
+                "clusters",
+                "Cluster",
+                Some("spec.names.plural"),
+            ),
             ("example.io", "deployments", "Deployment", None),
             ("apps.example.io", "clusters", "Cluster", None),
         ];
@@ -358,12 +373,18 @@ mod tests {
             match field {
                 Some(field) => {
                     let err = got.unwrap_err();
-                    assert!(err.starts_with(&format!("{field}: ")), "{group}/{plural}: {err}");
+                    assert!(
+                        err.starts_with(&format!("{field}: ")),
+                        "{group}/{plural}: {err}"
+                    );
                 }
                 None => assert!(got.is_ok(), "{group}/{plural}: {got:?}"),
             }
             let reg = Registry::new();
-            assert_eq!(reg.register_crd(&crd(group, plural, kind)).is_ok(), field.is_none());
+            assert_eq!(
+                reg.register_crd(&crd(group, plural, kind)).is_ok(),
+                field.is_none()
+            );
         }
     }
 }

@@ -441,7 +441,10 @@ mod tests {
         ];
         for ((events, bytes), sizes, want) in table {
             let got = capacity(*events, *bytes).excess(sizes.iter().copied());
-            assert_eq!(got, *want, "{events} events, {bytes} bytes, sizes {sizes:?}");
+            assert_eq!(
+                got, *want,
+                "{events} events, {bytes} bytes, sizes {sizes:?}"
+            );
         }
         let big = |rv: u64| LoggedEvent {
             size: 3 << 20,
