@@ -88,9 +88,10 @@ pub fn check(bytes: &[u8], limit: usize) -> Result<(), TooDeep> {
             b'!' => i = tag_end(bytes, i + 1),
             b'|' | b'>' if !flow => match block_scalar_end(bytes, i) {
                 Some(end) => i = end,
-                None => i = plain_end(bytes, i, flow),
+                None => i = block_plain_end(bytes, i),
             },
-            _ => i = plain_end(bytes, i, flow),
+            _ if flow => i = plain_end(bytes, i, true),
+            _ => i = block_plain_end(bytes, i),
         }
     }
     Ok(())
@@ -198,6 +199,66 @@ fn document_marker(bytes: &[u8], i: usize) -> bool {
     (bytes[i..].starts_with(b"---") || bytes[i..].starts_with(b"...")) && is_blankz(bytes, i + 3)
 }
 
+/// The indentation of the block collection a scalar starting at `i` belongs to: the column of
+/// the key on its line, or of the `-` / `?` right before it; none at the top level.
+fn parent_indent(bytes: &[u8], i: usize) -> Option<usize> {
+    let start = line_start(bytes, i);
+    let mut col = start;
+    while col < i && is_blank(bytes[col]) {
+        col += 1;
+    }
+    let mut parent: Option<usize> = None;
+    while col < i && matches!(bytes[col], b'-' | b'?') && is_blankz(bytes, col + 1) {
+        parent = Some(col - start);
+        col += 1;
+        while col < i && is_blank(bytes[col]) {
+            col += 1;
+        }
+    }
+    if col < i {
+        parent = Some(col - start);
+    }
+    parent
+}
+
+/// Outside flow collections, where the plain scalar starting at `i` ends: like libyaml's, it
+/// goes on over line breaks onto lines indented deeper than its collection (so a quote at
+/// the start of such a line is text, not a quoted scalar).
+fn block_plain_end(bytes: &[u8], i: usize) -> usize {
+    let mut end = plain_end(bytes, i, false);
+    if end >= bytes.len() || !is_break(bytes[end]) {
+        return end;
+    }
+    let parent = parent_indent(bytes, i);
+    loop {
+        // `end` is at the line break that ends the scalar so far.
+        let next = line_end(bytes, end) + 1;
+        let mut k = next;
+        while k < bytes.len() && is_blank(bytes[k]) {
+            k += 1;
+        }
+        if k >= bytes.len() {
+            return bytes.len();
+        }
+        if is_break(bytes[k]) {
+            // An empty line: part of the scalar if a continuation follows.
+            end = k;
+            continue;
+        }
+        let indent = k - next;
+        let continues = parent.is_none_or(|p| indent > p)
+            && bytes[k] != b'#'
+            && !(indent == 0 && document_marker(bytes, k));
+        if !continues {
+            return next;
+        }
+        end = plain_end(bytes, k, false);
+        if end >= bytes.len() || !is_break(bytes[end]) {
+            return end;
+        }
+    }
+}
+
 /// If a block scalar header (`|` or `>`, optional indentation and chomping indicators, an
 /// optional comment) starts at `i`, the offset after its content; its content lines are text.
 fn block_scalar_end(bytes: &[u8], i: usize) -> Option<usize> {
@@ -222,28 +283,7 @@ fn block_scalar_end(bytes: &[u8], i: usize) -> Option<usize> {
         Some(b) if is_break(*b) => {}
         Some(_) => return None,
     }
-    // The indentation of the collection the scalar is a value of: the column of its key, or
-    // of the `-` / `?` right before the header; none at the top level.
-    let start = line_start(bytes, i);
-    let mut col = start;
-    while col < i && is_blank(bytes[col]) {
-        col += 1;
-    }
-    let mut parent: Option<usize> = None;
-    loop {
-        if col < i && matches!(bytes[col], b'-' | b'?') && is_blankz(bytes, col + 1) {
-            parent = Some(col - start);
-            col += 1;
-            while col < i && is_blank(bytes[col]) {
-                col += 1;
-            }
-        } else {
-            break;
-        }
-    }
-    if col < i {
-        parent = Some(col - start);
-    }
+    let parent = parent_indent(bytes, i);
     let min_indent = parent.map_or(0, |p| p + 1).max(1);
     let mut indent = explicit.map(|d| parent.map_or(d, |p| p + d));
     // Content: empty lines, and lines indented at least as far as the first non-empty one.
@@ -304,6 +344,11 @@ mod tests {
             ("[!a, [[1]]]", 2, false),
             ("[&a, [[1]]]", 2, false),
             ("[*a, [[1]]]", 2, false),
+            // A quote that starts a continuation line of a plain scalar is text.
+            ("a: x\n 'y\nb: [[[1]]]\n", 2, false),
+            ("- x\n\n  \"y\nb: [[[1]]]\n", 2, false),
+            ("x\n'y\n[[[1]]]\n", 2, true),
+            ("a: x\n'y'\nb: [[[1]]]\n", 2, false),
         ];
         for (doc, limit, want) in table {
             assert_eq!(depth_ok(doc, *limit), *want, "{doc:?} with limit {limit}");
