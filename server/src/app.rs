@@ -1,7 +1,8 @@
 //! Starting and stopping the control plane: data directory, admin token and kubeconfig, the
 //! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with
-//! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests finish, the store is flushed). Tests start it on port
-//! 0 through [`start`] and stop it through the returned [`ServerHandle`].
+//! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
+//! finish, the store is flushed). Tests start it on port 0 through [`start`] and stop it
+//! through the returned [`ServerHandle`].
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};

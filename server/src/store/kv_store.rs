@@ -368,7 +368,11 @@ impl<E: Engine> KvStore<E> {
                 rv = last.resource_version;
             }
         }
-        let excess = capacity.excess(events.iter().map(|e| e.size));
+        let excess = capacity.excess(
+            events.len(),
+            events.iter().map(|e| e.size).sum(),
+            events.iter().map(|e| e.size),
+        );
         if excess > 0 {
             let mut batch = WriteBatch::new();
             for e in events.drain(..excess) {

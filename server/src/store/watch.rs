@@ -130,17 +130,21 @@ pub(crate) struct Capacity {
 }
 
 impl Capacity {
-    /// How many of the oldest of `sizes` (oldest first) to drop so the rest fit.
-    pub(crate) fn excess(&self, sizes: impl Iterator<Item = usize> + Clone) -> usize {
-        let mut count = sizes.clone().count();
-        let mut bytes: usize = sizes.clone().sum();
+    /// How many of the oldest of `count` events of `bytes` in all to drop so the rest fit;
+    /// `sizes` are their sizes, oldest first (read only as far as the drop goes).
+    pub(crate) fn excess(
+        &self,
+        mut count: usize,
+        mut bytes: usize,
+        sizes: impl Iterator<Item = usize>,
+    ) -> usize {
         let mut drop = 0;
         for size in sizes {
             if count <= 1 || (count <= self.events.max(1) && bytes <= self.bytes) {
                 break;
             }
             count -= 1;
-            bytes -= size;
+            bytes = bytes.saturating_sub(size);
             drop += 1;
         }
         drop
@@ -217,7 +221,11 @@ impl EventLog {
             .iter()
             .map(|e| (e.resource_version, e.size))
             .chain(adding.iter().copied());
-        let excess = self.capacity.excess(all.clone().map(|(_, size)| size));
+        let count = ring.events.len() + adding.len();
+        let bytes = ring.bytes + adding.iter().map(|(_, size)| size).sum::<usize>();
+        let excess = self
+            .capacity
+            .excess(count, bytes, all.clone().map(|(_, size)| size));
         all.take(excess).map(|(rv, _)| rv).collect()
     }
 
@@ -440,7 +448,11 @@ mod tests {
             ((0, 100), &[5, 5], 1),
         ];
         for ((events, bytes), sizes, want) in table {
-            let got = capacity(*events, *bytes).excess(sizes.iter().copied());
+            let got = capacity(*events, *bytes).excess(
+                sizes.len(),
+                sizes.iter().sum(),
+                sizes.iter().copied(),
+            );
             assert_eq!(
                 got, *want,
                 "{events} events, {bytes} bytes, sizes {sizes:?}"
