@@ -1,7 +1,8 @@
 //! Starting and stopping the control plane: data directory, admin token and kubeconfig, the
-//! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS), and
-//! graceful shutdown (in-flight requests finish, the store is flushed). Tests start it on port
-//! 0 through [`start`] and stop it through the returned [`ServerHandle`].
+//! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with
+//! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
+//! finish, the store is flushed). Tests start it on port 0 through [`start`] and stop it
+//! through the returned [`ServerHandle`].
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
@@ -13,6 +14,7 @@ use crate::probes::HttpMemberClient;
 use crate::store::{
     KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
 };
+use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::kinds::well_known;
 use std::net::SocketAddr;
@@ -71,6 +73,8 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// How many watch events the store keeps for resuming watches.
     pub event_log_capacity: usize,
+    /// Bytes of event JSON the store keeps for resuming watches (beside the count).
+    pub event_log_max_bytes: usize,
     /// The store's group commit rounds start at least this far apart.
     pub min_flush_interval: Duration,
     /// Controller settings; `None` runs the API alone.
@@ -132,6 +136,7 @@ impl ServerConfig {
             defaulting: DefaultingConfig::default(),
             limits: Limits::default(),
             event_log_capacity: 10_000,
+            event_log_max_bytes: crate::store::DEFAULT_EVENT_LOG_MAX_BYTES,
             min_flush_interval: DEFAULT_MIN_FLUSH_INTERVAL,
             controllers: Some(ControllerSettings::default()),
         }
@@ -303,6 +308,7 @@ pub async fn open_store(
     let store_config = StoreConfig {
         clock,
         event_log_capacity: config.event_log_capacity,
+        event_log_max_bytes: config.event_log_max_bytes,
         min_flush_interval: config.min_flush_interval,
         ..StoreConfig::default()
     };
@@ -587,6 +593,18 @@ fn start_propagation(
     Ok(handles)
 }
 
+/// HTTP settings of every connection: a client has `header_read_timeout` to send each
+/// request head (an idle keep-alive connection is closed after it too).
+fn configure_http(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    limits: &Limits,
+) {
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+}
+
 /// Starts the server.
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
@@ -650,21 +668,28 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         Tls::SelfSigned => Some(ensure_self_signed(&config.data_dir, config.listen)?),
         Tls::Files { cert, key } => Some((cert.clone(), key.clone())),
     };
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        let _ = rx.await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+    });
+    let listen_err = |source| StartError::Listen {
+        addr: config.listen,
+        source,
+    };
+    let limits = &config.limits;
     let (scheme, task, ca_pem) = match tls_files {
         None => {
-            let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| {
-                StartError::Listen {
-                    addr: config.listen,
-                    source,
-                }
-            })?;
-            let task = tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.await;
-                    })
-                    .await
-            });
+            let mut server = axum_server::from_tcp(listener)
+                .map_err(listen_err)?
+                .acceptor(LimitAcceptor::new(
+                    axum_server::accept::DefaultAcceptor,
+                    limits.max_connections,
+                ))
+                .handle(handle);
+            configure_http(server.http_builder(), limits);
+            let task = tokio::spawn(async move { server.serve(app.into_make_service()).await });
             ("http", task, None)
         }
         Some((cert, key)) => {
@@ -673,18 +698,13 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
                 .await
                 .map_err(StartError::Tls)?;
             let ca_pem = std::fs::read_to_string(&cert).map_err(StartError::Tls)?;
-            let handle = axum_server::Handle::new();
-            let stopper = handle.clone();
-            tokio::spawn(async move {
-                let _ = rx.await;
-                stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
-            });
-            let server = axum_server::from_tcp_rustls(listener, tls)
-                .map_err(|source| StartError::Listen {
-                    addr: config.listen,
-                    source,
-                })?
+            let tls_acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
+                .handshake_timeout(limits.header_read_timeout);
+            let mut server = axum_server::from_tcp(listener)
+                .map_err(listen_err)?
+                .acceptor(LimitAcceptor::new(tls_acceptor, limits.max_connections))
                 .handle(handle);
+            configure_http(server.http_builder(), limits);
             let task = tokio::spawn(async move { server.serve(app.into_make_service()).await });
             ("https", task, Some(ca_pem))
         }

@@ -10,3 +10,4 @@ pub mod interpreter;
 pub mod probes;
 pub mod scheduler;
 pub mod store;
+pub mod transport;

@@ -58,9 +58,23 @@ struct Flags {
     /// Deadline of a non-watch request, in seconds.
     #[arg(long, default_value_t = 60)]
     request_timeout_seconds: u64,
+    /// A client must send a request's headers within this many seconds of starting it (or of
+    /// opening the connection); slower connections are closed.
+    #[arg(long, default_value_t = 10)]
+    header_read_timeout_seconds: u64,
+    /// A request's body must arrive within this many seconds of the first read of it (408).
+    #[arg(long, default_value_t = 30)]
+    body_read_timeout_seconds: u64,
+    /// Open client connections served at once; connections past it are closed at accept.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
     /// Watch events kept for resuming watches (older resourceVersions answer 410).
     #[arg(long, default_value_t = 10_000)]
     event_log_capacity: usize,
+    /// Bytes of event JSON kept for resuming watches: every event holds a whole object, so
+    /// large objects shorten the log below --event-log-capacity.
+    #[arg(long, default_value_t = flotilla_server::store::DEFAULT_EVENT_LOG_MAX_BYTES)]
+    event_log_max_bytes: usize,
     /// The store's group commit rounds start at least this many microseconds apart: writes
     /// arriving meanwhile share the round's transaction and sync (an idle store writes a lone
     /// write at once).
@@ -179,9 +193,13 @@ async fn main() -> anyhow::Result<()> {
         _ => Tls::SelfSigned,
     };
     config.event_log_capacity = flags.event_log_capacity;
+    config.event_log_max_bytes = flags.event_log_max_bytes;
     config.min_flush_interval = Duration::from_micros(flags.store_min_flush_interval_us);
     config.limits.max_body_bytes = flags.max_request_bytes;
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
+    config.limits.header_read_timeout = Duration::from_secs(flags.header_read_timeout_seconds);
+    config.limits.body_read_timeout = Duration::from_secs(flags.body_read_timeout_seconds);
+    config.limits.max_connections = flags.max_connections;
     config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;
     config.defaulting.unreachable_toleration_seconds = flags.default_unreachable_toleration_seconds;
     config.controllers = if flags.no_controllers {

@@ -1,5 +1,6 @@
-//! Request bodies in and response bodies out: size limit (413), JSON or YAML by Content-Type
-//! (415 otherwise), JSON or YAML by Accept (406 when neither is acceptable).
+//! Request bodies in and response bodies out: size limit (413), read deadline (408), nesting
+//! limit (400, see [`super::nesting`]), JSON or YAML by Content-Type (415 otherwise), JSON or
+//! YAML by Accept (406 when neither is acceptable).
 
 use super::error::ApiError;
 use axum::body::Body;
@@ -29,20 +30,41 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
-/// Reads a whole body, refusing more than `limit` bytes.
+/// Reads a whole body, refusing more than `limit` bytes (413) and a body that stalls past the
+/// server's body read timeout (408, see [`super::limits`]).
 pub async fn read(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::TooLarge(format!(
-            "the request body is larger than the limit of {limit} bytes"
-        ))
-    })
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|e| read_error(&e, limit))
 }
 
-/// Parses a body of the given format into a JSON object.
+fn read_error(err: &axum::Error, limit: usize) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return ApiError::TooLarge(format!(
+                "the request body is larger than the limit of {limit} bytes"
+            ));
+        }
+        if let Some(stalled) = e.downcast_ref::<super::limits::BodyStalled>() {
+            return ApiError::RequestTimeout(stalled.to_string());
+        }
+        source = e.source();
+    }
+    ApiError::BadRequest(format!(
+        "the request body could not be read: {}",
+        super::error::error_chain(err)
+    ))
+}
+
+/// Parses a body of the given format into a JSON object. Bodies nested deeper than
+/// [`super::nesting::MAX_DEPTH`] are refused before decoding, in time linear in their size.
 pub fn parse(bytes: &[u8], format: BodyFormat) -> Result<Value, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::BadRequest("the request body is empty".into()));
     }
+    super::nesting::check(bytes, super::nesting::MAX_DEPTH)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let value: Value = match format {
         BodyFormat::Json => serde_json::from_slice(bytes)
             .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {e}")))?,
@@ -50,6 +72,21 @@ pub fn parse(bytes: &[u8], format: BodyFormat) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::BadRequest(format!("the body is not valid YAML: {e}")))?,
     };
     Ok(value)
+}
+
+/// Bodies at least this large are decoded on a blocking thread by [`parse_off_thread`].
+pub const OFF_THREAD_BYTES: usize = 64 * 1024;
+
+/// [`parse`] for async handlers: a large body is decoded on a blocking thread, so the
+/// request deadline around the handler can fire and other requests keep their worker while
+/// it decodes (a 3 MiB YAML body takes a good fraction of a second).
+pub async fn parse_off_thread(bytes: bytes::Bytes, format: BodyFormat) -> Result<Value, ApiError> {
+    if bytes.len() < OFF_THREAD_BYTES {
+        return parse(&bytes, format);
+    }
+    tokio::task::spawn_blocking(move || parse(&bytes, format))
+        .await
+        .map_err(|e| ApiError::Internal(Box::new(e)))?
 }
 
 /// The body format for a create/update Content-Type (empty means JSON).
@@ -140,6 +177,28 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn parses_large_bodies_off_the_async_thread() {
+        let big = format!("a: \"{}\"\n", "x".repeat(OFF_THREAD_BYTES));
+        let v = parse_off_thread(big.into(), BodyFormat::Yaml)
+            .await
+            .unwrap();
+        assert_eq!(v["a"].as_str().map(str::len), Some(OFF_THREAD_BYTES));
+        let deep = format!(
+            "{}{}",
+            "[".repeat(OFF_THREAD_BYTES),
+            "]".repeat(OFF_THREAD_BYTES)
+        );
+        assert!(matches!(
+            parse_off_thread(deep.into(), BodyFormat::Json).await,
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse_off_thread("{}".into(), BodyFormat::Json).await,
+            Ok(Value::Object(_))
+        ));
+    }
+
     #[test]
     fn parses_json_and_yaml_and_rejects_garbage() {
         assert_eq!(parse(b"{\"a\":1}", BodyFormat::Json).unwrap()["a"], 1);
@@ -152,6 +211,15 @@ mod tests {
             parse(b"  ", BodyFormat::Json),
             Err(ApiError::BadRequest(_))
         ));
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        for format in [BodyFormat::Json, BodyFormat::Yaml] {
+            match parse(deep.as_bytes(), format) {
+                Err(ApiError::BadRequest(m)) => {
+                    assert!(m.contains("nested deeper than 128"), "{m}")
+                }
+                other => panic!("{format:?}: {other:?}"),
+            }
+        }
         assert!(matches!(
             object_format("text/plain"),
             Err(ApiError::UnsupportedMediaType(_))

@@ -78,9 +78,16 @@ pub enum ApiError {
         kind: String,
         causes: Vec<Cause>,
     },
+    /// 408: the client did not send its request in time.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// 504: the request took too long.
     #[error("{0}")]
     Timeout(String),
+    /// Any other status, for answers made outside the handlers (routing, extractors, the
+    /// HTTP layer) that reach the Status middleware with no Status body.
+    #[error("{message}")]
+    Other { code: StatusCode, message: String },
     /// 503: not ready yet or shutting down.
     #[error("{0}")]
     Unavailable(String),
@@ -104,7 +111,9 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Other { code, .. } => *code,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -125,9 +134,18 @@ impl ApiError {
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid { .. } => "Invalid",
-            ApiError::Timeout(_) => "Timeout",
+            ApiError::RequestTimeout(_) | ApiError::Timeout(_) => "Timeout",
+            ApiError::Other { code, .. } => reason_of(*code),
             ApiError::Unavailable(_) => "ServiceUnavailable",
             ApiError::Internal(_) => "InternalError",
+        }
+    }
+
+    /// An error answer with this code, its message saying what went wrong.
+    pub fn with_code(code: StatusCode, message: impl Into<String>) -> Self {
+        ApiError::Other {
+            code,
+            message: message.into(),
         }
     }
 
@@ -172,6 +190,11 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.status().as_u16(),
         });
+        if self.reason().is_empty() {
+            if let Some(map) = status.as_object_mut() {
+                map.remove("reason");
+            }
+        }
         let details = match self {
             ApiError::NotFound {
                 name, group, kind, ..
@@ -250,6 +273,28 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         ApiError::from_store(err, "", "")
+    }
+}
+
+/// The Kubernetes `reason` for a status code (empty when Kubernetes has none).
+pub fn reason_of(code: StatusCode) -> &'static str {
+    match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        408 | 504 => "Timeout",
+        409 => "Conflict",
+        410 => "Expired",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        _ => "",
     }
 }
 

@@ -1,13 +1,16 @@
 //! `/metrics` in Prometheus text format: API request counts and latency by verb, resource and
 //! code, and stored object counts per kind (read from the store at scrape time). Controllers
 //! register their own metrics in the same registry.
+//!
+//! Label values come from a bounded set: a resource label names a served kind (and one of its
+//! subresources); every path that names none shares the value [`UNMATCHED`], so requests for
+//! made-up paths cannot grow the exposition.
 
+use super::registry::Registry;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +18,7 @@ use std::time::Instant;
 #[derive(Clone)]
 pub struct Metrics {
     /// The registry everything is registered in.
-    pub registry: Registry,
+    pub registry: prometheus::Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
     /// Stored objects per kind (storage name).
@@ -35,7 +38,7 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Creates and registers the API metrics.
     pub fn new() -> Result<Arc<Self>, prometheus::Error> {
-        let registry = Registry::new();
+        let registry = prometheus::Registry::new();
         let requests = IntCounterVec::new(
             Opts::new(
                 "flotilla_apiserver_requests_total",
@@ -96,25 +99,43 @@ impl Metrics {
     }
 }
 
-/// The verb and resource of a request, for metric labels.
-pub fn classify(method: &str, path: &str, query: &str) -> (&'static str, String) {
+/// The resource label of requests for paths that name no served kind.
+pub const UNMATCHED: &str = "unmatched";
+
+/// Subresources that get a label of their own.
+const SUBRESOURCES: [&str; 4] = ["status", "scale", "finalize", "explain"];
+
+/// The verb and resource of a request, for metric labels. `served(group, version, plural)`
+/// says whether a kind is served; paths of kinds it does not know are [`UNMATCHED`].
+pub fn classify(
+    method: &str,
+    path: &str,
+    query: &str,
+    served: impl Fn(&str, &str, &str) -> bool,
+) -> (&'static str, String) {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let rest: &[&str] = match segs.as_slice() {
-        ["api", _v, rest @ ..] => rest,
-        ["apis", _g, _v, rest @ ..] => rest,
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return (verb_of(method, true, query), "other".into()),
     };
     let rest = match rest {
         ["namespaces", _ns, tail @ ..] if !tail.is_empty() => tail,
         other => other,
     };
-    let resource = rest.first().copied().unwrap_or("").to_string();
-    let named = rest.len() >= 2;
-    let resource = match rest.get(2) {
-        Some(sub) => format!("{resource}/{sub}"),
-        None => resource,
+    let Some(plural) = rest.first().copied() else {
+        return (verb_of(method, false, query), String::new());
     };
-    (verb_of(method, named, query), resource)
+    let named = rest.len() >= 2;
+    let verb = verb_of(method, named, query);
+    if rest.len() > 3 || !served(group, version, plural) {
+        return (verb, UNMATCHED.into());
+    }
+    match rest.get(2) {
+        Some(sub) if SUBRESOURCES.contains(sub) => (verb, format!("{plural}/{sub}")),
+        Some(_) => (verb, UNMATCHED.into()),
+        None => (verb, plural.to_string()),
+    }
 }
 
 fn verb_of(method: &str, named: bool, query: &str) -> &'static str {
@@ -134,13 +155,24 @@ fn verb_of(method: &str, named: bool, query: &str) -> &'static str {
     }
 }
 
+/// What the request-metrics middleware needs.
+#[derive(Clone, Debug)]
+pub struct RecordState {
+    /// Where requests are counted.
+    pub metrics: Arc<Metrics>,
+    /// Which kinds are served (for the resource label).
+    pub registry: Arc<Registry>,
+}
+
 /// Middleware: counts every request and times non-watch ones.
-pub async fn record(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+pub async fn record(State(state): State<RecordState>, req: Request, next: Next) -> Response {
     let (verb, resource) = classify(
         req.method().as_str(),
         req.uri().path(),
         req.uri().query().unwrap_or(""),
+        |g, v, p| state.registry.serves(g, v, p),
     );
+    let metrics = &state.metrics;
     let start = Instant::now();
     let response = next.run(req).await;
     let code = response.status().as_u16().to_string();
@@ -191,9 +223,42 @@ mod tests {
             ),
             ("GET", "/api/v1/namespaces", "", ("list", "namespaces")),
             ("GET", "/healthz", "", ("get", "other")),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/made-up",
+                "",
+                ("list", "unmatched"),
+            ),
+            ("GET", "/api/v1/x1", "", ("list", "unmatched")),
+            (
+                "GET",
+                "/apis/no.such.group/v1/things/a",
+                "",
+                ("get", "unmatched"),
+            ),
+            (
+                "GET",
+                "/apis/apps/v2/deployments",
+                "",
+                ("list", "unmatched"),
+            ),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/deployments/x/made-up",
+                "",
+                ("get", "unmatched"),
+            ),
+            (
+                "GET",
+                "/apis/apps/v1/namespaces/d/deployments/x/scale/more",
+                "",
+                ("get", "unmatched"),
+            ),
+            ("GET", "/apis/apps/v1", "", ("list", "")),
         ];
+        let reg = Registry::new();
         for (m, p, q, (verb, res)) in table {
-            let got = classify(m, p, q);
+            let got = classify(m, p, q, |g, v, p| reg.serves(g, v, p));
             assert_eq!((got.0, got.1.as_str()), (verb, res), "{m} {p}");
         }
     }

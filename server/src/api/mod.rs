@@ -9,7 +9,9 @@ pub mod body;
 pub mod discovery;
 pub mod error;
 pub mod explain;
+pub mod limits;
 pub mod metrics;
+pub mod nesting;
 pub mod openapi;
 pub mod options;
 pub mod patch;
@@ -42,6 +44,12 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
     pub bookmark_interval: Duration,
+    /// Time a client has to send a request's headers (the connection is closed after it).
+    pub header_read_timeout: Duration,
+    /// Time a request body has to arrive, from the first read of it (408 after it).
+    pub body_read_timeout: Duration,
+    /// Client connections served at once (more are closed at accept).
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -50,6 +58,9 @@ impl Default for Limits {
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -80,7 +91,14 @@ pub struct ApiState {
 /// Builds the API router.
 pub fn router(state: ApiState) -> Router {
     let auth = state.auth.clone();
-    let metrics = state.metrics.clone();
+    let record = metrics::RecordState {
+        metrics: state.metrics.clone(),
+        registry: state.registry.clone(),
+    };
+    let body_limits = limits::BodyLimits {
+        max_body_bytes: state.limits.max_body_bytes,
+        body_read_timeout: state.limits.body_read_timeout,
+    };
     let routes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -103,11 +121,16 @@ pub fn router(state: ApiState) -> Router {
         .fallback(|uri: axum::http::Uri| async move { error::ApiError::no_route(uri.path()) })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
+            body_limits,
+            limits::guard_body,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             auth,
             auth::require_token,
         ))
+        .layer(axum::middleware::from_fn(limits::status_bodies))
         .layer(axum::middleware::from_fn_with_state(
-            metrics,
+            record,
             metrics::record,
         ));
     harden(routes)

@@ -47,6 +47,12 @@ impl Registry {
             .find(|r| r.group == group && r.version == version && r.plural == plural)
     }
 
+    /// Whether a kind is served at `group/version/plural` (without copying the table).
+    pub fn serves(&self, group: &str, version: &str, plural: &str) -> bool {
+        let hit = |r: &ResourceType| r.group == group && r.version == version && r.plural == plural;
+        self.builtin.iter().any(hit) || self.crds.read().values().flatten().any(hit)
+    }
+
     /// The kind registered for `group` and `plural` in any version.
     pub fn lookup_group_plural(&self, group: &str, plural: &str) -> Option<ResourceType> {
         self.all()
@@ -160,6 +166,24 @@ pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         }
         None => return Err("spec.scope: Required value".into()),
     };
+    if let Some(taken) = builtin_resources()
+        .into_iter()
+        .find(|r| r.group == group && r.plural == plural)
+    {
+        return Err(format!(
+            "spec.names.plural: Invalid value: \"{plural}\": {plural}.{group} is a built-in kind ({}) and cannot be redefined",
+            taken.kind
+        ));
+    }
+    if let Some(taken) = builtin_resources()
+        .into_iter()
+        .find(|r| r.group == group && r.kind == kind)
+    {
+        return Err(format!(
+            "spec.names.kind: Invalid value: \"{kind}\": {group} already has the built-in kind {kind} ({}.{group})",
+            taken.plural
+        ));
+    }
     let expected_name = format!("{plural}.{group}");
     let name = crd.pointer("/metadata/name").and_then(Value::as_str);
     if name != Some(expected_name.as_str()) {
@@ -307,5 +331,60 @@ mod tests {
             "resourcebindings"
         );
         assert!(reg.lookup("apps", "v2", "deployments").is_none());
+    }
+
+    #[test]
+    fn crds_may_not_redefine_builtin_kinds() {
+        let crd = |group: &str, plural: &str, kind: &str| {
+            serde_json::json!({
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {
+                    "group": group,
+                    "names": {"plural": plural, "kind": kind},
+                    "scope": "Namespaced",
+                    "versions": [{"name": "v1", "served": true, "storage": true}],
+                },
+            })
+        };
+        let table = [
+            (
+                "apps",
+                "deployments",
+                "Deployment",
+                Some("spec.names.plural"),
+            ),
+            (
+                "apps",
+                "mydeployments",
+                "Deployment",
+                Some("spec.names.kind"),
+            ),
+            (
+                "cluster.karmada.io",
+                "clusters",
+                "Cluster",
+                Some("spec.names.plural"),
+            ),
+            ("example.io", "deployments", "Deployment", None),
+            ("apps.example.io", "clusters", "Cluster", None),
+        ];
+        for (group, plural, kind, field) in table {
+            let got = kinds_of_crd(&crd(group, plural, kind));
+            match field {
+                Some(field) => {
+                    let err = got.unwrap_err();
+                    assert!(
+                        err.starts_with(&format!("{field}: ")),
+                        "{group}/{plural}: {err}"
+                    );
+                }
+                None => assert!(got.is_ok(), "{group}/{plural}: {got:?}"),
+            }
+            let reg = Registry::new();
+            assert_eq!(
+                reg.register_crd(&crd(group, plural, kind)).is_ok(),
+                field.is_none()
+            );
+        }
     }
 }

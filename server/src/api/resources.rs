@@ -424,7 +424,7 @@ async fn list(
 async fn read_object(state: &ApiState, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
     let format = body::object_format(&body::content_type(headers))?;
     let bytes = body::read(body, state.limits.max_body_bytes).await?;
-    let value = body::parse(&bytes, format)?;
+    let value = body::parse_off_thread(bytes, format).await?;
     if !value.is_object() {
         return Err(ApiError::BadRequest(
             "the request body must be a JSON or YAML object".into(),
@@ -664,7 +664,10 @@ async fn serve_scale(
         Method::GET => None,
         Method::PUT => {
             let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((None, body::parse(&bytes, body::BodyFormat::Json)?))
+            Some((
+                None,
+                body::parse_off_thread(bytes, body::BodyFormat::Json).await?,
+            ))
         }
         Method::PATCH => {
             let ct = body::content_type(headers);
@@ -677,7 +680,7 @@ async fn serve_scale(
                 body::BodyFormat::Json
             };
             let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((Some(kind), body::parse(&bytes, format)?))
+            Some((Some(kind), body::parse_off_thread(bytes, format).await?))
         }
         ref m => {
             return Err(ApiError::MethodNotAllowed(format!(
@@ -761,7 +764,7 @@ async fn patch(
     } else {
         body::BodyFormat::Json
     };
-    let patch_body = body::parse(&bytes, format)?;
+    let patch_body = body::parse_off_thread(bytes, format).await?;
     let name = target.name.as_deref().unwrap_or_default();
     // The patch may carry its own resourceVersion precondition; otherwise retry on conflicts.
     let pinned = patch_body.pointer("/metadata/resourceVersion").is_some();
@@ -846,7 +849,7 @@ async fn delete_options(
         None
     } else {
         let format = body::object_format(&body::content_type(headers))?;
-        Some(body::parse(&bytes, format)?)
+        Some(body::parse_off_thread(bytes, format).await?)
     };
     options::delete_options(params, doc)
 }

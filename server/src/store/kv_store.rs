@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 /// Default number of events the watch log keeps.
 pub const DEFAULT_EVENT_LOG_CAPACITY: usize = 10_000;
 
+/// Default byte budget of the event log (the JSON of its events, in memory and on disk).
+pub const DEFAULT_EVENT_LOG_MAX_BYTES: usize = 64 << 20;
+
 /// Entries read per engine scan by `list` and at open.
 const SCAN_CHUNK: usize = 1024;
 
@@ -58,6 +61,9 @@ pub struct StoreConfig {
     pub clock: SharedClock,
     /// Events kept for watches (at least 1); a watch from an older resourceVersion is Expired.
     pub event_log_capacity: usize,
+    /// Bytes of event JSON kept for watches; the oldest events beyond it are dropped like
+    /// those beyond the capacity (the newest event is kept whatever its size).
+    pub event_log_max_bytes: usize,
     /// Options of the sled engine (ignored by others).
     pub sled: SledOptions,
     /// Group commit rounds start at least this far apart, so writes under load share one
@@ -70,6 +76,7 @@ impl Default for StoreConfig {
         Self {
             clock: Arc::new(SystemClock),
             event_log_capacity: DEFAULT_EVENT_LOG_CAPACITY,
+            event_log_max_bytes: DEFAULT_EVENT_LOG_MAX_BYTES,
             sled: SledOptions::default(),
             min_flush_interval: Duration::ZERO,
         }
@@ -90,6 +97,7 @@ impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
             .field("event_log_capacity", &self.event_log_capacity)
+            .field("event_log_max_bytes", &self.event_log_max_bytes)
             .field("sled", &self.sled)
             .field("min_flush_interval", &self.min_flush_interval)
             .finish_non_exhaustive()
@@ -105,6 +113,8 @@ pub struct StoreStats {
     pub grouped_writes: u64,
     /// Events retained for watches.
     pub retained_events: u64,
+    /// Bytes of the retained events' JSON.
+    pub retained_event_bytes: u64,
     /// resourceVersion of the oldest retained event.
     pub oldest_event: Option<u64>,
 }
@@ -312,7 +322,10 @@ impl<E: Engine> KvStore<E> {
         let started = Instant::now();
         let migrated = flotilla_migrations::run(&mut RawEngine(&engine)).map_err(schema_error)?;
         let engine = Arc::new(engine);
-        let capacity = config.event_log_capacity.max(1);
+        let capacity = watch::Capacity {
+            events: config.event_log_capacity.max(1),
+            bytes: config.event_log_max_bytes,
+        };
 
         let mut rv = match engine
             .get(META_TREE, RESOURCE_VERSION_KEY.as_bytes())
@@ -355,8 +368,12 @@ impl<E: Engine> KvStore<E> {
                 rv = last.resource_version;
             }
         }
-        if events.len() > capacity {
-            let excess = events.len() - capacity;
+        let excess = capacity.excess(
+            events.len(),
+            events.iter().map(|e| e.size).sum(),
+            events.iter().map(|e| e.size),
+        );
+        if excess > 0 {
             let mut batch = WriteBatch::new();
             for e in events.drain(..excess) {
                 batch.remove(EVENTS_TREE, event_key(e.resource_version));
@@ -488,6 +505,7 @@ impl<E: Engine> KvStore<E> {
             durable_flushes,
             grouped_writes,
             retained_events: self.log.len() as u64,
+            retained_event_bytes: self.log.bytes() as u64,
             oldest_event: self.log.oldest(),
         }
     }
@@ -553,18 +571,17 @@ impl<E: Engine> KvStore<E> {
             } else {
                 batch.put(&tree, change.key.as_bytes(), encode(&tree, &object)?);
             }
-            let event = LoggedEvent {
+            let mut event = LoggedEvent {
                 resource_version: rv,
                 event_type: change.event_type,
                 resource: tree.clone(),
                 key: change.key.clone(),
                 object: Arc::new(object),
+                size: 0,
             };
-            batch.put(
-                EVENTS_TREE,
-                event_key(rv),
-                watch::encode_event(&event).map_err(engine_error)?,
-            );
+            let encoded = watch::encode_event(&event).map_err(engine_error)?;
+            event.size = encoded.len();
+            batch.put(EVENTS_TREE, event_key(rv), encoded);
             refs.push(ObjRef {
                 resource: tree,
                 key: change.key,
@@ -578,8 +595,11 @@ impl<E: Engine> KvStore<E> {
             });
         }
         batch.put(META_TREE, RESOURCE_VERSION_KEY, rv.to_string());
-        let new_rvs: Vec<u64> = events.iter().map(|e| e.resource_version).collect();
-        let trimmed = self.log.trim_plan(&new_rvs);
+        let adding: Vec<(u64, usize)> = events
+            .iter()
+            .map(|e| (e.resource_version, e.size))
+            .collect();
+        let trimmed = self.log.trim_plan(&adding);
         for old in &trimmed {
             batch.remove(EVENTS_TREE, event_key(*old));
         }

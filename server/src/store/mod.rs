@@ -18,6 +18,7 @@ mod watch;
 pub use engine::{Engine, EngineError};
 pub use kv_store::{
     KvStore, MemoryStore, SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY,
+    DEFAULT_EVENT_LOG_MAX_BYTES,
 };
 pub use memory_engine::MemoryEngine;
 pub use meta::FOREGROUND_FINALIZER;

@@ -5,6 +5,11 @@
 //! the oldest events beyond the capacity in that batch. [`EventLog`] mirrors the tree in memory
 //! (reloaded at open), so a watch never reads the engine.
 //!
+//! The capacity is a number of events *and* a byte budget (the events' JSON): every event
+//! holds a whole object (a delete holds its last state), so a count alone let ten thousand
+//! events of multi-megabyte objects keep gigabytes in memory and on disk after the objects
+//! themselves were gone.
+//!
 //! Watchers do not get events pushed into a channel of their own. A `tokio::sync::watch`
 //! carries the newest *durable* resourceVersion; each watcher keeps a cursor and reads the ring
 //! after it. Nothing is lost, a slow watcher never slows writers, and order is strictly by
@@ -35,6 +40,8 @@ pub(crate) struct LoggedEvent {
     pub(crate) key: String,
     /// The object after the change (for Deleted: its last state).
     pub(crate) object: Arc<Value>,
+    /// Bytes of the event's JSON in tree `events` (what the byte budget counts).
+    pub(crate) size: usize,
 }
 
 impl LoggedEvent {
@@ -102,25 +109,68 @@ pub(crate) fn decode_event(key: &[u8], value: &[u8]) -> Result<LoggedEvent, Engi
         resource: record.resource,
         key: record.key,
         object: Arc::new(record.object),
+        size: value.len(),
     })
+}
+
+/// The retained events and their total size.
+#[derive(Default)]
+struct Ring {
+    events: VecDeque<Arc<LoggedEvent>>,
+    bytes: usize,
+}
+
+/// How many events and bytes the log keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Capacity {
+    /// Events kept (at least 1).
+    pub(crate) events: usize,
+    /// Bytes of event JSON kept; the newest event is kept whatever its size.
+    pub(crate) bytes: usize,
+}
+
+impl Capacity {
+    /// How many of the oldest of `count` events of `bytes` in all to drop so the rest fit;
+    /// `sizes` are their sizes, oldest first (read only as far as the drop goes).
+    pub(crate) fn excess(
+        &self,
+        mut count: usize,
+        mut bytes: usize,
+        sizes: impl Iterator<Item = usize>,
+    ) -> usize {
+        let mut drop = 0;
+        for size in sizes {
+            if count <= 1 || (count <= self.events.max(1) && bytes <= self.bytes) {
+                break;
+            }
+            count -= 1;
+            bytes = bytes.saturating_sub(size);
+            drop += 1;
+        }
+        drop
+    }
 }
 
 /// The in-memory mirror of tree `events` and the durable-resourceVersion channel.
 pub(crate) struct EventLog {
-    ring: RwLock<VecDeque<Arc<LoggedEvent>>>,
-    capacity: usize,
+    ring: RwLock<Ring>,
+    capacity: Capacity,
     durable: Arc<watch::Sender<u64>>,
     closed: AtomicBool,
 }
 
 impl EventLog {
-    /// A log holding `events` (ascending), keeping at most `capacity` (at least 1), with
-    /// everything up to `durable_rv` visible to watchers.
-    pub(crate) fn new(events: Vec<LoggedEvent>, capacity: usize, durable_rv: u64) -> Self {
+    /// A log holding `events` (ascending, already within `capacity`), with everything up to
+    /// `durable_rv` visible to watchers.
+    pub(crate) fn new(events: Vec<LoggedEvent>, capacity: Capacity, durable_rv: u64) -> Self {
         let (durable, _) = watch::channel(durable_rv);
+        let bytes = events.iter().map(|e| e.size).sum();
         Self {
-            ring: RwLock::new(events.into_iter().map(Arc::new).collect()),
-            capacity: capacity.max(1),
+            ring: RwLock::new(Ring {
+                events: events.into_iter().map(Arc::new).collect(),
+                bytes,
+            }),
+            capacity,
             durable: Arc::new(durable),
             closed: AtomicBool::new(false),
         }
@@ -149,32 +199,47 @@ impl EventLog {
 
     /// The resourceVersion of the oldest retained event.
     pub(crate) fn oldest(&self) -> Option<u64> {
-        self.ring.read().front().map(|e| e.resource_version)
+        self.ring.read().events.front().map(|e| e.resource_version)
     }
 
     /// Number of retained events.
     pub(crate) fn len(&self) -> usize {
-        self.ring.read().len()
+        self.ring.read().events.len()
     }
 
-    /// The resourceVersions to drop from the log when `adding` new ones (`new_rvs`) are
-    /// appended: the oldest beyond the capacity, possibly some of the new ones.
-    pub(crate) fn trim_plan(&self, new_rvs: &[u64]) -> Vec<u64> {
+    /// Bytes of the retained events' JSON.
+    pub(crate) fn bytes(&self) -> usize {
+        self.ring.read().bytes
+    }
+
+    /// The resourceVersions to drop from the log when the new events `adding` (resourceVersion
+    /// and size) are appended: the oldest beyond the capacity, possibly some of the new ones.
+    pub(crate) fn trim_plan(&self, adding: &[(u64, usize)]) -> Vec<u64> {
         let ring = self.ring.read();
-        let excess = (ring.len() + new_rvs.len()).saturating_sub(self.capacity);
-        ring.iter()
-            .map(|e| e.resource_version)
-            .chain(new_rvs.iter().copied())
-            .take(excess)
-            .collect()
+        let all = ring
+            .events
+            .iter()
+            .map(|e| (e.resource_version, e.size))
+            .chain(adding.iter().copied());
+        let count = ring.events.len() + adding.len();
+        let bytes = ring.bytes + adding.iter().map(|(_, size)| size).sum::<usize>();
+        let excess = self
+            .capacity
+            .excess(count, bytes, all.clone().map(|(_, size)| size));
+        all.take(excess).map(|(rv, _)| rv).collect()
     }
 
     /// Appends events already written to the tree and drops the `trimmed` oldest.
     pub(crate) fn append(&self, events: Vec<LoggedEvent>, trimmed: usize) {
         let mut ring = self.ring.write();
-        ring.extend(events.into_iter().map(Arc::new));
+        for event in events {
+            ring.bytes += event.size;
+            ring.events.push_back(Arc::new(event));
+        }
         for _ in 0..trimmed {
-            ring.pop_front();
+            if let Some(old) = ring.events.pop_front() {
+                ring.bytes -= old.size;
+            }
         }
     }
 
@@ -187,7 +252,7 @@ impl EventLog {
     /// Events with `after < rv <= upto`, at most `max`; `Err(oldest)` when some of them
     /// were trimmed already.
     fn read_after(&self, after: u64, upto: u64, max: usize) -> Result<Vec<Arc<LoggedEvent>>, u64> {
-        let ring = self.ring.read();
+        let ring = &self.ring.read().events;
         let Some(front) = ring.front() else {
             return Ok(Vec::new());
         };
@@ -205,7 +270,7 @@ impl EventLog {
 
     /// Checks that a watch from `from` can be served.
     pub(crate) fn check_from(&self, from: u64) -> Result<(), StoreError> {
-        let ring = self.ring.read();
+        let ring = &self.ring.read().events;
         match ring.front() {
             Some(front) if front.resource_version > from.saturating_add(1) => {
                 Err(StoreError::Expired {
@@ -319,7 +384,12 @@ mod tests {
             resource: "core/configmaps".to_string(),
             key: format!("ns/c{rv}"),
             object: Arc::new(json!({"metadata": {"name": format!("c{rv}"), "namespace": "ns"}})),
+            size: 10,
         }
+    }
+
+    fn capacity(events: usize, bytes: usize) -> Capacity {
+        Capacity { events, bytes }
     }
 
     #[test]
@@ -337,13 +407,15 @@ mod tests {
 
     #[test]
     fn trimming_keeps_the_newest_capacity_events() {
-        let log = EventLog::new((1..=3).map(event).collect(), 4, 3);
-        assert_eq!(log.trim_plan(&[4]), Vec::<u64>::new());
-        assert_eq!(log.trim_plan(&[4, 5, 6]), [1, 2]);
-        assert_eq!(log.trim_plan(&[4, 5, 6, 7, 8, 9]), [1, 2, 3, 4, 5]);
+        let log = EventLog::new((1..=3).map(event).collect(), capacity(4, 1000), 3);
+        let new = |rvs: &[u64]| rvs.iter().map(|&rv| (rv, 10)).collect::<Vec<_>>();
+        assert_eq!(log.trim_plan(&new(&[4])), Vec::<u64>::new());
+        assert_eq!(log.trim_plan(&new(&[4, 5, 6])), [1, 2]);
+        assert_eq!(log.trim_plan(&new(&[4, 5, 6, 7, 8, 9])), [1, 2, 3, 4, 5]);
         log.append((4..=6).map(event).collect(), 2);
         assert_eq!(log.oldest(), Some(3));
         assert_eq!(log.len(), 4);
+        assert_eq!(log.bytes(), 40);
         assert!(log.check_from(2).is_ok());
         assert!(matches!(
             log.check_from(1),
@@ -360,5 +432,40 @@ mod tests {
             .map(|e| e.resource_version)
             .collect();
         assert_eq!(got, [4, 5]);
+    }
+
+    #[test]
+    fn the_byte_budget_trims_like_the_count() {
+        // (capacity, sizes oldest first, events to drop)
+        let table: &[((usize, usize), &[usize], usize)] = &[
+            ((10, 100), &[10, 10, 10], 0),
+            ((2, 100), &[10, 10, 10], 1),
+            ((10, 25), &[10, 10, 10], 1),
+            ((10, 25), &[10, 10, 30], 2),
+            // The newest event stays, even over the budget on its own.
+            ((10, 25), &[10, 50], 1),
+            ((10, 0), &[5], 0),
+            ((0, 100), &[5, 5], 1),
+        ];
+        for ((events, bytes), sizes, want) in table {
+            let got = capacity(*events, *bytes).excess(
+                sizes.len(),
+                sizes.iter().sum(),
+                sizes.iter().copied(),
+            );
+            assert_eq!(
+                got, *want,
+                "{events} events, {bytes} bytes, sizes {sizes:?}"
+            );
+        }
+        let big = |rv: u64| LoggedEvent {
+            size: 3 << 20,
+            ..event(rv)
+        };
+        let log = EventLog::new(vec![big(1), big(2)], capacity(10_000, 8 << 20), 2);
+        assert_eq!(log.trim_plan(&[(3, 3 << 20)]), [1]);
+        log.append(vec![big(3)], 1);
+        assert_eq!((log.len(), log.bytes()), (2, 6 << 20));
+        assert_eq!(log.oldest(), Some(2));
     }
 }
