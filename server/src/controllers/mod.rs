@@ -12,6 +12,7 @@ pub mod cluster_taints;
 pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
+pub mod graceful_eviction;
 pub mod interpretation;
 pub mod json_edit;
 pub mod policy_cache;
@@ -20,6 +21,7 @@ pub mod push_execution;
 pub mod queue;
 pub mod runtime;
 pub mod scheduling;
+pub mod taint_manager;
 #[cfg(test)]
 pub(crate) mod testing;
 

@@ -1,0 +1,405 @@
+//! Graceful eviction: decides when an eviction task ends, and with it the old copy. A task is
+//! dropped when every cluster of the binding's new placement runs the workload Healthy (and is
+//! Ready: a dead member's last report never counts), when its grace period
+//! (`gracePeriodSeconds`, else `--graceful-eviction-timeout`) has passed, or when a user lifts
+//! `suppressDeletion`. A task with `suppressDeletion: true` (purge mode Never) stays until then.
+//! Only when a task goes does the old cluster's Work become an orphan for the binding
+//! controller to delete.
+//!
+//! Flotilla departs from Karmada on purpose in one place: a binding whose new placement is
+//! empty (no feasible cluster was found) keeps its tasks whatever their age — dropping them
+//! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
+//! tasks, the placement, the aggregated status and `now`.
+
+use chrono::{DateTime, Utc};
+use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::meta::Time;
+use flotilla_api::work::ResourceHealth;
+use std::time::Duration;
+
+/// Why a task ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Every cluster of the new placement reports the workload Healthy.
+    NewPlacementHealthy,
+    /// The task's grace period passed.
+    GracePeriodPassed,
+    /// A user set `suppressDeletion: false`.
+    SuppressionLifted,
+}
+
+impl DropReason {
+    /// The Event reason for a task that ended so.
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            DropReason::NewPlacementHealthy => "EvictionTaskDoneHealthy",
+            DropReason::GracePeriodPassed => "EvictionTaskTimedOut",
+            DropReason::SuppressionLifted => "EvictionTaskReleased",
+        }
+    }
+}
+
+/// What happens to one task now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskFate {
+    /// The task is new: stamp its creationTimestamp now and keep it.
+    Stamp,
+    /// Keep it; look again after this long (`None`: only a change will end it).
+    Keep(Option<Duration>),
+    /// Keep it because the new placement is empty: dropping it would lose the last copy.
+    KeepLastCopy,
+    /// Drop it; the old copy goes.
+    Drop(DropReason),
+}
+
+/// The world a task is judged in.
+#[derive(Clone, Copy)]
+pub struct Assessment<'a> {
+    /// The binding's spec (its `clusters` are the new placement).
+    pub spec: &'a ResourceBindingSpec,
+    /// The binding's status (aggregated health per cluster, scheduler's observed generation).
+    pub status: &'a ResourceBindingStatus,
+    /// Whether the scheduler has seen the binding's current generation.
+    pub scheduled: bool,
+    /// Whether a cluster is Ready now.
+    pub ready: &'a dyn Fn(&str) -> bool,
+    /// `--graceful-eviction-timeout`.
+    pub default_timeout: Duration,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+impl Assessment<'_> {
+    /// Whether every cluster of the new placement runs the workload Healthy on a Ready member.
+    /// An empty placement is not healthy (Karmada counts it as healthy; that loses the copy).
+    pub fn new_placement_healthy(&self) -> bool {
+        !self.spec.clusters.is_empty()
+            && self.spec.clusters.iter().all(|c| {
+                (self.ready)(&c.name)
+                    && self.status.aggregated_status.iter().any(|i| {
+                        i.cluster_name == c.name && i.health == Some(ResourceHealth::Healthy)
+                    })
+            })
+    }
+
+    /// The fate of one task.
+    pub fn task(&self, task: &GracefulEvictionTask) -> TaskFate {
+        match task.suppress_deletion {
+            Some(true) => return TaskFate::Keep(None),
+            Some(false) => return TaskFate::Drop(DropReason::SuppressionLifted),
+            None => {}
+        }
+        let Some(created) = task.creation_timestamp.as_ref().map(Time::as_datetime) else {
+            return TaskFate::Stamp;
+        };
+        if self.spec.clusters.is_empty() {
+            return TaskFate::KeepLastCopy;
+        }
+        if self.scheduled && self.new_placement_healthy() {
+            return TaskFate::Drop(DropReason::NewPlacementHealthy);
+        }
+        let timeout = task
+            .grace_period_seconds
+            .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+            .unwrap_or(self.default_timeout);
+        let deadline = created + chrono::Duration::from_std(timeout).unwrap_or_default();
+        if self.now >= deadline {
+            return TaskFate::Drop(DropReason::GracePeriodPassed);
+        }
+        TaskFate::Keep((deadline - self.now).to_std().ok())
+    }
+}
+
+/// The outcome for all tasks of a binding.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// The tasks to keep, new ones stamped.
+    pub kept: Vec<GracefulEvictionTask>,
+    /// The tasks that end, with why.
+    pub dropped: Vec<(GracefulEvictionTask, DropReason)>,
+    /// Tasks kept only because the new placement is empty.
+    pub holding_last_copy: Vec<String>,
+    /// When to look again (the earliest grace period still running).
+    pub requeue_after: Option<Duration>,
+}
+
+impl Outcome {
+    /// Whether the task list changes.
+    pub fn changed(&self, before: &[GracefulEvictionTask]) -> bool {
+        self.kept.as_slice() != before
+    }
+}
+
+/// Judges every task of a binding.
+pub fn assess(tasks: &[GracefulEvictionTask], world: &Assessment<'_>) -> Outcome {
+    let mut out = Outcome::default();
+    let next = |d: Duration, out: &mut Outcome| {
+        out.requeue_after = Some(out.requeue_after.map_or(d, |r| r.min(d)));
+    };
+    for task in tasks {
+        match world.task(task) {
+            TaskFate::Stamp => {
+                let mut stamped = task.clone();
+                stamped.creation_timestamp = Some(Time::new(world.now));
+                // Judge it once stamped, so a task evicted into an already healthy placement
+                // does not wait for another pass.
+                let timeout = task
+                    .grace_period_seconds
+                    .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+                    .unwrap_or(world.default_timeout);
+                next(timeout, &mut out);
+                out.kept.push(stamped);
+            }
+            TaskFate::Keep(after) => {
+                if let Some(d) = after {
+                    next(d, &mut out);
+                }
+                out.kept.push(task.clone());
+            }
+            TaskFate::KeepLastCopy => {
+                out.holding_last_copy.push(task.from_cluster.clone());
+                out.kept.push(task.clone());
+            }
+            TaskFate::Drop(reason) => out.dropped.push((task.clone(), reason)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn task(
+        created: Option<i64>,
+        grace: Option<i32>,
+        suppress: Option<bool>,
+    ) -> GracefulEvictionTask {
+        GracefulEvictionTask {
+            from_cluster: "member1".into(),
+            reason: "TaintUntolerated".into(),
+            producer: "TaintManager".into(),
+            grace_period_seconds: grace,
+            suppress_deletion: suppress,
+            creation_timestamp: created.map(|s| Time::new(at(s))),
+            ..Default::default()
+        }
+    }
+
+    fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
+        ResourceBindingStatus {
+            aggregated_status: health
+                .iter()
+                .map(|(c, h)| AggregatedStatusItem {
+                    cluster_name: (*c).into(),
+                    applied: true,
+                    health: Some(*h),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn task_fate_table() {
+        use ResourceHealth::*;
+        use TaskFate::*;
+        let on_member2 = ResourceBindingSpec {
+            clusters: vec![TargetCluster::new("member2", 3)],
+            ..Default::default()
+        };
+        let nowhere = ResourceBindingSpec::default();
+        let ten_min = Duration::from_secs(600);
+        let all_ready = |_: &str| true;
+        let member2_down = |c: &str| c != "member2";
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            &ResourceBindingSpec,
+            ResourceBindingStatus,
+            bool,
+            &dyn Fn(&str) -> bool,
+            GracefulEvictionTask,
+            i64,
+            TaskFate,
+        )> = vec![
+            (
+                "new task",
+                &on_member2,
+                status(&[]),
+                true,
+                &all_ready,
+                task(None, None, None),
+                0,
+                Stamp,
+            ),
+            (
+                "healthy new placement",
+                &on_member2,
+                status(&[("member2", Healthy)]),
+                true,
+                &all_ready,
+                task(Some(0), None, None),
+                5,
+                Drop(DropReason::NewPlacementHealthy),
+            ),
+            (
+                "healthy but not scheduled yet",
+                &on_member2,
+                status(&[("member2", Healthy)]),
+                false,
+                &all_ready,
+                task(Some(0), None, None),
+                5,
+                Keep(Some(Duration::from_secs(595))),
+            ),
+            (
+                "healthy report of a member that is not Ready",
+                &on_member2,
+                status(&[("member2", Healthy)]),
+                true,
+                &member2_down,
+                task(Some(0), None, None),
+                5,
+                Keep(Some(Duration::from_secs(595))),
+            ),
+            (
+                "unhealthy, within the server timeout",
+                &on_member2,
+                status(&[("member2", Unhealthy)]),
+                true,
+                &all_ready,
+                task(Some(0), None, None),
+                599,
+                Keep(Some(Duration::from_secs(1))),
+            ),
+            (
+                "unhealthy, server timeout passed",
+                &on_member2,
+                status(&[("member2", Unhealthy)]),
+                true,
+                &all_ready,
+                task(Some(0), None, None),
+                600,
+                Drop(DropReason::GracePeriodPassed),
+            ),
+            (
+                "unknown, the task's own grace period passed",
+                &on_member2,
+                status(&[("member2", Unknown)]),
+                true,
+                &all_ready,
+                task(Some(0), Some(100), None),
+                100,
+                Drop(DropReason::GracePeriodPassed),
+            ),
+            (
+                "the task's own grace period runs",
+                &on_member2,
+                status(&[]),
+                true,
+                &all_ready,
+                task(Some(0), Some(100), None),
+                40,
+                Keep(Some(Duration::from_secs(60))),
+            ),
+            (
+                "suppressed: kept for ever",
+                &on_member2,
+                status(&[("member2", Healthy)]),
+                true,
+                &all_ready,
+                task(Some(0), None, Some(true)),
+                100_000,
+                Keep(None),
+            ),
+            (
+                "suppression lifted",
+                &on_member2,
+                status(&[]),
+                true,
+                &all_ready,
+                task(Some(0), None, Some(false)),
+                1,
+                Drop(DropReason::SuppressionLifted),
+            ),
+            (
+                "no new placement: the last copy stays past its deadline",
+                &nowhere,
+                status(&[]),
+                true,
+                &all_ready,
+                task(Some(0), Some(10), None),
+                100_000,
+                KeepLastCopy,
+            ),
+        ];
+        for (what, spec, st, scheduled, ready, t, now, want) in cases {
+            let world = Assessment {
+                spec,
+                status: &st,
+                scheduled,
+                ready,
+                default_timeout: ten_min,
+                now: at(now),
+            };
+            assert_eq!(world.task(&t), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn assess_stamps_keeps_drops_and_requeues() {
+        let spec = ResourceBindingSpec {
+            clusters: vec![
+                TargetCluster::new("member2", 3),
+                TargetCluster::new("member3", 1),
+            ],
+            ..Default::default()
+        };
+        let st = status(&[
+            ("member2", ResourceHealth::Healthy),
+            ("member3", ResourceHealth::Unhealthy),
+        ]);
+        let mut fresh = task(None, Some(30), None);
+        fresh.from_cluster = "member4".into();
+        let mut old = task(Some(0), Some(100), None);
+        old.from_cluster = "member5".into();
+        let running = task(Some(0), None, None);
+        let tasks = vec![running.clone(), fresh.clone(), old.clone()];
+        let world = Assessment {
+            spec: &spec,
+            status: &st,
+            scheduled: true,
+            ready: &|_| true,
+            default_timeout: Duration::from_secs(600),
+            now: at(200),
+        };
+        let out = assess(&tasks, &world);
+        assert_eq!(out.dropped, vec![(old, DropReason::GracePeriodPassed)]);
+        assert_eq!(out.kept.len(), 2);
+        assert_eq!(out.kept[1].creation_timestamp, Some(Time::new(at(200))));
+        assert_eq!(out.requeue_after, Some(Duration::from_secs(30)));
+        assert!(out.changed(&tasks));
+        // Once member3 turns Healthy every task goes.
+        let healthy = status(&[
+            ("member2", ResourceHealth::Healthy),
+            ("member3", ResourceHealth::Healthy),
+        ]);
+        let world = Assessment {
+            status: &healthy,
+            ..world
+        };
+        let out = assess(&out.kept, &world);
+        assert!(out.kept.is_empty());
+        assert_eq!(out.dropped.len(), 2);
+    }
+}

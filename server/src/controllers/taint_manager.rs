@@ -1,0 +1,574 @@
+//! Taint manager: decides when a binding must leave a cluster that carries a `NoExecute`
+//! taint. For each cluster in a binding's `spec.clusters`, the binding's
+//! `placement.clusterTolerations` are matched against the cluster's NoExecute taints (Karmada's
+//! rules, `flotilla_api::taint_toleration`): an untolerated taint evicts at once; tolerated
+//! taints evict once the earliest `timeAdded + tolerationSeconds` has passed (absent seconds
+//! tolerate for ever, zero or negative evict at once), and until then the binding is looked at
+//! again when that time comes.
+//!
+//! An eviction is an eviction task (producer `TaintManager`, reason `TaintUntolerated`) built
+//! from the policy's `failover.cluster` (purge mode, grace period, state preservation) and
+//! the cluster leaves `spec.clusters`, so the ordinary scheduler places the evicted replicas
+//! elsewhere. With graceful eviction switched off the cluster is removed without a task, as in
+//! the failover guide. Everything here is a pure function of (binding, clusters' taints,
+//! settings, now); the controller only feeds it and writes the result back.
+
+use crate::interpreter::jsonpath;
+use chrono::{DateTime, Utc};
+use flotilla_api::binding::{
+    EvictionOptions, ResourceBindingSpec, ResourceBindingStatus, EVICTION_PRODUCER_TAINT_MANAGER,
+    EVICTION_REASON_TAINT_UNTOLERATED,
+};
+use flotilla_api::cluster::{Taint, TaintEffect};
+use flotilla_api::meta::Time;
+use flotilla_api::policy::{PurgeMode, StatePreservation, Toleration};
+use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The taint manager's settings, from the server's flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaintManagerSettings {
+    /// `--enable-taint-manager` and the `Failover` feature gate: off, nothing is evicted.
+    pub enabled: bool,
+    /// The `GracefulEviction` feature gate: off, an evicted cluster is removed without a task.
+    pub graceful_eviction: bool,
+    /// Purge mode of bindings whose policy has no `failover.cluster`
+    /// (`--no-execute-taint-eviction-purge-mode`, Graciously by default).
+    pub default_purge_mode: PurgeMode,
+}
+
+impl Default for TaintManagerSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            graceful_eviction: true,
+            default_purge_mode: PurgeMode::Graciously,
+        }
+    }
+}
+
+/// What the NoExecute taints of one cluster mean for one binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No NoExecute taint, or every one tolerated for ever.
+    Tolerated,
+    /// Tolerated for now; evict when this much time has passed.
+    EvictAfter(Duration),
+    /// Evict now, because of this taint.
+    Evict(EvictionCause),
+}
+
+/// Why a binding is evicted from a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EvictionCause {
+    /// No toleration matches the taint.
+    Untolerated(Taint),
+    /// The tolerations matched, but their `tolerationSeconds` have run out.
+    ToleranceExpired(Taint),
+}
+
+impl EvictionCause {
+    /// The sentence an Event and the task's message carry.
+    pub fn message(&self, cluster: &str) -> String {
+        match self {
+            EvictionCause::Untolerated(t) => {
+                format!("cluster {cluster} has taint {t}, which the placement does not tolerate")
+            }
+            EvictionCause::ToleranceExpired(t) => format!(
+                "cluster {cluster} has had taint {t} longer than the placement's tolerationSeconds"
+            ),
+        }
+    }
+}
+
+/// Karmada's `needEviction` for one cluster: the NoExecute taints of `taints` against
+/// `tolerations` at `now`.
+pub fn verdict(tolerations: &[Toleration], taints: &[Taint], now: DateTime<Utc>) -> Verdict {
+    let no_execute: Vec<Taint> = taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .cloned()
+        .collect();
+    let Some(first) = no_execute.first() else {
+        return Verdict::Tolerated;
+    };
+    let used = match matching_tolerations(&no_execute, tolerations) {
+        Ok(used) => used,
+        Err(untolerated) => return Verdict::Evict(EvictionCause::Untolerated(untolerated.clone())),
+    };
+    // Zero or negative seconds evict at once, whatever the taint's timeAdded says (a taint
+    // stamped by a clock slightly ahead must not buy time).
+    if let Some(i) = used
+        .iter()
+        .position(|t| t.toleration_seconds.is_some_and(|s| s <= 0))
+    {
+        let taint = no_execute.get(i).unwrap_or(first).clone();
+        return Verdict::Evict(EvictionCause::ToleranceExpired(taint));
+    }
+    match min_toleration_time(&no_execute, &used, now) {
+        TolerationWait::Forever => Verdict::Tolerated,
+        TolerationWait::After(d) => Verdict::EvictAfter(d),
+        TolerationWait::Now => {
+            // The taint whose tolerance ran out first names the cause.
+            let expired = no_execute
+                .iter()
+                .filter(|t| t.time_added.is_some())
+                .min_by_key(|t| t.time_added.as_ref().map(Time::as_datetime))
+                .unwrap_or(first);
+            Verdict::Evict(EvictionCause::ToleranceExpired(expired.clone()))
+        }
+    }
+}
+
+/// One cluster the binding leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// The cluster.
+    pub cluster: String,
+    /// Why.
+    pub cause: EvictionCause,
+    /// The task to add (`None`: graceful eviction is off, the cluster is only removed).
+    pub task: Option<EvictionOptions>,
+    /// State-preservation rules that could not be read from the cluster's last status: the
+    /// eviction goes on without those labels (a dead member must not keep its workload hostage)
+    /// and the controller reports each (rule label, error).
+    pub state_errors: Vec<(String, String)>,
+}
+
+/// The taint manager's decision for one binding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// Clusters to evict now.
+    pub evictions: Vec<Eviction>,
+    /// When to look again: the earliest toleration that is still running.
+    pub requeue_after: Option<Duration>,
+}
+
+/// Decides which target clusters of a binding to evict now and when to look again.
+/// `taints_of` answers a cluster's taints (`None` when the Cluster is gone: nothing to do,
+/// cluster deletion is handled elsewhere). Clusters that already have an eviction task are left
+/// alone.
+pub fn decide<'t>(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    taints_of: impl Fn(&str) -> Option<&'t [Taint]>,
+    settings: &TaintManagerSettings,
+    now: DateTime<Utc>,
+) -> Decision {
+    let mut decision = Decision::default();
+    if !settings.enabled {
+        return decision;
+    }
+    let tolerations = spec
+        .placement
+        .as_ref()
+        .map(|p| p.cluster_tolerations.as_slice())
+        .unwrap_or_default();
+    let cluster_failover = spec.failover.as_ref().and_then(|f| f.cluster.as_ref());
+    let purge_mode = cluster_failover
+        .and_then(|c| c.purge_mode)
+        .unwrap_or(settings.default_purge_mode);
+    let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+    for target in &spec.clusters {
+        if spec.is_evicting(&target.name) {
+            continue;
+        }
+        let Some(taints) = taints_of(&target.name) else {
+            continue;
+        };
+        match verdict(tolerations, taints, now) {
+            Verdict::Tolerated => {}
+            Verdict::EvictAfter(d) => {
+                decision.requeue_after = Some(decision.requeue_after.map_or(d, |r| r.min(d)));
+            }
+            Verdict::Evict(cause) => {
+                let (labels, state_errors) = preserved_state(
+                    cluster_failover.and_then(|c| c.state_preservation.as_ref()),
+                    status,
+                    &target.name,
+                );
+                let task = settings.graceful_eviction.then(|| EvictionOptions {
+                    purge_mode: Some(purge_mode),
+                    producer: EVICTION_PRODUCER_TAINT_MANAGER.into(),
+                    reason: EVICTION_REASON_TAINT_UNTOLERATED.into(),
+                    message: cause.message(&target.name),
+                    grace_period_seconds: cluster_failover.and_then(|c| c.grace_period_seconds),
+                    suppress_deletion: purge_mode.is_never().then_some(true),
+                    preserved_label_state: labels,
+                    clusters_before_failover: before.clone(),
+                });
+                decision.evictions.push(Eviction {
+                    cluster: target.name.clone(),
+                    cause,
+                    task,
+                    state_errors,
+                });
+            }
+        }
+    }
+    decision
+}
+
+/// The labels a cluster failover carries to the new placement: each rule's JSONPath on the
+/// evicted cluster's last reported status. Rules that cannot be read are returned as errors.
+pub fn preserved_state(
+    rules: Option<&StatePreservation>,
+    status: &ResourceBindingStatus,
+    cluster: &str,
+) -> (BTreeMap<String, String>, Vec<(String, String)>) {
+    let mut labels = BTreeMap::new();
+    let mut errors = Vec::new();
+    let Some(rules) = rules else {
+        return (labels, errors);
+    };
+    let reported = status
+        .aggregated_status
+        .iter()
+        .find(|i| i.cluster_name == cluster)
+        .and_then(|i| i.status.as_ref());
+    for rule in &rules.rules {
+        match reported {
+            None => errors.push((
+                rule.alias_label_name.clone(),
+                format!("the status of the workload on cluster {cluster} was never collected"),
+            )),
+            Some(s) => match jsonpath::eval(&rule.json_path, s) {
+                Ok(v) => {
+                    labels.insert(rule.alias_label_name.clone(), v);
+                }
+                Err(e) => errors.push((rule.alias_label_name.clone(), e.to_string())),
+            },
+        }
+    }
+    (labels, errors)
+}
+
+/// Writes a decision into the binding's spec: each evicted cluster leaves `spec.clusters`;
+/// with a task, the task is added with `creationTimestamp` now (so its grace period counts
+/// from the eviction).
+pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
+    for e in &decision.evictions {
+        match &e.task {
+            Some(opts) => {
+                spec.graceful_evict_cluster(&e.cluster, opts.clone());
+                if let Some(task) = spec
+                    .graceful_eviction_tasks
+                    .iter_mut()
+                    .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
+                {
+                    task.creation_timestamp = Some(Time::new(now));
+                }
+            }
+            None => spec.clusters.retain(|c| c.name != e.cluster),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
+    use flotilla_api::policy::TolerationOperator;
+    use flotilla_api::policy::{
+        ClusterFailoverBehavior, FailoverBehavior, Placement, StatePreservationRule,
+    };
+    use serde_json::json;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn taint(key: &str, effect: TaintEffect, added: Option<i64>) -> Taint {
+        Taint {
+            key: key.into(),
+            value: String::new(),
+            effect,
+            time_added: added.map(|s| Time::new(at(s))),
+        }
+    }
+
+    fn tol(key: &str, seconds: Option<i64>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: Some(TolerationOperator::Exists),
+            value: String::new(),
+            effect: Some(TaintEffect::NoExecute),
+            toleration_seconds: seconds,
+        }
+    }
+
+    const NOT_READY: &str = "cluster.karmada.io/not-ready";
+    const UNREACHABLE: &str = "cluster.karmada.io/unreachable";
+
+    #[test]
+    fn verdict_table() {
+        use Verdict::*;
+        let ne = |added| taint(NOT_READY, TaintEffect::NoExecute, added);
+        let cases: Vec<(&str, Vec<Toleration>, Vec<Taint>, i64, Verdict)> = vec![
+            ("no taints", vec![], vec![], 0, Tolerated),
+            (
+                "NoSchedule only",
+                vec![],
+                vec![taint(NOT_READY, TaintEffect::NoSchedule, Some(0))],
+                0,
+                Tolerated,
+            ),
+            (
+                "untolerated",
+                vec![tol(UNREACHABLE, Some(300))],
+                vec![ne(Some(0))],
+                0,
+                Evict(EvictionCause::Untolerated(ne(Some(0)))),
+            ),
+            (
+                "tolerated for ever",
+                vec![tol(NOT_READY, None)],
+                vec![ne(Some(0))],
+                10_000,
+                Tolerated,
+            ),
+            (
+                "tolerated 300 s, 100 s in",
+                vec![tol(NOT_READY, Some(300))],
+                vec![ne(Some(0))],
+                100,
+                EvictAfter(Duration::from_secs(200)),
+            ),
+            (
+                "tolerated 300 s, 300 s in",
+                vec![tol(NOT_READY, Some(300))],
+                vec![ne(Some(0))],
+                300,
+                Evict(EvictionCause::ToleranceExpired(ne(Some(0)))),
+            ),
+            (
+                "tolerationSeconds 0",
+                vec![tol(NOT_READY, Some(0))],
+                vec![ne(Some(0))],
+                0,
+                Evict(EvictionCause::ToleranceExpired(ne(Some(0)))),
+            ),
+            (
+                "negative tolerationSeconds",
+                vec![tol(NOT_READY, Some(-5))],
+                vec![ne(Some(10))],
+                0,
+                Evict(EvictionCause::ToleranceExpired(ne(Some(10)))),
+            ),
+            (
+                "the smallest matching tolerationSeconds decides",
+                vec![tol(NOT_READY, Some(600)), tol("", Some(60))],
+                vec![ne(Some(0))],
+                30,
+                // The first matching toleration is used for each taint (Karmada), so 600 s.
+                EvictAfter(Duration::from_secs(570)),
+            ),
+            (
+                "two taints, the earliest deadline decides",
+                vec![tol("", Some(100))],
+                vec![
+                    ne(Some(0)),
+                    taint(UNREACHABLE, TaintEffect::NoExecute, Some(50)),
+                ],
+                20,
+                EvictAfter(Duration::from_secs(80)),
+            ),
+            (
+                "a taint without timeAdded never expires",
+                vec![tol(NOT_READY, Some(10))],
+                vec![ne(None)],
+                1_000,
+                Tolerated,
+            ),
+        ];
+        for (what, tols, taints, now, want) in cases {
+            assert_eq!(verdict(&tols, &taints, at(now)), want, "{what}");
+        }
+    }
+
+    fn binding(mode: Option<PurgeMode>, tols: Vec<Toleration>) -> ResourceBindingSpec {
+        ResourceBindingSpec {
+            replicas: 3,
+            clusters: vec![
+                TargetCluster::new("member1", 1),
+                TargetCluster::new("member2", 2),
+            ],
+            placement: Some(Placement {
+                cluster_tolerations: tols,
+                ..Default::default()
+            }),
+            failover: mode.map(|m| FailoverBehavior {
+                cluster: Some(ClusterFailoverBehavior {
+                    purge_mode: Some(m),
+                    grace_period_seconds: Some(100),
+                    state_preservation: None,
+                }),
+                application: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn eviction_per_purge_mode() {
+        let dead = vec![taint(NOT_READY, TaintEffect::NoExecute, Some(0))];
+        let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
+        let status = ResourceBindingStatus::default();
+        let on = TaintManagerSettings::default();
+        let cases = [
+            (None, on.clone(), Some(PurgeMode::Graciously), None, None),
+            (
+                Some(PurgeMode::Immediately),
+                on.clone(),
+                Some(PurgeMode::Immediately),
+                None,
+                Some(100),
+            ),
+            (
+                Some(PurgeMode::Directly),
+                on.clone(),
+                Some(PurgeMode::Directly),
+                None,
+                Some(100),
+            ),
+            (
+                Some(PurgeMode::Gracefully),
+                on.clone(),
+                Some(PurgeMode::Gracefully),
+                None,
+                Some(100),
+            ),
+            (
+                Some(PurgeMode::Never),
+                on.clone(),
+                Some(PurgeMode::Never),
+                Some(true),
+                Some(100),
+            ),
+        ];
+        for (mode, settings, want_mode, want_suppress, want_grace) in cases {
+            let spec = binding(mode, vec![]);
+            let d = decide(&spec, &status, taints, &settings, at(0));
+            assert_eq!(d.evictions.len(), 1, "{mode:?}");
+            let e = &d.evictions[0];
+            assert_eq!(e.cluster, "member1");
+            let task = e.task.as_ref().expect("a task");
+            assert_eq!(task.purge_mode, want_mode, "{mode:?}");
+            assert_eq!(task.suppress_deletion, want_suppress, "{mode:?}");
+            assert_eq!(task.grace_period_seconds, want_grace, "{mode:?}");
+            assert_eq!(task.producer, EVICTION_PRODUCER_TAINT_MANAGER);
+            assert_eq!(task.reason, EVICTION_REASON_TAINT_UNTOLERATED);
+            assert_eq!(task.clusters_before_failover, ["member1", "member2"]);
+            let mut applied = spec.clone();
+            apply(&mut applied, &d, at(7));
+            assert_eq!(applied.clusters, vec![TargetCluster::new("member2", 2)]);
+            assert_eq!(applied.graceful_eviction_tasks.len(), 1);
+            assert_eq!(applied.graceful_eviction_tasks[0].replicas, Some(1));
+            assert_eq!(
+                applied.graceful_eviction_tasks[0].creation_timestamp,
+                Some(Time::new(at(7)))
+            );
+        }
+        // Graceful eviction off: removed without a task.
+        let off = TaintManagerSettings {
+            graceful_eviction: false,
+            ..Default::default()
+        };
+        let spec = binding(None, vec![]);
+        let d = decide(&spec, &status, taints, &off, at(0));
+        assert_eq!(d.evictions[0].task, None);
+        let mut applied = spec.clone();
+        apply(&mut applied, &d, at(0));
+        assert_eq!(applied.clusters, vec![TargetCluster::new("member2", 2)]);
+        assert!(applied.graceful_eviction_tasks.is_empty());
+        // The taint manager off: nothing.
+        let disabled = TaintManagerSettings {
+            enabled: false,
+            ..Default::default()
+        };
+        assert_eq!(
+            decide(&spec, &status, taints, &disabled, at(0)),
+            Decision::default()
+        );
+        // Already evicting that cluster, or a cluster that is gone: nothing more.
+        let mut evicting = spec.clone();
+        apply(
+            &mut evicting,
+            &decide(&spec, &status, taints, &on, at(0)),
+            at(0),
+        );
+        evicting.clusters.push(TargetCluster::new("member1", 1));
+        assert!(decide(&evicting, &status, taints, &on, at(1))
+            .evictions
+            .is_empty());
+        assert!(decide(&spec, &status, |_| None, &on, at(1))
+            .evictions
+            .is_empty());
+    }
+
+    #[test]
+    fn tolerated_clusters_requeue_at_the_earliest_deadline() {
+        let t1 = vec![taint(NOT_READY, TaintEffect::NoExecute, Some(0))];
+        let t2 = vec![taint(NOT_READY, TaintEffect::NoExecute, Some(100))];
+        let taints = |c: &str| match c {
+            "member1" => Some(t1.as_slice()),
+            "member2" => Some(t2.as_slice()),
+            _ => None,
+        };
+        let spec = binding(None, vec![tol(NOT_READY, Some(300))]);
+        let settings = TaintManagerSettings::default();
+        let status = ResourceBindingStatus::default();
+        let d = decide(&spec, &status, taints, &settings, at(50));
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(250)));
+        let d = decide(&spec, &status, taints, &settings, at(300));
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.evictions[0].cluster, "member1");
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(100)));
+        let d = decide(&spec, &status, taints, &settings, at(400));
+        assert_eq!(d.evictions.len(), 2);
+    }
+
+    #[test]
+    fn state_preservation_reads_the_evicted_clusters_last_status() {
+        let rules = StatePreservation {
+            rules: vec![
+                StatePreservationRule {
+                    alias_label_name: "failover.example.io/job".into(),
+                    json_path: "{ .jobStatus.jobID }".into(),
+                },
+                StatePreservationRule {
+                    alias_label_name: "failover.example.io/missing".into(),
+                    json_path: "{ .nope }".into(),
+                },
+            ],
+        };
+        let status = ResourceBindingStatus {
+            aggregated_status: vec![AggregatedStatusItem {
+                cluster_name: "member1".into(),
+                status: Some(json!({"jobStatus": {"jobID": "abc"}})),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let (labels, errors) = preserved_state(Some(&rules), &status, "member1");
+        assert_eq!(
+            labels.get("failover.example.io/job").map(String::as_str),
+            Some("abc")
+        );
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].0, "failover.example.io/missing");
+        let (labels, errors) = preserved_state(Some(&rules), &status, "member2");
+        assert!(labels.is_empty());
+        assert_eq!(errors.len(), 2, "never collected: both rules fail");
+        assert_eq!(
+            preserved_state(None, &status, "member1"),
+            (BTreeMap::new(), vec![])
+        );
+    }
+}
