@@ -306,6 +306,7 @@ mod tests {
     const UNREACHABLE: &str = "cluster.karmada.io/unreachable";
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn verdict_table() {
         use Verdict::*;
         let ne = |added| taint(NOT_READY, TaintEffect::NoExecute, added);
