@@ -11,10 +11,23 @@
 //! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
+use super::binding_keys::{decode, live_binding, LiveBinding};
+use super::cluster_cache::ClusterCache;
+use super::failover_metrics::FailoverMetrics;
+use super::json_edit::set_path;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::store::Store;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::meta::Time;
 use flotilla_api::work::ResourceHealth;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a task ended.
@@ -164,6 +177,154 @@ pub fn assess(tasks: &[GracefulEvictionTask], world: &Assessment<'_>) -> Outcome
         }
     }
     out
+}
+
+/// The graceful eviction controller: one reconcile per binding with eviction tasks; it stamps
+/// new tasks, drops finished ones (an Event and a metric each) and looks again when the
+/// earliest grace period ends.
+pub struct GracefulEvictionController {
+    store: Arc<dyn Store>,
+    clusters: ClusterCache,
+    clock: SharedClock,
+    events: EventRecorder,
+    metrics: FailoverMetrics,
+    default_timeout: Duration,
+    /// Tasks per binding as of its last pass, for the pending-tasks gauge.
+    pending: Mutex<HashMap<String, usize>>,
+}
+
+impl GracefulEvictionController {
+    /// A graceful eviction controller with `--graceful-eviction-timeout` `default_timeout`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        events: EventRecorder,
+        metrics: FailoverMetrics,
+        default_timeout: Duration,
+    ) -> Self {
+        Self {
+            clusters: ClusterCache::new(store.clone()),
+            store,
+            clock,
+            events: events.for_component("graceful-eviction"),
+            metrics,
+            default_timeout,
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn count_pending(&self, key: &str, tasks: usize) {
+        let mut pending = self.pending.lock();
+        if tasks == 0 {
+            pending.remove(key);
+        } else {
+            pending.insert(key.to_string(), tasks);
+        }
+        let total: usize = pending.values().sum();
+        self.metrics
+            .tasks_pending
+            .set(i64::try_from(total).unwrap_or(i64::MAX));
+    }
+}
+
+#[async_trait]
+impl Reconciler for GracefulEvictionController {
+    fn name(&self) -> &'static str {
+        "graceful-eviction"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
+            self.count_pending(key, 0);
+            return Ok(Action::Done);
+        };
+        let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        if spec.graceful_eviction_tasks.is_empty() {
+            self.count_pending(key, 0);
+            return Ok(Action::Done);
+        }
+        let status: ResourceBindingStatus = object
+            .get("status")
+            .filter(|s| !s.is_null())
+            .and_then(|s| decode(s, key).ok())
+            .unwrap_or_default();
+        let generation = object
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let clusters = self.clusters.get().await?;
+        let now = self.clock.now();
+        let outcome = {
+            let ready = |name: &str| clusters.is_ready(name);
+            let world = Assessment {
+                spec: &spec,
+                status: &status,
+                scheduled: status.scheduler_observed_generation == generation,
+                ready: &ready,
+                default_timeout: self.default_timeout,
+                now,
+            };
+            assess(&spec.graceful_eviction_tasks, &world)
+        };
+        if outcome.changed(&spec.graceful_eviction_tasks) {
+            let mut updated = object.clone();
+            set_path(
+                &mut updated,
+                &["spec", "gracefulEvictionTasks"],
+                serde_json::to_value(&outcome.kept).unwrap_or_default(),
+            );
+            self.store.update(&rt, updated).await?;
+        }
+        self.count_pending(key, outcome.kept.len());
+        for (task, reason) in &outcome.dropped {
+            let held = task
+                .creation_timestamp
+                .as_ref()
+                .map(|c| (now - c.as_datetime()).num_milliseconds().max(0) as f64 / 1000.0);
+            self.metrics
+                .tasks_dropped
+                .with_label_values(&[reason.event_reason()])
+                .inc();
+            if let (DropReason::NewPlacementHealthy, Some(secs)) = (reason, held) {
+                self.metrics
+                    .eviction_to_healthy
+                    .with_label_values(&[task.producer.as_str()])
+                    .observe(secs);
+            }
+            let why = match reason {
+                DropReason::NewPlacementHealthy => "every cluster of the new placement is Healthy",
+                DropReason::GracePeriodPassed => "its grace period passed",
+                DropReason::SuppressionLifted => "suppressDeletion was set to false",
+            };
+            tracing::info!(binding = key, cluster = %task.from_cluster, reason = ?reason, "eviction task done");
+            self.events
+                .record(
+                    &object,
+                    EventType::Normal,
+                    reason.event_reason(),
+                    &format!(
+                        "The eviction task for cluster {} ended because {why}; the old copy there is deleted",
+                        task.from_cluster
+                    ),
+                )
+                .await;
+        }
+        for cluster in &outcome.holding_last_copy {
+            self.events
+                .record(
+                    &object,
+                    EventType::Warning,
+                    "EvictionTaskHeld",
+                    &format!(
+                        "The eviction task for cluster {cluster} is kept: no other cluster could be chosen, and the copy there is the last one"
+                    ),
+                )
+                .await;
+        }
+        Ok(outcome
+            .requeue_after
+            .map_or(Action::Done, Action::RequeueAfter))
+    }
 }
 
 #[cfg(test)]
@@ -401,5 +562,116 @@ mod tests {
         let out = assess(&out.kept, &world);
         assert!(out.kept.is_empty());
         assert_eq!(out.dropped.len(), 2);
+    }
+
+    mod controller {
+        use super::*;
+        use crate::clock::FakeClock;
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use flotilla_api::kinds::well_known;
+        use serde_json::json;
+
+        const KEY: &str = "rb|default|nginx-deployment";
+
+        async fn binding(store: &Arc<dyn Store>) -> Value {
+            store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "nginx-deployment",
+                )
+                .await
+                .unwrap()
+        }
+
+        #[tokio::test]
+        async fn a_task_is_stamped_kept_until_healthy_then_dropped_with_an_event() {
+            let clock = Arc::new(FakeClock::new(at(0)));
+            let shared: SharedClock = clock.clone();
+            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+            let registry = prometheus::Registry::new();
+            let events =
+                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+            let metrics = FailoverMetrics::register(&registry).unwrap();
+            store
+                .create(
+                    &well_known::clusters(),
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                        "metadata": {"name": "member2"}, "spec": {"syncMode": "Pull"},
+                        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+                            "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}}),
+                )
+                .await
+                .unwrap();
+            let mut c = store
+                .get(&well_known::clusters(), None, "member2")
+                .await
+                .unwrap();
+            c["status"] = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+                "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]});
+            store
+                .update_status(&well_known::clusters(), c)
+                .await
+                .unwrap();
+            store
+                .create(
+                    &well_known::resource_bindings(),
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                 "replicas": 3, "clusters": [{"name": "member2", "replicas": 3}],
+                                 "gracefulEvictionTasks": [{"fromCluster": "member1", "reason": "TaintUntolerated",
+                                     "producer": "TaintManager", "replicas": 1}]}}),
+                )
+                .await
+                .unwrap();
+            let ge = GracefulEvictionController::new(
+                store.clone(),
+                shared,
+                events,
+                metrics.clone(),
+                Duration::from_secs(600),
+            );
+            // First sight: stamped, kept, look again at the timeout.
+            let action = ge.reconcile(KEY).await.unwrap();
+            assert!(
+                matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(600)),
+                "{action:?}"
+            );
+            let b = binding(&store).await;
+            assert!(
+                b["spec"]["gracefulEvictionTasks"][0]["creationTimestamp"].is_string(),
+                "{b}"
+            );
+            assert_eq!(metrics.tasks_pending.get(), 1);
+            // The new placement reports Healthy once the scheduler has seen the generation.
+            let mut b = binding(&store).await;
+            b["status"] = json!({"schedulerObservedGeneration": b["metadata"]["generation"],
+                "aggregatedStatus": [{"clusterName": "member2", "applied": true, "health": "Healthy"}]});
+            store
+                .update_status(&well_known::resource_bindings(), b)
+                .await
+                .unwrap();
+            clock.advance(chrono::Duration::seconds(30));
+            assert!(matches!(ge.reconcile(KEY).await, Ok(Action::Done)));
+            let b = binding(&store).await;
+            assert_eq!(b["spec"]["gracefulEvictionTasks"], json!([]), "{b}");
+            assert_eq!(metrics.tasks_pending.get(), 0);
+            assert_eq!(
+                metrics
+                    .tasks_dropped
+                    .with_label_values(&["EvictionTaskDoneHealthy"])
+                    .get(),
+                1
+            );
+            let events = store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            assert!(events
+                .items
+                .iter()
+                .any(|e| e["reason"] == "EvictionTaskDoneHealthy"));
+        }
     }
 }

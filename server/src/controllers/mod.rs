@@ -12,6 +12,7 @@ pub mod cluster_taints;
 pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
+pub mod failover_metrics;
 pub mod graceful_eviction;
 pub mod interpretation;
 pub mod json_edit;

@@ -13,7 +13,16 @@
 //! the failover guide. Everything here is a pure function of (binding, clusters' taints,
 //! settings, now); the controller only feeds it and writes the result back.
 
+use super::binding_keys::{decode, live_binding, LiveBinding};
+use super::cluster_cache::ClusterCache;
+use super::failover_metrics::FailoverMetrics;
+use super::json_edit::set_path;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
 use crate::interpreter::jsonpath;
+use crate::store::Store;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{
     EvictionOptions, ResourceBindingSpec, ResourceBindingStatus, EVICTION_PRODUCER_TAINT_MANAGER,
@@ -23,6 +32,7 @@ use flotilla_api::cluster::{Taint, TaintEffect};
 use flotilla_api::meta::Time;
 use flotilla_api::policy::{PurgeMode, StatePreservation, Toleration};
 use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
+use std::sync::Arc;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -263,6 +273,142 @@ pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<
             }
             None => spec.clusters.retain(|c| c.name != e.cluster),
         }
+    }
+}
+
+/// The taint manager controller: one reconcile per binding (`rb|ns|name`, `crb|name`), woken by
+/// the binding and by changes of the clusters it targets; it evicts what [`decide`] says and
+/// looks again when the earliest toleration runs out.
+pub struct TaintManagerController {
+    store: Arc<dyn Store>,
+    clusters: ClusterCache,
+    clock: SharedClock,
+    events: EventRecorder,
+    metrics: FailoverMetrics,
+    settings: TaintManagerSettings,
+}
+
+impl TaintManagerController {
+    /// A taint manager over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        events: EventRecorder,
+        metrics: FailoverMetrics,
+        settings: TaintManagerSettings,
+    ) -> Self {
+        Self {
+            clusters: ClusterCache::new(store.clone()),
+            store,
+            clock,
+            events: events.for_component("taint-manager"),
+            metrics,
+            settings,
+        }
+    }
+}
+
+#[async_trait]
+impl Reconciler for TaintManagerController {
+    fn name(&self) -> &'static str {
+        "taint-manager"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        if !self.settings.enabled {
+            return Ok(Action::Done);
+        }
+        let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
+            return Ok(Action::Done);
+        };
+        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        // A status the scheduler will rebuild does not stop an eviction: it only loses the
+        // state to preserve.
+        let status: ResourceBindingStatus = object
+            .get("status")
+            .filter(|s| !s.is_null())
+            .and_then(|s| decode(s, key).ok())
+            .unwrap_or_default();
+        let clusters = self.clusters.get().await?;
+        let now = self.clock.now();
+        let decision = decide(
+            &spec,
+            &status,
+            |name| clusters.by_name.get(name).map(|c| c.spec.taints.as_slice()),
+            &self.settings,
+            now,
+        );
+        if !decision.evictions.is_empty() {
+            apply(&mut spec, &decision, now);
+            let mut updated = object.clone();
+            set_path(
+                &mut updated,
+                &["spec", "clusters"],
+                serde_json::to_value(&spec.clusters).unwrap_or_default(),
+            );
+            set_path(
+                &mut updated,
+                &["spec", "gracefulEvictionTasks"],
+                serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
+            );
+            // A conflict retries the whole decision on the new binding.
+            self.store.update(&rt, updated).await?;
+            for e in &decision.evictions {
+                let taint = match &e.cause {
+                    EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,
+                };
+                tracing::info!(binding = key, cluster = %e.cluster, taint = %taint, "evicted");
+                self.metrics
+                    .evictions
+                    .with_label_values(&[
+                        EVICTION_PRODUCER_TAINT_MANAGER,
+                        EVICTION_REASON_TAINT_UNTOLERATED,
+                    ])
+                    .inc();
+                if let Some(added) = &taint.time_added {
+                    let age = (now - added.as_datetime()).num_milliseconds().max(0) as f64 / 1000.0;
+                    self.metrics
+                        .taint_to_eviction
+                        .with_label_values(&[EVICTION_PRODUCER_TAINT_MANAGER])
+                        .observe(age);
+                }
+                let how = match &e.task {
+                    Some(t) => format!(
+                        "an eviction task with purge mode {} keeps the old copy as that mode says",
+                        t.purge_mode.unwrap_or(PurgeMode::Graciously).as_str()
+                    ),
+                    None => "graceful eviction is off: the cluster is removed at once".to_string(),
+                };
+                self.events
+                    .record(
+                        &object,
+                        EventType::Warning,
+                        "EvictWorkloadFromCluster",
+                        &format!(
+                            "Evicted from cluster {}: {}; {how}",
+                            e.cluster,
+                            e.cause.message(&e.cluster)
+                        ),
+                    )
+                    .await;
+                for (label, error) in &e.state_errors {
+                    self.events
+                        .record(
+                            &object,
+                            EventType::Warning,
+                            "StatePreservationFailed",
+                            &format!(
+                                "State for label {label} could not be read from cluster {}: {error}; the workload moves without it",
+                                e.cluster
+                            ),
+                        )
+                        .await;
+                }
+            }
+        }
+        Ok(decision
+            .requeue_after
+            .map_or(Action::Done, Action::RequeueAfter))
     }
 }
 
@@ -571,5 +717,153 @@ mod tests {
             preserved_state(None, &status, "member1"),
             (BTreeMap::new(), vec![])
         );
+    }
+
+    mod controller {
+        use super::*;
+        use crate::clock::FakeClock;
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use flotilla_api::kinds::well_known;
+
+        async fn world(
+            tolerations: serde_json::Value,
+        ) -> (Arc<dyn Store>, Arc<FakeClock>, TaintManagerController) {
+            let clock = Arc::new(FakeClock::new(at(0)));
+            let shared: SharedClock = clock.clone();
+            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+            let registry = prometheus::Registry::new();
+            let events =
+                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+            let metrics = FailoverMetrics::register(&registry).unwrap();
+            for (name, taints) in [
+                (
+                    "member1",
+                    serde_json::json!([{"key": NOT_READY, "effect": "NoExecute", "timeAdded": "2023-11-14T22:13:20Z"}]),
+                ),
+                ("member2", serde_json::json!([])),
+            ] {
+                store
+                    .create(
+                        &well_known::clusters(),
+                        serde_json::json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                            "metadata": {"name": name}, "spec": {"syncMode": "Pull", "taints": taints}}),
+                    )
+                    .await
+                    .unwrap();
+            }
+            store
+                .create(
+                    &well_known::resource_bindings(),
+                    serde_json::json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                 "replicas": 3,
+                                 "placement": {"clusterTolerations": tolerations},
+                                 "clusters": [{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 2}]}}),
+                )
+                .await
+                .unwrap();
+            let tm = TaintManagerController::new(
+                store.clone(),
+                shared,
+                events,
+                metrics,
+                TaintManagerSettings::default(),
+            );
+            (store, clock, tm)
+        }
+
+        const KEY: &str = "rb|default|nginx-deployment";
+
+        #[tokio::test]
+        async fn an_untolerated_noexecute_taint_evicts_with_a_task_and_an_event() {
+            let (store, _, tm) = world(serde_json::json!([])).await;
+            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
+            let b = store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "nginx-deployment",
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                b["spec"]["clusters"],
+                serde_json::json!([{"name": "member2", "replicas": 2}])
+            );
+            let task = &b["spec"]["gracefulEvictionTasks"][0];
+            assert_eq!(task["fromCluster"], "member1");
+            assert_eq!(task["producer"], "TaintManager");
+            assert_eq!(task["reason"], "TaintUntolerated");
+            assert_eq!(task["replicas"], 1);
+            assert_eq!(task["purgeMode"], "Graciously");
+            assert!(task["creationTimestamp"].is_string(), "{task}");
+            let events = store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            assert!(
+                events
+                    .items
+                    .iter()
+                    .any(|e| e["reason"] == "EvictWorkloadFromCluster"
+                        && e["message"].as_str().unwrap_or("").contains("member1")),
+                "{:?}",
+                events.items
+            );
+            // Evicted once: a second pass changes nothing.
+            let rv = b["metadata"]["resourceVersion"].clone();
+            tm.reconcile(KEY).await.unwrap();
+            let again = store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "nginx-deployment",
+                )
+                .await
+                .unwrap();
+            assert_eq!(again["metadata"]["resourceVersion"], rv);
+        }
+
+        #[tokio::test]
+        async fn a_tolerated_taint_waits_for_its_seconds_on_the_injected_clock() {
+            let (store, clock, tm) = world(serde_json::json!([
+                {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ]))
+            .await;
+            // The taint was added at 0 (2023-11-14T22:13:20Z); now is 0.
+            assert!(matches!(
+                tm.reconcile(KEY).await,
+                Ok(Action::RequeueAfter(d)) if d == Duration::from_secs(300)
+            ));
+            clock.advance(chrono::Duration::seconds(299));
+            assert!(matches!(
+                tm.reconcile(KEY).await,
+                Ok(Action::RequeueAfter(d)) if d == Duration::from_secs(1)
+            ));
+            let b = store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "nginx-deployment",
+                )
+                .await
+                .unwrap();
+            assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
+            clock.advance(chrono::Duration::seconds(1));
+            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
+            let b = store
+                .get(
+                    &well_known::resource_bindings(),
+                    Some("default"),
+                    "nginx-deployment",
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                b["spec"]["clusters"],
+                serde_json::json!([{"name": "member2", "replicas": 2}])
+            );
+        }
     }
 }

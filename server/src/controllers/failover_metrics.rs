@@ -1,0 +1,76 @@
+//! The metrics every failover decision leaves, shared by the controllers that evict (taint
+//! manager, and application failover later) and the graceful eviction controller, so that
+//! "why did my app move, and how long did it take" can be read from `/metrics`.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+
+/// Failover metrics, registered once per server.
+#[derive(Clone, Debug)]
+pub struct FailoverMetrics {
+    /// `flotilla_evictions_total{producer,reason}`: clusters evicted from bindings.
+    pub evictions: IntCounterVec,
+    /// `flotilla_eviction_tasks_dropped_total{reason}`: tasks ended (and old copies released).
+    pub tasks_dropped: IntCounterVec,
+    /// `flotilla_eviction_tasks_pending`: tasks that exist now, as of the last assessment pass
+    /// of each binding.
+    pub tasks_pending: IntGauge,
+    /// `flotilla_taint_to_eviction_seconds`: from a NoExecute taint's timeAdded to the eviction.
+    pub taint_to_eviction: HistogramVec,
+    /// `flotilla_eviction_to_healthy_seconds`: from an eviction to its new placement Healthy.
+    pub eviction_to_healthy: HistogramVec,
+}
+
+impl FailoverMetrics {
+    /// Creates and registers the metrics.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let buckets = vec![
+            0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+        ];
+        let evictions = IntCounterVec::new(
+            Opts::new(
+                "flotilla_evictions_total",
+                "Clusters evicted from bindings, by producer and reason.",
+            ),
+            &["producer", "reason"],
+        )?;
+        let tasks_dropped = IntCounterVec::new(
+            Opts::new(
+                "flotilla_eviction_tasks_dropped_total",
+                "Graceful eviction tasks ended, by why (the old copy goes then).",
+            ),
+            &["reason"],
+        )?;
+        let tasks_pending = IntGauge::new(
+            "flotilla_eviction_tasks_pending",
+            "Graceful eviction tasks that exist now.",
+        )?;
+        let taint_to_eviction = HistogramVec::new(
+            HistogramOpts::new(
+                "flotilla_taint_to_eviction_seconds",
+                "Seconds from a NoExecute taint's timeAdded to the eviction it caused.",
+            )
+            .buckets(buckets.clone()),
+            &["producer"],
+        )?;
+        let eviction_to_healthy = HistogramVec::new(
+            HistogramOpts::new(
+                "flotilla_eviction_to_healthy_seconds",
+                "Seconds from an eviction to every cluster of the new placement Healthy.",
+            )
+            .buckets(buckets),
+            &["producer"],
+        )?;
+        registry.register(Box::new(evictions.clone()))?;
+        registry.register(Box::new(tasks_dropped.clone()))?;
+        registry.register(Box::new(tasks_pending.clone()))?;
+        registry.register(Box::new(taint_to_eviction.clone()))?;
+        registry.register(Box::new(eviction_to_healthy.clone()))?;
+        Ok(Self {
+            evictions,
+            tasks_dropped,
+            tasks_pending,
+            taint_to_eviction,
+            eviction_to_healthy,
+        })
+    }
+}
