@@ -63,6 +63,19 @@ pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T,
     })
 }
 
+/// A binding's status for a controller that only reads it: a missing or undecodable status
+/// reads as empty (the scheduler, which owns it, rebuilds it and says so).
+pub fn status_or_default(
+    binding: &Value,
+    key: &str,
+) -> flotilla_api::binding::ResourceBindingStatus {
+    binding
+        .get("status")
+        .filter(|s| !s.is_null())
+        .and_then(|s| decode(s, key).ok())
+        .unwrap_or_default()
+}
+
 /// The Works a binding owns, in every execution namespace (from the store's owner index).
 pub async fn owned_works(store: &dyn Store, binding: &Value) -> Result<Vec<Value>, StoreError> {
     let uid = binding

@@ -11,7 +11,7 @@
 //! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
-use super::binding_keys::{decode, live_binding, LiveBinding};
+use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
 use super::failover_metrics::FailoverMetrics;
 use super::json_edit::set_path;
@@ -243,11 +243,7 @@ impl Reconciler for GracefulEvictionController {
             self.count_pending(key, 0);
             return Ok(Action::Done);
         }
-        let status: ResourceBindingStatus = object
-            .get("status")
-            .filter(|s| !s.is_null())
-            .and_then(|s| decode(s, key).ok())
-            .unwrap_or_default();
+        let status = status_or_default(&object, key);
         let generation = object
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)

@@ -13,7 +13,7 @@
 //! the failover guide. Everything here is a pure function of (binding, clusters' taints,
 //! settings, now); the controller only feeds it and writes the result back.
 
-use super::binding_keys::{decode, live_binding, LiveBinding};
+use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
 use super::failover_metrics::FailoverMetrics;
 use super::json_edit::set_path;
@@ -324,11 +324,7 @@ impl Reconciler for TaintManagerController {
         let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         // A status the scheduler will rebuild does not stop an eviction: it only loses the
         // state to preserve.
-        let status: ResourceBindingStatus = object
-            .get("status")
-            .filter(|s| !s.is_null())
-            .and_then(|s| decode(s, key).ok())
-            .unwrap_or_default();
+        let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
         let decision = decide(
