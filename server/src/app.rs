@@ -496,3 +496,66 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         task,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use chrono::TimeZone;
+    use serde_json::{json, Value};
+
+    /// The clock of the config reaches the store and the controllers of an in-process server.
+    #[tokio::test]
+    async fn an_in_process_server_runs_on_the_configured_clock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = chrono::Utc
+            .with_ymd_and_hms(2030, 1, 2, 3, 4, 5)
+            .single()
+            .expect("a valid time");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.engine = Engine::Memory;
+        config.tls = Tls::Plain;
+        config.clock = Arc::new(FakeClock::new(fake));
+        let server = start(config).await.expect("server starts");
+        let stamp = "2030-01-02T03:04:05Z";
+        let ric = flotilla_api::kinds::builtin_by_plural(
+            flotilla_api::kinds::CONFIG_GROUP,
+            "resourceinterpretercustomizations",
+        )
+        .expect("a built-in kind");
+        // A customization that does not decode: the controller records a Warning Event.
+        let created = server
+            .store
+            .create(
+                &ric,
+                json!({"apiVersion": "config.karmada.io/v1alpha1",
+                       "kind": "ResourceInterpreterCustomization",
+                       "metadata": {"name": "broken"}, "spec": "not an object"}),
+            )
+            .await
+            .expect("stored");
+        assert_eq!(created["metadata"]["creationTimestamp"], stamp);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let event = loop {
+            let events = server
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .expect("events");
+            let found = events.items.into_iter().find(|e: &Value| {
+                e["reason"] == "CustomizationInvalid" && e["involvedObject"]["name"] == "broken"
+            });
+            if let Some(e) = found {
+                break e;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no CustomizationInvalid Event within 20 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(event["firstTimestamp"], stamp, "{event}");
+        server.shutdown().await.expect("clean shutdown");
+    }
+}
