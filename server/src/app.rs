@@ -2,14 +2,14 @@
 //! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with
 //! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
 //! finish, the store is flushed). Tests start it on port 0 through [`start`] and stop it
-//! through the returned [`ServerHandle`].
+//! through the returned [`ServerHandle`]. The controllers are a list, [`CONTROLLERS`], each
+//! built from one [`ControllerContext`] and started through one spawn path.
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
-use crate::controllers::cluster_status::{ClusterStatusController, HealthConfig};
-use crate::controllers::cluster_taints::{ClusterTaintController, TaintConfig};
-use crate::controllers::{self, ControllerConfig, ControllerHandle, ControllerMetrics, Source};
-use crate::events::EventRecorder;
+use crate::controllers::context::ControllerFn;
+pub use crate::controllers::context::ControllerSettings;
+use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::probes::HttpMemberClient;
 use crate::store::{
     KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
@@ -57,7 +57,7 @@ pub enum Tls {
 }
 
 /// Everything the server needs to start.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free port).
     pub listen: SocketAddr,
@@ -79,54 +79,30 @@ pub struct ServerConfig {
     pub min_flush_interval: Duration,
     /// Controller settings; `None` runs the API alone.
     pub controllers: Option<ControllerSettings>,
+    /// The clock of the store, the API and every controller (a [`crate::clock::FakeClock`]
+    /// in tests that drive time).
+    pub clock: SharedClock,
 }
 
-/// Settings of the controllers (flags of the server).
-#[derive(Clone, Debug)]
-pub struct ControllerSettings {
-    /// Cluster health timings.
-    pub health: HealthConfig,
-    /// Taint decisions.
-    pub taints: TaintConfig,
-    /// Timeout of one probe of a push member.
-    pub probe_timeout: std::time::Duration,
-    /// How often every controller relists everything.
-    pub resync: std::time::Duration,
-    /// How often the scheduler looks at every binding again (cluster changes reach bindings
-    /// this way).
-    pub scheduler_resync: std::time::Duration,
-    /// How often the status of Works on push members is read back.
-    pub push_status_period: std::time::Duration,
-    /// Concurrent reconciles of each propagation controller (detector, dependencies
-    /// distributor, scheduler, binding, binding status). Never two for one key; most of a
-    /// reconcile is waiting for its writes to be durable, and concurrent writers share fsyncs.
-    pub propagation_workers: usize,
-    /// The binding status controller aggregates a binding this long after the first change
-    /// it saw, so a binding's Works created and reporting one after another cost one status
-    /// write instead of one each.
-    pub status_coalesce: std::time::Duration,
-}
-
-impl Default for ControllerSettings {
-    fn default() -> Self {
-        Self {
-            health: HealthConfig::default(),
-            taints: TaintConfig {
-                eviction_timeout: chrono::Duration::minutes(5),
-                automatic_no_execute: true,
-            },
-            probe_timeout: std::time::Duration::from_secs(5),
-            resync: std::time::Duration::from_secs(300),
-            scheduler_resync: std::time::Duration::from_secs(15),
-            push_status_period: std::time::Duration::from_secs(5),
-            propagation_workers: 16,
-            status_coalesce: std::time::Duration::from_millis(100),
-        }
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("engine", &self.engine)
+            .field("tls", &self.tls)
+            .field("defaulting", &self.defaulting)
+            .field("limits", &self.limits)
+            .field("event_log_capacity", &self.event_log_capacity)
+            .field("event_log_max_bytes", &self.event_log_max_bytes)
+            .field("min_flush_interval", &self.min_flush_interval)
+            .field("controllers", &self.controllers)
+            .finish_non_exhaustive()
     }
 }
 
 impl ServerConfig {
-    /// Defaults: 127.0.0.1:7070, sled, HTTPS with a self-signed certificate.
+    /// Defaults: 127.0.0.1:7070, sled, HTTPS with a self-signed certificate, the wall clock.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
@@ -139,6 +115,7 @@ impl ServerConfig {
             event_log_max_bytes: crate::store::DEFAULT_EVENT_LOG_MAX_BYTES,
             min_flush_interval: DEFAULT_MIN_FLUSH_INTERVAL,
             controllers: Some(ControllerSettings::default()),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -175,6 +152,9 @@ pub enum StartError {
     /// The HTTP client for members could not be built.
     #[error("cannot build the member client")]
     MemberClient(#[source] reqwest::Error),
+    /// A controller could not be built.
+    #[error("cannot build the controllers")]
+    Controllers(#[source] WiringError),
 }
 
 /// A running server.
@@ -344,253 +324,40 @@ pub fn api_state(
     })
 }
 
-/// Starts every controller over the API's store, clock and metrics registry.
+/// Every controller the server runs, in start order.
+pub const CONTROLLERS: &[ControllerFn] = &[
+    controllers::cluster_status::controller,
+    controllers::cluster_taints::controller,
+    controllers::customizations::controller,
+    controllers::detector::controller,
+    controllers::dependencies_distributor::controller,
+    controllers::scheduling::controller,
+    controllers::binding_works::controller,
+    controllers::binding_status::controller,
+    controllers::push_execution::controller,
+];
+
+/// Starts every controller of [`CONTROLLERS`] over the API's store, registry, clock and
+/// metrics registry.
 pub fn start_controllers(
     state: &ApiState,
     settings: &ControllerSettings,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<ControllerHandle>, StartError> {
-    let registry = &state.metrics.registry;
-    let metrics = ControllerMetrics::register(registry).map_err(StartError::Metrics)?;
-    let events = EventRecorder::new(
-        state.store.clone(),
-        state.clock.clone(),
-        "flotilla-server",
-        registry,
-    )
-    .map_err(StartError::Metrics)?;
     // One HTTP client (and connection pool) for every call to push members.
-    let member_client =
+    let member =
         Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
-    let status = ClusterStatusController::new(
+    let ctx = ControllerContext::new(
         state.store.clone(),
-        state.clock.clone(),
-        member_client.clone(),
-        settings.health,
-        events.for_component("cluster-status-controller"),
-        registry,
-    )
-    .map_err(StartError::Metrics)?;
-    let taints = ClusterTaintController::new(
-        state.store.clone(),
-        state.clock.clone(),
-        settings.taints,
-        events.for_component("cluster-controller"),
-        registry,
-    )
-    .map_err(StartError::Metrics)?;
-    let clusters = || Source::primary(flotilla_api::kinds::well_known::clusters());
-    // A lease renewal concerns the cluster of the same name.
-    let leases = Source::mapped(flotilla_api::kinds::well_known::leases(), |lease| {
-        let in_cluster_ns = lease
-            .pointer("/metadata/namespace")
-            .and_then(serde_json::Value::as_str)
-            == Some(flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE);
-        lease
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            .filter(|_| in_cluster_ns)
-            .map(|n| vec![n.to_string()])
-            .unwrap_or_default()
-    });
-    let mut status_cfg = ControllerConfig::new(vec![clusters()]);
-    status_cfg.workers = 4;
-    status_cfg.resync = settings.resync;
-    let mut taint_cfg = ControllerConfig::new(vec![clusters(), leases]);
-    taint_cfg.workers = 2;
-    taint_cfg.resync = settings.resync;
-    let mut handles = vec![
-        controllers::spawn(
-            state.store.clone(),
-            Arc::new(status),
-            status_cfg,
-            Some(metrics.clone()),
-            stop.clone(),
-        ),
-        controllers::spawn(
-            state.store.clone(),
-            Arc::new(taints),
-            taint_cfg,
-            Some(metrics.clone()),
-            stop.clone(),
-        ),
-    ];
-    handles.extend(start_propagation(
-        state,
-        settings,
-        member_client,
-        &metrics,
-        &events,
-        &stop,
-    )?);
-    Ok(handles)
-}
-
-/// The propagation controllers: interpreter customizations, detector, dependencies
-/// distributor, scheduler, binding works, binding status, and push execution.
-fn start_propagation(
-    state: &ApiState,
-    settings: &ControllerSettings,
-    member: Arc<HttpMemberClient>,
-    metrics: &ControllerMetrics,
-    events: &EventRecorder,
-    stop: &tokio::sync::watch::Receiver<bool>,
-) -> Result<Vec<ControllerHandle>, StartError> {
-    use crate::controllers::binding_status::BindingStatusController;
-    use crate::controllers::binding_works::BindingController;
-    use crate::controllers::customizations::CustomizationController;
-    use crate::controllers::dependencies_distributor::DependenciesDistributor;
-    use crate::controllers::detector::Detector;
-    use crate::controllers::push_execution::PushExecutionController;
-    use crate::controllers::queue::WorkQueue;
-    use crate::controllers::scheduling::SchedulerController;
-    use flotilla_api::kinds::well_known;
-
-    let store = &state.store;
-    let registry = &state.metrics.registry;
-    let interpreter = Arc::new(crate::interpreter::Interpreter::new());
-    let spawn = |reconciler: Arc<dyn controllers::Reconciler>, config: ControllerConfig| {
-        controllers::spawn(
-            store.clone(),
-            reconciler,
-            config,
-            Some(metrics.clone()),
-            stop.clone(),
-        )
-    };
-    let with = |sources: Vec<Source>, workers: usize, resync: std::time::Duration| {
-        let mut c = ControllerConfig::new(sources);
-        c.workers = workers;
-        c.resync = resync;
-        c
-    };
-    // The binding controllers react to a binding's spec (its generation), not to the status
-    // they write themselves.
-    let binding_sources = || {
-        vec![
-            Source::mapped(well_known::resource_bindings(), |b| {
-                crate::controllers::binding_keys::binding_key(b)
-                    .into_iter()
-                    .collect()
-            })
-            .on_change_of(controllers::runtime::generation_fingerprint),
-            Source::mapped(well_known::cluster_resource_bindings(), |b| {
-                crate::controllers::binding_keys::binding_key(b)
-                    .into_iter()
-                    .collect()
-            })
-            .on_change_of(controllers::runtime::generation_fingerprint),
-        ]
-    };
-    let workers = settings.propagation_workers.max(1);
-    let mut handles = Vec::new();
-    if let Some(ric) = flotilla_api::kinds::builtin_by_plural(
-        flotilla_api::kinds::CONFIG_GROUP,
-        "resourceinterpretercustomizations",
-    ) {
-        handles.push(spawn(
-            Arc::new(CustomizationController::new(
-                store.clone(),
-                interpreter.clone(),
-                events.for_component("interpreter"),
-            )),
-            with(vec![Source::primary(ric)], 1, settings.resync),
-        ));
-    }
-    let detector_queue = WorkQueue::default();
-    let detector = Detector::new(
-        store.clone(),
-        state.clock.clone(),
         state.registry.clone(),
-        interpreter.clone(),
-        events.for_component("resource-detector"),
-        detector_queue.clone(),
-    );
-    handles.push(controllers::runtime::spawn_with_queue(
-        store.clone(),
-        Arc::new(detector),
-        with(Detector::sources(), workers, settings.resync),
-        Some(metrics.clone()),
-        stop.clone(),
-        detector_queue,
-    ));
-    let distributor_queue = WorkQueue::default();
-    let distributor = DependenciesDistributor::new(
-        store.clone(),
         state.clock.clone(),
-        state.registry.clone(),
-        interpreter.clone(),
-        events.for_component("dependencies-distributor"),
-        distributor_queue.clone(),
-        registry,
+        member,
+        &state.metrics.registry,
+        settings.clone(),
     )
-    .map_err(StartError::Metrics)?;
-    handles.push(controllers::runtime::spawn_with_queue(
-        store.clone(),
-        Arc::new(distributor),
-        with(DependenciesDistributor::sources(), workers, settings.resync),
-        Some(metrics.clone()),
-        stop.clone(),
-        distributor_queue,
-    ));
-    let scheduler = SchedulerController::new(
-        store.clone(),
-        state.clock.clone(),
-        events.for_component("default-scheduler"),
-        registry,
-    )
-    .map_err(StartError::Metrics)?;
-    handles.push(spawn(
-        Arc::new(scheduler),
-        with(binding_sources(), workers, settings.scheduler_resync),
-    ));
-    // The binding controller writes Works' spec: their status is none of its business.
-    let mut work_sources = binding_sources();
-    work_sources.push(
-        Source::mapped(well_known::works(), BindingController::work_key)
-            .on_change_of(controllers::runtime::generation_fingerprint),
-    );
-    handles.push(spawn(
-        Arc::new(BindingController::new(
-            store.clone(),
-            state.registry.clone(),
-            interpreter.clone(),
-        )),
-        with(work_sources, workers, settings.resync),
-    ));
-    // Status aggregation follows every Work status change, a burst of them at a time.
-    let mut status_sources = binding_sources();
-    status_sources.push(Source::mapped(
-        well_known::works(),
-        BindingController::work_key,
-    ));
-    let status_sources = status_sources
-        .into_iter()
-        .map(|s| s.coalesced(settings.status_coalesce))
-        .collect();
-    handles.push(spawn(
-        Arc::new(BindingStatusController::new(
-            store.clone(),
-            state.clock.clone(),
-            state.registry.clone(),
-            interpreter.clone(),
-        )),
-        with(status_sources, workers, settings.resync),
-    ));
-    handles.push(spawn(
-        Arc::new(PushExecutionController::new(
-            store.clone(),
-            state.clock.clone(),
-            member,
-            settings.push_status_period,
-        )),
-        with(
-            vec![Source::primary(well_known::works())],
-            4,
-            settings.resync,
-        ),
-    ));
-    Ok(handles)
+    .map_err(StartError::Controllers)?;
+    ctx.start(CONTROLLERS, &stop)
+        .map_err(StartError::Controllers)
 }
 
 /// HTTP settings of every connection: a client has `header_read_timeout` to send each
@@ -610,7 +377,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
     let admin_token = ensure_token(&config.data_dir, "admin.token")?;
     let join_token = ensure_token(&config.data_dir, "join.token")?;
-    let clock: SharedClock = Arc::new(SystemClock);
+    let clock = config.clock.clone();
     let store = open_store(&config, clock.clone()).await?;
 
     let registry = Arc::new(api::registry::Registry::new());
@@ -728,4 +495,67 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         controllers,
         task,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use chrono::TimeZone;
+    use serde_json::{json, Value};
+
+    /// The clock of the config reaches the store and the controllers of an in-process server.
+    #[tokio::test]
+    async fn an_in_process_server_runs_on_the_configured_clock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = chrono::Utc
+            .with_ymd_and_hms(2030, 1, 2, 3, 4, 5)
+            .single()
+            .expect("a valid time");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.engine = Engine::Memory;
+        config.tls = Tls::Plain;
+        config.clock = Arc::new(FakeClock::new(fake));
+        let server = start(config).await.expect("server starts");
+        let stamp = "2030-01-02T03:04:05Z";
+        let ric = flotilla_api::kinds::builtin_by_plural(
+            flotilla_api::kinds::CONFIG_GROUP,
+            "resourceinterpretercustomizations",
+        )
+        .expect("a built-in kind");
+        // A customization that does not decode: the controller records a Warning Event.
+        let created = server
+            .store
+            .create(
+                &ric,
+                json!({"apiVersion": "config.karmada.io/v1alpha1",
+                       "kind": "ResourceInterpreterCustomization",
+                       "metadata": {"name": "broken"}, "spec": "not an object"}),
+            )
+            .await
+            .expect("stored");
+        assert_eq!(created["metadata"]["creationTimestamp"], stamp);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let event = loop {
+            let events = server
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .expect("events");
+            let found = events.items.into_iter().find(|e: &Value| {
+                e["reason"] == "CustomizationInvalid" && e["involvedObject"]["name"] == "broken"
+            });
+            if let Some(e) = found {
+                break e;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no CustomizationInvalid Event within 20 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(event["firstTimestamp"], stamp, "{event}");
+        server.shutdown().await.expect("clean shutdown");
+    }
 }

@@ -148,6 +148,34 @@ impl BindingStatusController {
     }
 }
 
+/// The binding status controller as the server runs it: bindings and every status change of their Works, a burst at a time (`status_coalesce`).
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig, Source};
+    let reconciler = BindingStatusController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.registry.clone(),
+        ctx.interpreter.clone(),
+    );
+    let mut sources = super::binding_works::binding_sources();
+    sources.push(Source::mapped(
+        flotilla_api::kinds::well_known::works(),
+        BindingController::work_key,
+    ));
+    let sources = sources
+        .into_iter()
+        .map(|s| s.coalesced(ctx.settings.status_coalesce))
+        .collect();
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+    ))
+}
+
 #[async_trait]
 impl Reconciler for BindingStatusController {
     fn name(&self) -> &'static str {

@@ -276,6 +276,47 @@ impl BindingController {
     }
 }
 
+/// The binding controller as the server runs it: bindings and their Works, by spec (generation) only: Work status is none of its business.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{generation_fingerprint, Controller, ControllerConfig, Source};
+    let reconciler = BindingController::new(
+        ctx.store.clone(),
+        ctx.registry.clone(),
+        ctx.interpreter.clone(),
+    );
+    let mut sources = binding_sources();
+    sources.push(
+        Source::mapped(well_known::works(), BindingController::work_key)
+            .on_change_of(generation_fingerprint),
+    );
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+    ))
+}
+
+/// Both binding kinds keyed as the binding controllers key them, queued when a binding's spec
+/// (generation), deletion or finalizers change, not when its status does.
+pub fn binding_sources() -> Vec<super::runtime::Source> {
+    use super::runtime::{generation_fingerprint, Source};
+    [
+        well_known::resource_bindings(),
+        well_known::cluster_resource_bindings(),
+    ]
+    .into_iter()
+    .map(|rt| {
+        Source::mapped(rt, |b| {
+            super::binding_keys::binding_key(b).into_iter().collect()
+        })
+        .on_change_of(generation_fingerprint)
+    })
+    .collect()
+}
+
 #[async_trait]
 impl Reconciler for BindingController {
     fn name(&self) -> &'static str {

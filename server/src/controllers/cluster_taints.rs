@@ -141,6 +141,44 @@ impl ClusterTaintController {
     }
 }
 
+/// The cluster (taint) controller as the server runs it: one key per Cluster, woken by the Cluster and by its lease renewals, two workers.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig, Source};
+    let reconciler = ClusterTaintController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.settings.taints,
+        ctx.events.for_component("cluster-controller"),
+        &ctx.metrics,
+    )
+    .map_err(super::context::WiringError::metrics("cluster-taints"))?;
+    let sources = vec![
+        Source::primary(well_known::clusters()),
+        Source::mapped(well_known::leases(), lease_cluster),
+    ];
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(2)
+            .resync(ctx.settings.resync),
+    ))
+}
+
+/// A lease renewal concerns the cluster of the same name (leases in the cluster lease
+/// namespace only).
+pub fn lease_cluster(lease: &Value) -> Vec<String> {
+    let in_cluster_ns = lease.pointer("/metadata/namespace").and_then(Value::as_str)
+        == Some(CLUSTER_LEASE_NAMESPACE);
+    lease
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|_| in_cluster_ns)
+        .map(|n| vec![n.to_string()])
+        .unwrap_or_default()
+}
+
 /// Reads a member's last lease renewal.
 pub async fn lease_renew_time(
     store: &dyn Store,

@@ -32,6 +32,30 @@ impl CustomizationController {
     }
 }
 
+/// The customization controller as the server runs it: one key per ResourceInterpreterCustomization, one worker.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig, Source};
+    let rt = builtin_by_plural(
+        flotilla_api::kinds::CONFIG_GROUP,
+        "resourceinterpretercustomizations",
+    )
+    .ok_or(super::context::WiringError::MissingKind {
+        controller: "interpreter-customizations",
+        kind: "resourceinterpretercustomizations",
+    })?;
+    let reconciler = CustomizationController::new(
+        ctx.store.clone(),
+        ctx.interpreter.clone(),
+        ctx.events.for_component("interpreter"),
+    );
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(vec![Source::primary(rt)]).resync(ctx.settings.resync),
+    ))
+}
+
 #[async_trait]
 impl Reconciler for CustomizationController {
     fn name(&self) -> &'static str {

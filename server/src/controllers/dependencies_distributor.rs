@@ -971,6 +971,33 @@ impl DependenciesDistributor {
     }
 }
 
+/// The dependencies distributor as the server runs it: bindings and dependency kinds, queued on its own queue too.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let queue = WorkQueue::default();
+    let reconciler = DependenciesDistributor::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.registry.clone(),
+        ctx.interpreter.clone(),
+        ctx.events.for_component("dependencies-distributor"),
+        queue.clone(),
+        &ctx.metrics,
+    )
+    .map_err(super::context::WiringError::metrics(
+        "dependencies-distributor",
+    ))?;
+    Ok(Controller::with_queue(
+        Arc::new(reconciler),
+        ControllerConfig::new(DependenciesDistributor::sources())
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+        queue,
+    ))
+}
+
 #[async_trait]
 impl Reconciler for DependenciesDistributor {
     fn name(&self) -> &'static str {

@@ -91,6 +91,25 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
     entry
 }
 
+/// The push execution controller as the server runs it: one key per Work, four workers.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig, Source};
+    let reconciler = PushExecutionController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.member.clone(),
+        ctx.settings.push_status_period,
+    );
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(vec![Source::primary(well_known::works())])
+            .workers(4)
+            .resync(ctx.settings.resync),
+    ))
+}
+
 #[async_trait]
 impl Reconciler for PushExecutionController {
     fn name(&self) -> &'static str {

@@ -2,8 +2,13 @@
 //! periodic resync feed keys into a [`WorkQueue`]; workers call the controller's level-triggered
 //! `reconcile(key)`, which answers "done" or "look again after T". Errors are retried with
 //! backoff; a write conflict is just a retry. Queue depth, reconciles, errors and latency are
-//! metrics.
+//! metrics, and each reconcile runs in a `reconcile` span naming the controller and the key.
+//! A [`Controller`] bundles a reconciler, its queue and its [`ControllerConfig`]; [`spawn`] is
+//! the one way to start one. A source may carry an [`Observer`] that sees every object of its
+//! feed before the key mapping (the cluster → bindings index of [`super::fan_out`] lives so),
+//! and a config may carry a [`TokenBucket`] its workers share.
 
+use super::limiter::TokenBucket;
 use super::queue::{Backoff, WorkQueue};
 use crate::store::{EventType, ListOptions, Store, StoreError, WatchEvent, WatchOptions};
 use async_trait::async_trait;
@@ -15,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// What a reconcile asks for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +80,16 @@ pub fn split_key(key: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// Sees every object of a source's feed, before fingerprints and key mapping: each watch
+/// event, and each full list the feed starts from (which replaces what it knew of the kind).
+/// Indexes that a key mapper reads are kept this way.
+pub trait Observer: Send + Sync + 'static {
+    /// An object was added or modified (`deleted` false), or deleted.
+    fn observe(&self, deleted: bool, object: &Value);
+    /// The feed listed every object of `resource` (after a start, a 410 or a dropped stream).
+    fn relisted(&self, resource: &ResourceType, objects: &[Value]);
+}
+
 /// What of an object a controller reacts to; watch events that leave it unchanged are
 /// dropped (see [`Source::on_change_of`]).
 pub type Fingerprint = Arc<dyn Fn(&Value) -> u64 + Send + Sync>;
@@ -91,6 +107,8 @@ pub struct Source {
     /// Watch events queue their keys this long after the event; a key already waiting keeps
     /// its earlier time, so a burst of events within the delay costs one reconcile.
     pub coalesce: Duration,
+    /// Sees every object the source's feed reads.
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// The fingerprint of a generation-driven object: `metadata.generation`, whether it is being
@@ -120,6 +138,7 @@ impl Source {
             keys: Arc::new(|obj| object_key(obj).into_iter().collect()),
             fingerprint: None,
             coalesce: Duration::ZERO,
+            observer: None,
         }
     }
 
@@ -133,6 +152,7 @@ impl Source {
             keys: Arc::new(keys),
             fingerprint: None,
             coalesce: Duration::ZERO,
+            observer: None,
         }
     }
 
@@ -149,6 +169,12 @@ impl Source {
     /// binding's Works reporting one after another) are handled together.
     pub fn coalesced(mut self, delay: Duration) -> Self {
         self.coalesce = delay;
+        self
+    }
+
+    /// Shows every object of the feed to `observer` first.
+    pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
         self
     }
 }
@@ -181,17 +207,79 @@ pub struct ControllerConfig {
     pub workers: usize,
     /// Retry backoff.
     pub backoff: Backoff,
+    /// When set, every reconcile first takes a token from this bucket (shared by the
+    /// controller's workers, and by whoever else holds a clone).
+    pub limiter: Option<TokenBucket>,
 }
 
 impl ControllerConfig {
-    /// One worker, a 5-minute resync, default backoff.
+    /// One worker, a 5-minute resync, default backoff, no rate limit.
     pub fn new(sources: Vec<Source>) -> Self {
         Self {
             sources,
             resync: Duration::from_secs(300),
             workers: 1,
             backoff: Backoff::default(),
+            limiter: None,
         }
+    }
+
+    /// With `workers` concurrent reconciles (at least one).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// With a resync every `every`.
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.resync = every;
+        self
+    }
+
+    /// With reconciles paced by `limiter`.
+    pub fn limited_by(mut self, limiter: TokenBucket) -> Self {
+        self.limiter = Some(limiter);
+        self
+    }
+}
+
+/// A controller ready to start: its reconciler, the queue its workers read (which the
+/// reconciler may hold too, to queue keys of its own), and how to run it.
+pub struct Controller {
+    /// The decisions.
+    pub reconciler: Arc<dyn Reconciler>,
+    /// The queue.
+    pub queue: WorkQueue,
+    /// Sources, workers, resync, backoff, limiter.
+    pub config: ControllerConfig,
+}
+
+impl Controller {
+    /// A controller over a fresh queue with the config's backoff.
+    pub fn new(reconciler: Arc<dyn Reconciler>, config: ControllerConfig) -> Self {
+        Self {
+            queue: WorkQueue::new(config.backoff),
+            reconciler,
+            config,
+        }
+    }
+
+    /// A controller over a queue the reconciler also holds.
+    pub fn with_queue(
+        reconciler: Arc<dyn Reconciler>,
+        config: ControllerConfig,
+        queue: WorkQueue,
+    ) -> Self {
+        Self {
+            reconciler,
+            queue,
+            config,
+        }
+    }
+
+    /// The reconciler's name.
+    pub fn name(&self) -> &'static str {
+        self.reconciler.name()
     }
 }
 
@@ -254,29 +342,19 @@ impl ControllerHandle {
     }
 }
 
-/// Starts a controller: watch and resync tasks plus workers. It stops when `stop` turns true
-/// or through the handle.
+/// Starts a controller: a feed per source, the resync, and the workers. It stops when `stop`
+/// turns true or through the handle.
 pub fn spawn(
     store: Arc<dyn Store>,
-    reconciler: Arc<dyn Reconciler>,
-    config: ControllerConfig,
+    controller: Controller,
     metrics: Option<ControllerMetrics>,
     stop: watch::Receiver<bool>,
 ) -> ControllerHandle {
-    let queue = WorkQueue::new(config.backoff);
-    spawn_with_queue(store, reconciler, config, metrics, stop, queue)
-}
-
-/// Like [`spawn`], over a queue the reconciler also holds (to queue keys of its own, e.g. the
-/// detector queueing templates when a policy changes).
-pub fn spawn_with_queue(
-    store: Arc<dyn Store>,
-    reconciler: Arc<dyn Reconciler>,
-    config: ControllerConfig,
-    metrics: Option<ControllerMetrics>,
-    stop: watch::Receiver<bool>,
-    queue: WorkQueue,
-) -> ControllerHandle {
+    let Controller {
+        reconciler,
+        queue,
+        config,
+    } = controller;
     let mut tasks = JoinSet::new();
     for source in config.sources.clone() {
         tasks.spawn(feed(
@@ -293,7 +371,12 @@ pub fn spawn_with_queue(
         config.resync,
     ));
     for _ in 0..config.workers.max(1) {
-        tasks.spawn(work(reconciler.clone(), queue.clone(), metrics.clone()));
+        tasks.spawn(work(
+            reconciler.clone(),
+            queue.clone(),
+            metrics.clone(),
+            config.limiter.clone(),
+        ));
     }
     let q = queue.clone();
     let mut stop = stop;
@@ -304,8 +387,9 @@ pub fn spawn_with_queue(
     ControllerHandle { queue, tasks }
 }
 
-/// Lists a source and queues the keys of its objects: now, or spread over `spread_over` (a
-/// resync) at each key's [`resync_offset`].
+/// Lists a source and queues the keys of its objects: now (the feed's list, shown to the
+/// source's observer), or spread over `spread_over` (a resync) at each key's
+/// [`resync_offset`].
 async fn enqueue_all(
     store: &Arc<dyn Store>,
     source: &Source,
@@ -317,6 +401,9 @@ async fn enqueue_all(
         .await
     {
         Ok(page) => {
+            if let (None, Some(o)) = (spread_over, &source.observer) {
+                o.relisted(&source.resource, &page.items);
+            }
             for obj in &page.items {
                 for key in (source.keys)(obj) {
                     match spread_over {
@@ -369,6 +456,9 @@ pub async fn feed(
                 Ok(WatchEvent {
                     object, event_type, ..
                 }) => {
+                    if let Some(o) = &source.observer {
+                        o.observe(event_type == EventType::Deleted, &object);
+                    }
                     if let Some(f) = &source.fingerprint {
                         if !seen.is_news(f, event_type, &object) {
                             continue;
@@ -408,11 +498,16 @@ async fn work(
     reconciler: Arc<dyn Reconciler>,
     queue: WorkQueue,
     metrics: Option<ControllerMetrics>,
+    limiter: Option<TokenBucket>,
 ) {
     let name = reconciler.name();
     while let Some(key) = queue.next().await {
+        if let Some(l) = &limiter {
+            l.take().await;
+        }
         let start = Instant::now();
-        let result = reconciler.reconcile(&key).await;
+        let span = tracing::info_span!("reconcile", controller = name, key = %key);
+        let result = reconciler.reconcile(&key).instrument(span).await;
         let label = match &result {
             Ok(Action::Done) => {
                 queue.forget(&key);
@@ -499,5 +594,368 @@ mod tests {
         let key = "default/app-7-deployment";
         assert_eq!(resync_offset(key, every), resync_offset(key, every));
         assert_eq!(resync_offset(key, Duration::ZERO), Duration::ZERO);
+    }
+
+    /// The spawn/feed/work loop on the memory store, with tokio's paused time.
+    mod running {
+        use super::super::super::fan_out::binding_sources_with_cluster_fan_out;
+        use super::super::super::limiter::{Rate, TokenBucket};
+        use super::*;
+        use crate::store::{KvStore, StoreConfig};
+        use flotilla_api::kinds::well_known;
+        use parking_lot::Mutex;
+        use serde_json::json;
+        use std::collections::HashMap;
+        use tokio::time::Instant;
+
+        /// Records every reconcile (key, start time) and whether a key ever ran twice at once.
+        #[derive(Default)]
+        struct Recorder {
+            calls: Mutex<Vec<(String, Instant)>>,
+            running: Mutex<HashMap<String, usize>>,
+            overlapped: Mutex<Vec<String>>,
+            /// Per key: how long a reconcile takes (tokio time).
+            slow: HashMap<String, Duration>,
+            /// Per key: the first reconcile asks to look again after this long.
+            requeue: HashMap<String, Duration>,
+            /// The first reconcile of `gate.0` waits for `gate.1`.
+            gate: Option<(String, Arc<tokio::sync::Notify>)>,
+        }
+
+        impl Recorder {
+            fn count(&self, key: &str) -> usize {
+                self.calls.lock().iter().filter(|(k, _)| k == key).count()
+            }
+            fn times(&self, key: &str) -> Vec<Instant> {
+                self.calls
+                    .lock()
+                    .iter()
+                    .filter(|(k, _)| k == key)
+                    .map(|(_, t)| *t)
+                    .collect()
+            }
+            fn keys_since(&self, from: usize) -> Vec<String> {
+                let mut keys: Vec<String> = self.calls.lock()[from..]
+                    .iter()
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                keys.sort();
+                keys
+            }
+        }
+
+        #[async_trait]
+        impl Reconciler for Recorder {
+            fn name(&self) -> &'static str {
+                "recorder"
+            }
+            async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+                let first = {
+                    let mut calls = self.calls.lock();
+                    calls.push((key.to_string(), Instant::now()));
+                    calls.iter().filter(|(k, _)| k == key).count() == 1
+                };
+                {
+                    let mut running = self.running.lock();
+                    let n = running.entry(key.to_string()).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        self.overlapped.lock().push(key.to_string());
+                    }
+                }
+                if let Some((gated, gate)) = &self.gate {
+                    if first && gated == key {
+                        gate.notified().await;
+                    }
+                }
+                if let Some(d) = self.slow.get(key) {
+                    tokio::time::sleep(*d).await;
+                }
+                if let Some(n) = self.running.lock().get_mut(key) {
+                    *n -= 1;
+                }
+                match self.requeue.get(key) {
+                    Some(after) if first => Ok(Action::RequeueAfter(*after)),
+                    _ => Ok(Action::Done),
+                }
+            }
+        }
+
+        fn store() -> Arc<dyn Store> {
+            KvStore::memory(StoreConfig::default())
+        }
+
+        fn cluster(name: &str) -> Value {
+            json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                   "metadata": {"name": name}, "spec": {"syncMode": "Pull"}})
+        }
+
+        async fn taint(store: &Arc<dyn Store>, name: &str, key: &str) {
+            let rt = well_known::clusters();
+            let mut c = store.get(&rt, None, name).await.expect("cluster");
+            c["spec"]["taints"] = json!([{"key": key, "effect": "NoExecute"}]);
+            store.update(&rt, c).await.expect("taint");
+        }
+
+        /// Waits (in tokio time, at most five virtual minutes) until `done` holds.
+        async fn wait_for(rec: &Recorder, what: &str, done: impl Fn(&Recorder) -> bool) {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while !done(rec) {
+                assert!(
+                    Instant::now() < deadline,
+                    "waited five minutes for {what}; calls: {:?}",
+                    rec.keys_since(0)
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+
+        fn start(
+            store: &Arc<dyn Store>,
+            rec: &Arc<Recorder>,
+            config: ControllerConfig,
+        ) -> (ControllerHandle, watch::Sender<bool>) {
+            let (stop_tx, stop_rx) = watch::channel(false);
+            let reconciler: Arc<dyn Reconciler> = rec.clone();
+            let handle = spawn(
+                store.clone(),
+                Controller::new(reconciler, config),
+                None,
+                stop_rx,
+            );
+            (handle, stop_tx)
+        }
+
+        fn clusters_config() -> ControllerConfig {
+            ControllerConfig::new(vec![Source::primary(well_known::clusters())])
+                .resync(Duration::from_secs(3600))
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn watch_events_queue_keys_and_duplicates_coalesce() {
+            let store = store();
+            store
+                .create(&well_known::clusters(), cluster("a"))
+                .await
+                .unwrap();
+            let gate = Arc::new(tokio::sync::Notify::new());
+            let rec = Arc::new(Recorder {
+                gate: Some(("a".into(), gate.clone())),
+                ..Recorder::default()
+            });
+            let (handle, _stop) = start(&store, &rec, clusters_config());
+            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            // The only worker is busy with a: b is created and changed twice meanwhile.
+            store
+                .create(&well_known::clusters(), cluster("b"))
+                .await
+                .unwrap();
+            taint(&store, "b", "one").await;
+            taint(&store, "b", "two").await;
+            wait_for(&rec, "b queued once", |_| handle.queue.len() == 1).await;
+            gate.notify_one();
+            // z comes after b in the same feed and the same FIFO queue.
+            store
+                .create(&well_known::clusters(), cluster("z"))
+                .await
+                .unwrap();
+            wait_for(&rec, "z reconciled", |r| r.count("z") == 1).await;
+            assert_eq!(rec.count("b"), 1, "three events of b, one reconcile");
+            assert_eq!(rec.count("a"), 1);
+            handle.stop().await;
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn one_key_is_never_reconciled_twice_at_once() {
+            let store = store();
+            store
+                .create(&well_known::clusters(), cluster("a"))
+                .await
+                .unwrap();
+            let rec = Arc::new(Recorder {
+                slow: HashMap::from([("a".to_string(), Duration::from_secs(1))]),
+                ..Recorder::default()
+            });
+            let (handle, _stop) = start(&store, &rec, clusters_config().workers(4));
+            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            // Changes while a runs: a runs again afterwards, never beside itself.
+            for i in 0..5 {
+                taint(&store, "a", &format!("k{i}")).await;
+                handle.queue.add("a");
+            }
+            wait_for(&rec, "a reconciled again", |r| r.count("a") >= 2).await;
+            let times = rec.times("a");
+            assert!(times[1] - times[0] >= Duration::from_secs(1), "{times:?}");
+            assert!(rec.overlapped.lock().is_empty());
+            handle.stop().await;
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn requeue_after_fires_when_its_time_comes() {
+            let store = store();
+            store
+                .create(&well_known::clusters(), cluster("a"))
+                .await
+                .unwrap();
+            let rec = Arc::new(Recorder {
+                requeue: HashMap::from([("a".to_string(), Duration::from_secs(30))]),
+                ..Recorder::default()
+            });
+            let (handle, _stop) = start(&store, &rec, clusters_config());
+            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            assert_eq!(handle.queue.delayed_len(), 1, "a waits for its time");
+            tokio::time::advance(Duration::from_secs(30)).await;
+            wait_for(&rec, "a's requeue", |r| r.count("a") == 2).await;
+            let times = rec.times("a");
+            let waited = times[1] - times[0];
+            assert!(
+                waited >= Duration::from_secs(30) && waited < Duration::from_secs(31),
+                "{waited:?}"
+            );
+            handle.stop().await;
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn resync_queues_every_object_again_within_its_period() {
+            let store = store();
+            for name in ["a", "b", "c"] {
+                store
+                    .create(&well_known::clusters(), cluster(name))
+                    .await
+                    .unwrap();
+            }
+            let rec = Arc::new(Recorder::default());
+            let every = Duration::from_secs(60);
+            let (handle, _stop) = start(
+                &store,
+                &rec,
+                ControllerConfig::new(vec![Source::primary(well_known::clusters())]).resync(every),
+            );
+            let start = Instant::now();
+            wait_for(&rec, "every key once", |r| {
+                r.keys_since(0) == ["a", "b", "c"]
+            })
+            .await;
+            wait_for(&rec, "every key twice", |r| {
+                ["a", "b", "c"].iter().all(|k| r.count(k) == 2)
+            })
+            .await;
+            for k in ["a", "b", "c"] {
+                let second = rec.times(k)[1] - start;
+                // Queued at the first tick, spread over the next period.
+                assert!(second >= every && second < every * 2, "{k}: {second:?}");
+            }
+            handle.stop().await;
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn workers_share_the_controllers_limiter() {
+            let store = store();
+            for name in ["a", "b", "c", "d", "e"] {
+                store
+                    .create(&well_known::clusters(), cluster(name))
+                    .await
+                    .unwrap();
+            }
+            let rec = Arc::new(Recorder::default());
+            let limiter = TokenBucket::new(Rate {
+                per_second: 2.0,
+                burst: 1,
+            });
+            let (handle, _stop) = start(
+                &store,
+                &rec,
+                clusters_config().workers(4).limited_by(limiter),
+            );
+            wait_for(&rec, "five reconciles", |r| r.calls.lock().len() == 5).await;
+            let mut times: Vec<Instant> = rec.calls.lock().iter().map(|(_, t)| *t).collect();
+            times.sort();
+            for pair in times.windows(2) {
+                let gap = pair[1] - pair[0];
+                assert!(
+                    gap >= Duration::from_millis(499),
+                    "{gap:?} between reconciles"
+                );
+            }
+            handle.stop().await;
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_cluster_change_queues_exactly_the_bindings_that_name_it() {
+            let store = store();
+            let rbs = well_known::resource_bindings();
+            let binding = |name: &str, clusters: &[&str], evicted: &[&str]| {
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                       "metadata": {"namespace": "default", "name": name},
+                       "spec": {"clusters": clusters.iter().map(|c| json!({"name": c})).collect::<Vec<_>>(),
+                                "gracefulEvictionTasks": evicted.iter().map(|c| json!({"fromCluster": c})).collect::<Vec<_>>()}})
+            };
+            for name in ["m1", "m2", "m9"] {
+                store
+                    .create(&well_known::clusters(), cluster(name))
+                    .await
+                    .unwrap();
+            }
+            store
+                .create(&rbs, binding("a", &["m1"], &[]))
+                .await
+                .unwrap();
+            store
+                .create(&rbs, binding("b", &["m2"], &[]))
+                .await
+                .unwrap();
+            store
+                .create(&rbs, binding("c", &["m2"], &["m1"]))
+                .await
+                .unwrap();
+            store
+                .create(&rbs, binding("z", &["m9"], &[]))
+                .await
+                .unwrap();
+            let rec = Arc::new(Recorder::default());
+            let (index, sources) = binding_sources_with_cluster_fan_out();
+            let (handle, _stop) = start(
+                &store,
+                &rec,
+                ControllerConfig::new(sources).resync(Duration::from_secs(3600)),
+            );
+            let all = [
+                "rb|default|a",
+                "rb|default|b",
+                "rb|default|c",
+                "rb|default|z",
+            ];
+            wait_for(&rec, "every binding once", |r| {
+                all.iter().all(|k| r.count(k) >= 1)
+            })
+            .await;
+            wait_for(&rec, "the index", |_| index.len() == 4).await;
+            let before = rec.calls.lock().len();
+            // A heartbeat-like status write is no news to the bindings.
+            let mut m1 = store
+                .get(&well_known::clusters(), None, "m1")
+                .await
+                .unwrap();
+            m1["status"] = json!({"conditions": [{"type": "Ready", "status": "True",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]});
+            store
+                .update_status(&well_known::clusters(), m1)
+                .await
+                .unwrap();
+            taint(&store, "m1", "down").await;
+            // m9's change comes after m1's in the same feed: when z has run, m1's keys have.
+            taint(&store, "m9", "sentinel").await;
+            wait_for(&rec, "z after m9's taint", |r| r.count("rb|default|z") == 2).await;
+            let woken = rec.keys_since(before);
+            // The status write and the taint may share a reconcile, never add b.
+            assert!(
+                woken.iter().all(|k| k != "rb|default|b"),
+                "b is not on m1: {woken:?}"
+            );
+            for k in ["rb|default|a", "rb|default|c"] {
+                assert!(woken.iter().any(|w| w == k), "{k} not woken: {woken:?}");
+            }
+            handle.stop().await;
+        }
     }
 }

@@ -65,6 +65,27 @@ impl SchedulerController {
     }
 }
 
+/// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when the Cluster changes, through the cluster → bindings index; a short resync for bindings no cluster fits yet.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let reconciler = SchedulerController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.events.for_component("default-scheduler"),
+        &ctx.metrics,
+    )
+    .map_err(super::context::WiringError::metrics("scheduler"))?;
+    let (_, sources) = super::fan_out::binding_sources_with_cluster_fan_out();
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.scheduler_resync),
+    ))
+}
+
 impl SchedulerController {
     /// Marks a binding whose spec cannot be decoded: `Scheduled=False/InvalidSpec` and one
     /// Warning Event per distinct error; the binding is not retried until it changes.
