@@ -415,6 +415,18 @@ pub fn start_controllers(
             stop.clone(),
         ),
     ];
+    handles.push(
+        controllers::cluster_taint_policy::start(
+            state.store.clone(),
+            state.clock.clone(),
+            events.for_component("cluster-taint-policy-controller"),
+            registry,
+            Some(metrics.clone()),
+            settings.resync,
+            stop.clone(),
+        )
+        .map_err(StartError::Metrics)?,
+    );
     handles.extend(start_propagation(
         state,
         settings,

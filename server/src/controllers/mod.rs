@@ -8,6 +8,7 @@ pub mod binding_works;
 pub mod cluster_cache;
 pub mod cluster_health;
 pub mod cluster_status;
+pub mod cluster_taint_policy;
 pub mod cluster_taints;
 pub mod customizations;
 pub mod dependencies_distributor;
