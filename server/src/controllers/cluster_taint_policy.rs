@@ -812,6 +812,92 @@ mod tests {
         assert_eq!(taints(&s.store, "m1").await.as_array().unwrap().len(), 1);
     }
 
+    /// Waits (at most 10 s) until `m1`'s taints are `want`.
+    async fn wait_for_taints(store: &Arc<dyn Store>, want: Value, what: &str) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got = taints(store, "m1").await;
+            if got == want {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "waited 10 s for {what}: m1 has taints {got}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn running_it_wakes_on_policy_and_condition_changes() {
+        let s = setup().await;
+        let registry = prometheus::Registry::new();
+        let events =
+            EventRecorder::new(s.store.clone(), Arc::new(s.clock.clone()), "t", &registry).unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let handle = start(
+            s.store.clone(),
+            Arc::new(s.clock.clone()),
+            events,
+            &registry,
+            None,
+            std::time::Duration::from_secs(3600),
+            stop_rx,
+        )
+        .unwrap();
+        s.store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                       "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        set_network(&s.store, "m1", Some("False")).await;
+        // The policy arrives after the cluster's condition: its change reaches every cluster.
+        let mut p = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+            "metadata": {"name": "network-down"},
+            "spec": {"addOnConditions": [{"conditionType": "NetworkOK", "operator": "In",
+                                          "statusValues": ["False"]}],
+                     "removeOnConditions": [{"conditionType": "NetworkOK", "operator": "In",
+                                             "statusValues": ["True"]}],
+                     "taints": [{"key": "example.com/network-down", "effect": "NoExecute"}]}});
+        let created = s
+            .store
+            .create(&well_known::cluster_taint_policies(), p.clone())
+            .await
+            .unwrap();
+        let stamp = "2026-01-01T00:00:00Z";
+        wait_for_taints(
+            &s.store,
+            json!([{"key": "example.com/network-down", "effect": "NoExecute", "timeAdded": stamp}]),
+            "the new policy's taint",
+        )
+        .await;
+        // A spec change of the policy: its new taint is added too.
+        p["metadata"] = created["metadata"].clone();
+        p["spec"]["taints"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"key": "example.com/network-down", "effect": "NoSchedule"}));
+        s.store
+            .update(&well_known::cluster_taint_policies(), p)
+            .await
+            .unwrap();
+        wait_for_taints(
+            &s.store,
+            json!([{"key": "example.com/network-down", "effect": "NoExecute", "timeAdded": stamp},
+                   {"key": "example.com/network-down", "effect": "NoSchedule", "timeAdded": stamp}]),
+            "the updated policy's second taint",
+        )
+        .await;
+        // The cluster's condition recovers: both go.
+        set_network(&s.store, "m1", Some("True")).await;
+        wait_for_taints(&s.store, json!([]), "the taints to go on recovery").await;
+        stop_tx.send(true).unwrap();
+        handle.stop().await;
+    }
+
     #[test]
     fn resource_summary_reports_do_not_wake_it() {
         let base = json!({"metadata": {"name": "m1", "labels": {"a": "b"}}, "spec": {"syncMode": "Pull"},
