@@ -133,6 +133,15 @@ fn build_table() -> Vec<ResourceType> {
             false,
         ),
         rt(
+            POLICY_GROUP,
+            "v1alpha1",
+            "ClusterTaintPolicy",
+            "clustertaintpolicies",
+            &[],
+            false,
+            false,
+        ),
+        rt(
             WORK_GROUP,
             "v1alpha2",
             "ResourceBinding",
@@ -369,6 +378,10 @@ pub mod well_known {
     pub fn cluster_propagation_policies() -> ResourceType {
         get(POLICY_GROUP, "clusterpropagationpolicies")
     }
+    /// `policy.karmada.io/v1alpha1` ClusterTaintPolicy.
+    pub fn cluster_taint_policies() -> ResourceType {
+        get(POLICY_GROUP, "clustertaintpolicies")
+    }
     /// `work.karmada.io/v1alpha2` ResourceBinding.
     pub fn resource_bindings() -> ResourceType {
         get(WORK_GROUP, "resourcebindings")
@@ -420,6 +433,7 @@ mod tests {
         well_known::clusters();
         well_known::propagation_policies();
         well_known::cluster_propagation_policies();
+        assert!(!well_known::cluster_taint_policies().namespaced);
         well_known::cluster_resource_bindings();
         well_known::leases();
         well_known::custom_resource_definitions();

@@ -9,7 +9,7 @@ use flotilla_api::admission::decode;
 use flotilla_api::binding::{ClusterResourceBinding, ResourceBinding};
 use flotilla_api::cluster::Cluster;
 use flotilla_api::event::Event;
-use flotilla_api::policy::{ClusterPropagationPolicy, PropagationPolicy};
+use flotilla_api::policy::{ClusterPropagationPolicy, ClusterTaintPolicy, PropagationPolicy};
 use flotilla_api::validation::strict_unknown_fields;
 use flotilla_api::work::Work;
 use flotilla_api::AdmittedKind;
@@ -32,6 +32,7 @@ fn every_field_round_trips_under_karmadas_name() {
         let back = match kind {
             AdmittedKind::PropagationPolicy => round_trip::<PropagationPolicy>(&doc),
             AdmittedKind::ClusterPropagationPolicy => round_trip::<ClusterPropagationPolicy>(&doc),
+            AdmittedKind::ClusterTaintPolicy => round_trip::<ClusterTaintPolicy>(&doc),
             AdmittedKind::Cluster => round_trip::<Cluster>(&doc),
             AdmittedKind::ResourceBinding => round_trip::<ResourceBinding>(&doc),
             AdmittedKind::ClusterResourceBinding => round_trip::<ClusterResourceBinding>(&doc),
@@ -44,5 +45,5 @@ fn every_field_round_trips_under_karmadas_name() {
         assert_eq!(strict_unknown_fields(kind, &doc), vec![], "{name}");
         kinds.push(kind);
     }
-    assert_eq!(kinds.len(), 7, "one document per kind");
+    assert_eq!(kinds.len(), 8, "one document per kind");
 }

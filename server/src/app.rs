@@ -328,6 +328,7 @@ pub fn api_state(
 pub const CONTROLLERS: &[ControllerFn] = &[
     controllers::cluster_status::controller,
     controllers::cluster_taints::controller,
+    controllers::cluster_taint_policy::controller,
     controllers::customizations::controller,
     controllers::detector::controller,
     controllers::dependencies_distributor::controller,

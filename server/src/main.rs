@@ -101,7 +101,8 @@ struct Flags {
     /// A member not Ready this long gets the NoExecute taint.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
     failover_eviction_timeout: Duration,
-    /// Add NoExecute taints automatically (false leaves them to users).
+    /// Add NoExecute taints automatically (false leaves them to ClusterTaintPolicies and users;
+    /// the NoSchedule taints stay).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     enable_automatic_no_execute_taints: bool,
     /// Timeout of one probe of a push member.

@@ -18,7 +18,7 @@ use crate::cluster::Cluster;
 use crate::defaulting::{self, DefaultingConfig};
 use crate::event::Event;
 use crate::kinds::{CLUSTER_GROUP, POLICY_GROUP, WORK_GROUP};
-use crate::policy::{ClusterPropagationPolicy, PropagationPolicy};
+use crate::policy::{ClusterPropagationPolicy, ClusterTaintPolicy, PropagationPolicy};
 use crate::shape::shape_of;
 use crate::validation::{self, FieldError, Path, ValidationErrors};
 use crate::work::Work;
@@ -34,6 +34,8 @@ pub enum AdmittedKind {
     PropagationPolicy,
     /// `policy.karmada.io` ClusterPropagationPolicy.
     ClusterPropagationPolicy,
+    /// `policy.karmada.io` ClusterTaintPolicy.
+    ClusterTaintPolicy,
     /// `work.karmada.io` ResourceBinding.
     ResourceBinding,
     /// `work.karmada.io` ClusterResourceBinding.
@@ -51,6 +53,7 @@ impl AdmittedKind {
             (CLUSTER_GROUP, "Cluster") => AdmittedKind::Cluster,
             (POLICY_GROUP, "PropagationPolicy") => AdmittedKind::PropagationPolicy,
             (POLICY_GROUP, "ClusterPropagationPolicy") => AdmittedKind::ClusterPropagationPolicy,
+            (POLICY_GROUP, "ClusterTaintPolicy") => AdmittedKind::ClusterTaintPolicy,
             (WORK_GROUP, "ResourceBinding") => AdmittedKind::ResourceBinding,
             (WORK_GROUP, "ClusterResourceBinding") => AdmittedKind::ClusterResourceBinding,
             (WORK_GROUP, "Work") => AdmittedKind::Work,
@@ -108,6 +111,12 @@ pub fn admit(
             |p, o| defaulting::default_cluster_propagation_policy(p, o, cfg),
             validation::validate_cluster_propagation_policy,
         ),
+        AdmittedKind::ClusterTaintPolicy => admit_typed::<ClusterTaintPolicy>(
+            obj,
+            old,
+            |_, _| {},
+            validation::validate_cluster_taint_policy,
+        ),
         AdmittedKind::ResourceBinding => admit_typed::<ResourceBinding>(
             obj,
             old,
@@ -150,6 +159,7 @@ pub fn admit_status(
         AdmittedKind::ClusterPropagationPolicy => {
             decode::<ClusterPropagationPolicy>(&only_status).map(drop)
         }
+        AdmittedKind::ClusterTaintPolicy => decode::<ClusterTaintPolicy>(&only_status).map(drop),
         AdmittedKind::ResourceBinding => decode::<ResourceBinding>(&only_status).map(drop),
         AdmittedKind::ClusterResourceBinding => {
             decode::<ClusterResourceBinding>(&only_status).map(drop)

@@ -1,7 +1,9 @@
 //! `policy.karmada.io/v1alpha1` PropagationPolicy and ClusterPropagationPolicy: which resource
 //! templates a policy selects, where they go ([`placement`]), and how they fail over
-//! ([`failover`]). Both kinds share [`PropagationSpec`].
+//! ([`failover`]). Both kinds share [`PropagationSpec`]. [`cluster_taint_policy`] holds
+//! ClusterTaintPolicy, the same group's rules for tainting clusters by their conditions.
 
+pub mod cluster_taint_policy;
 pub mod failover;
 pub mod placement;
 
@@ -12,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::meta::{impl_object, ObjectMeta};
 use crate::selector::LabelSelector;
 
+pub use cluster_taint_policy::{
+    ClusterTaintPolicy, ClusterTaintPolicySpec, MatchCondition, MatchConditionOperator, PolicyTaint,
+};
 pub use failover::{
     ApplicationFailoverBehavior, ClusterFailoverBehavior, DecisionConditions, FailoverBehavior,
     PurgeMode, StatePreservation, StatePreservationRule,

@@ -241,11 +241,20 @@ impl Requirement {
 impl fmt::Display for Requirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let joined = || self.values.iter().cloned().collect::<Vec<_>>().join(",");
+        // A set of the empty value alone prints as `(,)`: `()` is refused when parsed back.
+        let set = || {
+            let j = joined();
+            if j.is_empty() {
+                ",".to_string()
+            } else {
+                j
+            }
+        };
         match self.operator {
             Operator::Equals => write!(f, "{}={}", self.key, joined()),
             Operator::NotEquals => write!(f, "{}!={}", self.key, joined()),
-            Operator::In => write!(f, "{} in ({})", self.key, joined()),
-            Operator::NotIn => write!(f, "{} notin ({})", self.key, joined()),
+            Operator::In => write!(f, "{} in ({})", self.key, set()),
+            Operator::NotIn => write!(f, "{} notin ({})", self.key, set()),
             Operator::Exists => f.write_str(&self.key),
             Operator::DoesNotExist => write!(f, "!{}", self.key),
         }
@@ -509,6 +518,7 @@ mod tests {
             ("empty=", "empty=", true),
             ("app=", "app=", false),
             ("app in (nginx,)", "app in (,nginx)", true),
+            ("empty in (,)", "empty in (,)", true),
             (
                 "app.kubernetes.io/name in (a)",
                 "app.kubernetes.io/name in (a)",

@@ -4,6 +4,7 @@
 //! [`crate::admission`]), so it checks what will be stored.
 
 mod cluster;
+mod cluster_taint_policy;
 mod meta;
 mod objects;
 mod policy;
@@ -12,6 +13,7 @@ pub mod strict;
 use std::fmt;
 
 pub use cluster::validate_cluster;
+pub use cluster_taint_policy::validate_cluster_taint_policy;
 pub use objects::{
     validate_cluster_resource_binding, validate_event, validate_resource_binding, validate_work,
 };

@@ -237,7 +237,11 @@ fn validate_placement(placement: &Placement, path: &Path, errs: &mut Vec<FieldEr
     }
 }
 
-fn validate_cluster_affinity(aff: &ClusterAffinity, path: &Path, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_cluster_affinity(
+    aff: &ClusterAffinity,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
     if let Some(sel) = &aff.label_selector {
         validate_label_selector(sel, &path.child("labelSelector"), errs);
     }

@@ -12,7 +12,7 @@ use crate::admission::{decode, AdmittedKind};
 use crate::binding::{ClusterResourceBinding, ResourceBinding};
 use crate::cluster::Cluster;
 use crate::event::Event;
-use crate::policy::{ClusterPropagationPolicy, PropagationPolicy};
+use crate::policy::{ClusterPropagationPolicy, ClusterTaintPolicy, PropagationPolicy};
 use crate::shape::{shape_of, Shape};
 use crate::work::Work;
 
@@ -24,6 +24,7 @@ pub fn strict_unknown_fields(kind: AdmittedKind, obj: &Value) -> Vec<FieldError>
         AdmittedKind::Cluster => unknown::<Cluster>(obj),
         AdmittedKind::PropagationPolicy => unknown::<PropagationPolicy>(obj),
         AdmittedKind::ClusterPropagationPolicy => unknown::<ClusterPropagationPolicy>(obj),
+        AdmittedKind::ClusterTaintPolicy => unknown::<ClusterTaintPolicy>(obj),
         AdmittedKind::ResourceBinding => unknown::<ResourceBinding>(obj),
         AdmittedKind::ClusterResourceBinding => unknown::<ClusterResourceBinding>(obj),
         AdmittedKind::Work => unknown::<Work>(obj),

@@ -1,5 +1,6 @@
 //! `meta.k8s.io/v1 Table` answers for `kubectl get`: per-kind columns (clusters show NAME,
-//! VERSION, MODE, READY, AGE as Karmada prints them), NAME and AGE for everything else.
+//! VERSION, MODE, READY, AGE as Karmada prints them; ClusterTaintPolicies their taints and
+//! conditions), NAME and AGE for everything else.
 //! Columns with priority 1 appear only with `-o wide`.
 
 use chrono::{DateTime, Utc};
@@ -244,9 +245,85 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             });
             out.push(age);
         }
+        ("policy.karmada.io", "ClusterTaintPolicy") => taint_policy_columns(&mut out, age),
         _ => out.push(age),
     }
     out
+}
+
+/// ClusterTaintPolicy: its taints and the conditions that add and remove them, e.g.
+/// `example.com/down:NoExecute` and `NetworkOK In (False)`.
+fn taint_policy_columns(out: &mut Vec<Column>, age: Column) {
+    fn conditions(o: &Value, pointer: &str) -> Value {
+        let list = o.pointer(pointer).and_then(Value::as_array);
+        let text = list.map_or_else(Vec::new, |cs| {
+            cs.iter()
+                .map(|c| {
+                    let values: Vec<&str> = c["statusValues"]
+                        .as_array()
+                        .map_or_else(Vec::new, |v| v.iter().filter_map(Value::as_str).collect());
+                    format!(
+                        "{} {} ({})",
+                        c["conditionType"].as_str().unwrap_or(""),
+                        c["operator"].as_str().unwrap_or(""),
+                        values.join(",")
+                    )
+                })
+                .collect()
+        });
+        Value::String(text.join(" && "))
+    }
+    out.push(Column {
+        name: "Taints",
+        kind: "string",
+        priority: 0,
+        description: "Taints the policy adds and removes.",
+        cell: |o, _| {
+            let taints = o.pointer("/spec/taints").and_then(Value::as_array);
+            let text: Vec<String> = taints.map_or_else(Vec::new, |ts| {
+                ts.iter()
+                    .map(|t| {
+                        let key = t["key"].as_str().unwrap_or("");
+                        let effect = t["effect"].as_str().unwrap_or("");
+                        match t["value"].as_str().filter(|v| !v.is_empty()) {
+                            Some(v) => format!("{key}={v}:{effect}"),
+                            None => format!("{key}:{effect}"),
+                        }
+                    })
+                    .collect()
+            });
+            Value::String(text.join(","))
+        },
+    });
+    out.push(Column {
+        name: "Add-On",
+        kind: "string",
+        priority: 0,
+        description: "Conditions (ANDed) that add the taints.",
+        cell: |o, _| conditions(o, "/spec/addOnConditions"),
+    });
+    out.push(Column {
+        name: "Remove-On",
+        kind: "string",
+        priority: 0,
+        description: "Conditions (ANDed) that remove the taints.",
+        cell: |o, _| conditions(o, "/spec/removeOnConditions"),
+    });
+    out.push(age);
+    out.push(Column {
+        name: "Target-Clusters",
+        kind: "string",
+        priority: 1,
+        description: "Clusters named by targetClusters (empty: every cluster the rest allows).",
+        cell: |o, _| {
+            let names = o
+                .pointer("/spec/targetClusters/clusterNames")
+                .and_then(Value::as_array);
+            let text: Vec<&str> =
+                names.map_or_else(Vec::new, |n| n.iter().filter_map(Value::as_str).collect());
+            Value::String(text.join(","))
+        },
+    });
 }
 
 /// Builds a Table of `items` (all of one kind) for `kubectl get`.
@@ -340,6 +417,58 @@ mod tests {
             json!(["member1", "v1.32.0", "Push", "True", "10m", "", ""])
         );
         assert_eq!(t["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn cluster_taint_policy_table_shows_taints_and_conditions() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 1, 0).unwrap();
+        let policy = json!({
+            "metadata": {"name": "network-down", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {
+                "targetClusters": {"clusterNames": ["member1", "member2"]},
+                "addOnConditions": [{"conditionType": "NetworkOK", "operator": "In", "statusValues": ["False", "Unknown"]},
+                                    {"conditionType": "Ready", "operator": "NotIn", "statusValues": ["False"]}],
+                "removeOnConditions": [{"conditionType": "NetworkOK", "operator": "In", "statusValues": ["True"]}],
+                "taints": [{"key": "example.com/network-down", "effect": "NoExecute"},
+                           {"key": "example.com/degraded", "effect": "NoSchedule", "value": "net"}]
+            }
+        });
+        let t = table(
+            "policy.karmada.io",
+            "ClusterTaintPolicy",
+            &[policy],
+            3,
+            None,
+            now,
+        );
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Name",
+                "Taints",
+                "Add-On",
+                "Remove-On",
+                "Age",
+                "Target-Clusters"
+            ]
+        );
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!([
+                "network-down",
+                "example.com/network-down:NoExecute,example.com/degraded=net:NoSchedule",
+                "NetworkOK In (False,Unknown) && Ready NotIn (False)",
+                "NetworkOK In (True)",
+                "60s",
+                "member1,member2"
+            ])
+        );
     }
 
     #[test]

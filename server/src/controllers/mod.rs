@@ -10,6 +10,7 @@ pub mod binding_works;
 pub mod cluster_cache;
 pub mod cluster_health;
 pub mod cluster_status;
+pub mod cluster_taint_policy;
 pub mod cluster_taints;
 pub mod context;
 pub mod customizations;
