@@ -240,10 +240,11 @@ fn decide_not_needed(input: &DecisionInput<'_>, spec: &ResourceBindingSpec) -> D
     let placed = input.applied_placement.is_some() && !spec.clusters.is_empty();
     let unrecorded = scheduled_condition(status).is_none();
     let stale = status.scheduler_observed_generation != input.generation;
-    if !stale && !(placed && unrecorded) {
+    let record_success = placed && unrecorded;
+    if !(stale || record_success) {
         return Decision::nothing();
     }
-    let conditions = if placed && unrecorded {
+    let conditions = if record_success {
         with_condition(
             status,
             ConditionStatus::True,
@@ -466,6 +467,16 @@ mod tests {
         bool,
     );
 
+    /// name, step, status, generation, applied-placement annotation, expected.
+    type Row<'a> = (
+        &'a str,
+        Step<'a>,
+        &'a ResourceBindingStatus,
+        i64,
+        Option<&'a str>,
+        Want<'a>,
+    );
+
     fn summary(d: &Decision) -> Want<'_> {
         (
             d.spec.as_ref().map(|s| {
@@ -527,14 +538,7 @@ mod tests {
                 result,
             }
         }
-        let rows: Vec<(
-            &str,
-            Step<'_>,
-            &ResourceBindingStatus,
-            i64,
-            Option<&str>,
-            Want<'_>,
-        )> = vec![
+        let rows: Vec<Row<'_>> = vec![
             (
                 "first schedule: result, Success, Event",
                 sched(&on_m1, ScheduleReason::PlacementChanged, &success_ok),
