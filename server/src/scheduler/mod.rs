@@ -270,6 +270,13 @@ pub(crate) fn attempt<'a>(
             spec.replicas
         )],
     );
+    // Evicted clusters are explained even when another filter rejects them first.
+    for task in &spec.graceful_eviction_tasks {
+        explanation.lines.push(format!(
+            "being evicted from {} ({}, by {}): left out by ClusterEviction while the task exists",
+            task.from_cluster, task.reason, task.producer
+        ));
+    }
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for info in snap.clusters() {
         match filters::run_filters(&ctx, info) {

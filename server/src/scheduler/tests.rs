@@ -429,6 +429,8 @@ fn duplicated_replaces_failed_clusters_only_when_enough_candidates_fit() {
         out.explanation.lines
     );
     assert!(out.explanation.cluster("m4").is_some_and(|c| !c.selected));
+    assert!(out.explanation.lines.iter().any(|l| l
+        == "being evicted from m1 (TaintUntolerated, by TaintManager): left out by ClusterEviction while the task exists"));
     assert_eq!(
         reason_of(&out.explanation, "m1").as_deref(),
         Some("cluster(s) had untolerated taint {cluster.karmada.io/not-ready:NoSchedule}")
