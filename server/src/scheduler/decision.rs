@@ -803,4 +803,84 @@ mod tests {
             )
         );
     }
+
+    fn apply(
+        spec: &mut ResourceBindingSpec,
+        status: &mut ResourceBindingStatus,
+        generation: &mut i64,
+        annotation: &mut Option<String>,
+        d: &Decision,
+    ) {
+        if let Some(w) = &d.spec {
+            if w.clusters != spec.clusters {
+                spec.clusters = w.clusters.clone();
+                *generation += 1;
+            }
+            if let Some(a) = &w.applied_placement {
+                *annotation = Some(a.clone());
+            }
+        }
+        if let Some(w) = &d.status {
+            status.conditions = w.conditions.clone();
+            if w.observe_generation {
+                status.scheduler_observed_generation = *generation;
+            }
+            if let Some(t) = w.last_scheduled_time {
+                status.last_scheduled_time = Some(t);
+            }
+            if let Some(a) = &w.affinity_name {
+                status.scheduler_observed_affinity_name = a.clone();
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Deciding again over what a decision wrote changes nothing and records no second
+        /// Event; and a binding with eviction tasks is never emptied.
+        #[test]
+        fn a_decision_is_a_fixpoint_and_never_empties_an_evicting_binding(
+            on in proptest::collection::vec(proptest::bool::ANY, 3),
+            evicting in proptest::collection::vec(proptest::bool::ANY, 3),
+            placed in proptest::collection::vec(proptest::bool::ANY, 3),
+            kind in 0u8..4,
+            annotated in proptest::bool::ANY,
+        ) {
+            let names = ["m1", "m2", "m3"];
+            let current: Vec<(&str, i32)> = names.iter().zip(&on).filter(|(_, o)| **o).map(|(n, _)| (*n, 1)).collect();
+            let evicted: Vec<&str> = names.iter().zip(&evicting).filter(|(n, e)| **e && !current.iter().any(|c| c.0 == **n)).map(|(n, _)| *n).collect();
+            let mut spec = spec(&current, &evicted);
+            let result = match kind {
+                0 => ok(&names.iter().zip(&placed).filter(|(_, p)| **p).map(|(n, _)| (*n, 1)).collect::<Vec<_>>()),
+                1 => fit_error(),
+                2 => unschedulable(),
+                _ => Err(ScheduleError::SchedulerError("x".into())),
+            };
+            let mut status = ResourceBindingStatus::default();
+            let mut generation = 1;
+            let mut annotation = annotated.then(applied);
+            let now = at("2026-01-01T00:10:00Z");
+            let reason = ScheduleReason::PlacementChanged;
+            let first = decide(&DecisionInput {
+                step: Step::Scheduled { spec: &spec, reason, result: &result },
+                status: &status,
+                generation,
+                applied_placement: annotation.as_deref(),
+                now,
+            });
+            if !evicted.is_empty() && kind == 1 {
+                proptest::prop_assert!(first.spec.is_none(), "{first:?}");
+            }
+            apply(&mut spec, &mut status, &mut generation, &mut annotation, &first);
+            let second = decide(&DecisionInput {
+                step: Step::Scheduled { spec: &spec, reason, result: &result },
+                status: &status,
+                generation,
+                applied_placement: annotation.as_deref(),
+                now,
+            });
+            proptest::prop_assert_eq!(&second.spec, &None);
+            proptest::prop_assert_eq!(&second.event, &None);
+            proptest::prop_assert_eq!(second.status.map(|s| s.conditions), Some(status.conditions.clone()));
+        }
+    }
 }
