@@ -14,16 +14,11 @@ use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
-use crate::scheduler::trigger::ScheduleReason;
-use crate::scheduler::{
-    condition_for, needs_scheduling, schedule, ScheduleError, ScheduleInput, ScheduleOptions,
-};
+use crate::scheduler::decision::{decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step};
+use crate::scheduler::{needs_scheduling, schedule, ScheduleInput, ScheduleOptions};
 use crate::store::Store;
 use async_trait::async_trait;
-use flotilla_api::binding::{
-    ResourceBindingSpec, ResourceBindingStatus, CONDITION_SCHEDULED, REASON_SUCCESS,
-};
-use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::policy::{APPLIED_PLACEMENT_ANNOTATION, DEFAULT_SCHEDULER_NAME};
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};
@@ -87,46 +82,86 @@ pub fn controller(
 }
 
 impl SchedulerController {
-    /// Marks a binding whose spec cannot be decoded: `Scheduled=False/InvalidSpec` and one
-    /// Warning Event per distinct error; the binding is not retried until it changes.
-    async fn report_invalid_spec(
+    /// Writes a decision: the spec once when it changes, then the status once when the fields
+    /// the scheduler owns differ, then the Event. Returns the binding as last written.
+    async fn write(
         &self,
         rt: &flotilla_api::kinds::ResourceType,
-        binding: &Value,
-        key: &str,
-        error: &str,
-    ) -> Result<Action, ReconcileError> {
-        let message = format!("The binding's spec cannot be decoded: {error}");
-        let mut conditions: Vec<Condition> = binding
-            .pointer("/status/conditions")
-            .cloned()
-            .and_then(|c| serde_json::from_value(c).ok())
-            .unwrap_or_default();
-        let already = conditions.iter().any(|c| {
-            c.type_ == CONDITION_SCHEDULED && c.reason == "InvalidSpec" && c.message == message
-        });
-        if already {
-            return Ok(Action::Done);
+        binding: Value,
+        decision: &Decision,
+    ) -> Result<Value, ReconcileError> {
+        let mut current = binding;
+        if let Some(spec) = &decision.spec {
+            let updated = with_spec(&current, spec);
+            if updated != current {
+                current = self.store.update(rt, updated).await?;
+            }
         }
-        tracing::warn!(binding = key, error, "binding spec cannot be decoded");
-        self.events
-            .record(binding, EventType::Warning, "InvalidSpec", &message)
-            .await;
-        set_condition(
-            &mut conditions,
-            Condition::new(
-                CONDITION_SCHEDULED,
-                ConditionStatus::False,
-                "InvalidSpec",
-                &message,
-            ),
-            self.clock.now(),
-        );
-        let mut updated = binding.clone();
-        set_path(&mut updated, &["status", "conditions"], json!(conditions));
-        self.store.update_status(rt, updated).await?;
-        Ok(Action::Done)
+        if let Some(status) = &decision.status {
+            let updated = with_status(&current, status);
+            if updated != current {
+                current = self.store.update_status(rt, updated).await?;
+            }
+        }
+        if let Some(event) = &decision.event {
+            let kind = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.events
+                .record(&current, kind, event.reason, &event.message)
+                .await;
+        }
+        Ok(current)
     }
+}
+
+/// `binding` with the decision's `spec.clusters` and applied-placement annotation.
+fn with_spec(binding: &Value, spec: &SpecWrite) -> Value {
+    let mut updated = binding.clone();
+    set_path(&mut updated, &["spec", "clusters"], json!(spec.clusters));
+    if let Some(placement) = &spec.applied_placement {
+        set_path(
+            &mut updated,
+            &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
+            json!(placement),
+        );
+    }
+    updated
+}
+
+/// `binding` with the status fields the scheduler owns set as decided;
+/// `schedulerObservedGeneration` is the generation of `binding` itself (after the spec write).
+fn with_status(binding: &Value, status: &StatusWrite) -> Value {
+    let mut updated = binding.clone();
+    set_path(
+        &mut updated,
+        &["status", "conditions"],
+        json!(status.conditions),
+    );
+    if status.observe_generation {
+        let generation = binding
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        set_path(
+            &mut updated,
+            &["status", "schedulerObservedGeneration"],
+            json!(generation),
+        );
+    }
+    if let Some(time) = status.last_scheduled_time {
+        set_path(&mut updated, &["status", "lastScheduledTime"], json!(time));
+    }
+    if let Some(affinity) = &status.affinity_name {
+        set_path(
+            &mut updated,
+            &["status", "schedulerObservingAffinityName"],
+            json!(affinity),
+        );
+    }
+    updated
 }
 
 #[async_trait]
@@ -143,14 +178,40 @@ impl Reconciler for SchedulerController {
         else {
             return Ok(Action::Done);
         };
+        let generation = binding
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let applied = binding
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let spec: ResourceBindingSpec = match decode(&binding["spec"], key) {
             Ok(spec) => spec,
             // A spec the API would refuse (written before a validation rule existed, or past
             // the API): say so on the binding once and go on with the other bindings.
             Err(e) => {
-                return self
-                    .report_invalid_spec(&rt, &binding, key, &e.to_string())
-                    .await
+                let error = e.to_string();
+                let status: ResourceBindingStatus = binding
+                    .get("status")
+                    .cloned()
+                    .and_then(|s| serde_json::from_value(s).ok())
+                    .unwrap_or_default();
+                let decision = decide(&DecisionInput {
+                    step: Step::InvalidSpec { error: &error },
+                    status: &status,
+                    generation,
+                    applied_placement: applied.as_deref(),
+                    now: self.clock.now(),
+                });
+                if decision.event.is_some() {
+                    tracing::warn!(binding = key, error, "binding spec cannot be decoded");
+                }
+                self.write(&rt, binding, &decision).await?;
+                return Ok(Action::Done);
             }
         };
         let status = match binding.get("status") {
@@ -186,169 +247,55 @@ impl Reconciler for SchedulerController {
         if spec.placement.is_none() {
             return Ok(Action::Done);
         }
-        let generation = binding
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
         let clusters = self.clusters.get().await?;
         let snapshot = &clusters.snapshot;
-        let applied = binding
-            .pointer(&format!(
-                "/metadata/annotations/{}",
-                APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
-            ))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let Some(reason) = needs_scheduling(&spec, &status, applied.as_deref(), snapshot) else {
-            // The spec write and the status write of a decision are two steps; if the second
-            // was lost to a conflict, the decision stands and its condition is written now.
-            let placed = applied.is_some() && !spec.clusters.is_empty();
-            let unrecorded = !status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == CONDITION_SCHEDULED);
-            if status.scheduler_observed_generation != generation || (placed && unrecorded) {
-                let mut updated = binding.clone();
-                set_path(
-                    &mut updated,
-                    &["status", "schedulerObservedGeneration"],
-                    json!(generation),
-                );
-                if placed && unrecorded {
-                    let mut conditions = status.conditions.clone();
-                    let success = Condition::new(
-                        CONDITION_SCHEDULED,
-                        ConditionStatus::True,
-                        REASON_SUCCESS,
-                        "Binding has been scheduled successfully.",
-                    );
-                    set_condition(&mut conditions, success, self.clock.now());
-                    set_path(&mut updated, &["status", "conditions"], json!(conditions));
-                }
-                self.store.update_status(&rt, updated).await?;
-            }
-            return Ok(Action::Done);
-        };
-        let result = schedule(&ScheduleInput {
-            spec: &spec,
-            status: &status,
-            clusters: snapshot,
-            options: ScheduleOptions::default(),
+        let reason = needs_scheduling(&spec, &status, applied.as_deref(), snapshot);
+        let result = reason.map(|_| {
+            schedule(&ScheduleInput {
+                spec: &spec,
+                status: &status,
+                clusters: snapshot,
+                options: ScheduleOptions::default(),
+            })
         });
-        let (cond_status, cond_reason, message) = condition_for(&result);
-        self.results.with_label_values(&[cond_reason]).inc();
-        let now = self.clock.now();
-        // spec.clusters: the result, empty on a FitError, unchanged otherwise.
-        let new_clusters = match &result {
-            Ok(outcome) => Some(json!(outcome.clusters)),
-            Err(ScheduleError::FitError { .. }) => Some(json!([])),
-            Err(_) => None,
+        let step = match (reason, &result) {
+            (Some(reason), Some(result)) => Step::Scheduled {
+                spec: &spec,
+                reason,
+                result,
+            },
+            _ => Step::NotNeeded { spec: &spec },
         };
-        let mut current = binding.clone();
-        if let Some(clusters) = new_clusters {
-            let mut updated = binding.clone();
-            set_path(&mut updated, &["spec", "clusters"], clusters);
-            if result.is_ok() {
-                let placement = serde_json::to_string(&spec.placement).unwrap_or_default();
-                set_path(
-                    &mut updated,
-                    &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
-                    json!(placement),
-                );
-            }
-            if updated != binding {
-                current = self.store.update(&rt, updated).await?;
-            }
+        let decision = decide(&DecisionInput {
+            step,
+            status: &status,
+            generation,
+            applied_placement: applied.as_deref(),
+            now: self.clock.now(),
+        });
+        if let Some(label) = decision.result {
+            self.results.with_label_values(&[label]).inc();
         }
-        let new_generation = current
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(generation);
-        let previous = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == CONDITION_SCHEDULED)
-            .map(|c| (c.status, c.reason.clone(), c.message.clone()));
-        let decision_changed = current != binding
-            || previous != Some((cond_status, cond_reason.to_string(), message.clone()));
-        let mut conditions = status.conditions.clone();
-        set_condition(
-            &mut conditions,
-            Condition::new(CONDITION_SCHEDULED, cond_status, cond_reason, &message),
-            now,
-        );
-        let mut updated = current.clone();
-        set_path(&mut updated, &["status", "conditions"], json!(conditions));
-        set_path(
-            &mut updated,
-            &["status", "schedulerObservedGeneration"],
-            json!(new_generation),
-        );
-        if let Ok(outcome) = &result {
-            // A routine pass over a Duplicated or non-workload binding that changes nothing
-            // leaves lastScheduledTime alone: rewriting it would swallow a manual reschedule
-            // (`rescheduleTriggeredAt` must be later than it) requested in the same second.
-            let routine = reason == ScheduleReason::AlwaysScheduled && current == binding;
-            if !routine || status.last_scheduled_time.is_none() {
-                set_path(
-                    &mut updated,
-                    &["status", "lastScheduledTime"],
-                    json!(Time::new(now)),
-                );
-            }
-            if let Some(affinity) = &outcome.affinity_name {
-                set_path(
-                    &mut updated,
-                    &["status", "schedulerObservingAffinityName"],
-                    json!(affinity),
-                );
-            }
+        if let Some(event) = &decision.event {
+            let clusters = decision
+                .spec
+                .as_ref()
+                .map(|s| {
+                    s.clusters
+                        .iter()
+                        .map(|c| format!("{}:{}", c.name, c.replicas))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            tracing::info!(binding = key, reason = ?reason, result = decision.result, clusters = %clusters, message = %event.message, "scheduling decision");
         }
-        if updated != current {
-            self.store.update_status(&rt, updated).await?;
-        }
-        let targets = match &result {
-            Ok(o) => o
-                .clusters
-                .iter()
-                .map(|c| format!("{}:{}", c.name, c.replicas))
-                .collect::<Vec<_>>()
-                .join(", "),
-            Err(_) => String::new(),
-        };
-        // One Event per decision, not per retry.
-        match &result {
-            Ok(_) => {
-                if decision_changed {
-                    tracing::info!(binding = key, reason = ?reason, clusters = %targets, "scheduled");
-                    self.events
-                        .record(
-                            &current,
-                            EventType::Normal,
-                            "ScheduleBindingSucceed",
-                            &format!(
-                                "Binding has been scheduled successfully ({reason:?}): {targets}"
-                            ),
-                        )
-                        .await;
-                }
-                Ok(Action::Done)
-            }
-            Err(_) => {
-                if decision_changed {
-                    tracing::info!(binding = key, error = %message, "scheduling failed");
-                    self.events
-                        .record(
-                            &current,
-                            EventType::Warning,
-                            "ScheduleBindingFailed",
-                            &message,
-                        )
-                        .await;
-                }
-                Ok(Action::RequeueAfter(RETRY_UNSCHEDULABLE))
-            }
-        }
+        self.write(&rt, binding, &decision).await?;
+        Ok(if decision.retry {
+            Action::RequeueAfter(RETRY_UNSCHEDULABLE)
+        } else {
+            Action::Done
+        })
     }
 }
 
@@ -358,6 +305,7 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::store::ListOptions;
     use crate::store::{KvStore, StoreConfig};
+    use flotilla_api::binding::CONDITION_SCHEDULED;
     use flotilla_api::kinds::well_known;
 
     #[tokio::test]
@@ -601,5 +549,203 @@ mod tests {
             .map(|e| e["count"].as_i64().unwrap_or(1))
             .sum::<i64>();
         assert_eq!(invalid, 1, "one Event, not one per pass");
+    }
+
+    #[tokio::test]
+    async fn the_last_copy_is_kept_with_its_task_until_a_cluster_fits() {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let fake = Arc::new(crate::clock::FakeClock::new(start));
+        let clock: crate::clock::SharedClock = fake.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let crt = well_known::clusters();
+        let taint = |effect: &str| json!({"key": "cluster.karmada.io/not-ready", "effect": effect});
+        for (name, taints) in [("m1", json!([])), ("m2", json!([taint("NoSchedule")]))] {
+            store
+                .create(
+                    &crt,
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                        "metadata": {"name": name}, "spec": {"syncMode": "Pull", "taints": taints}}),
+                )
+                .await
+                .unwrap();
+            let mut c = store.get(&crt, None, name).await.unwrap();
+            c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+            store.update_status(&crt, c).await.unwrap();
+        }
+        let rt = well_known::resource_bindings();
+        store
+            .create(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "web-deployment", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                             "replicas": 3,
+                             "placement": {"clusterAffinity": {"clusterNames": ["m1", "m2"]},
+                                           "replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                                 "replicaDivisionPreference": "Weighted"}}}}),
+            )
+            .await
+            .unwrap();
+        let key = "rb|default|web-deployment";
+        let get = || async {
+            store
+                .get(&rt, Some("default"), "web-deployment")
+                .await
+                .unwrap()
+        };
+        let scheduled = |b: &Value| {
+            (
+                b["status"]["conditions"][0]["status"].clone(),
+                b["status"]["conditions"][0]["reason"].clone(),
+            )
+        };
+        assert_eq!(scheduler.reconcile(key).await.unwrap(), Action::Done);
+        let b = get().await;
+        assert_eq!(
+            b["spec"]["clusters"],
+            json!([{"name": "m1", "replicas": 3}])
+        );
+        assert_eq!(scheduled(&b), (json!("True"), json!("Success")));
+
+        // m1 fails; the taint manager evicts the binding from it (m2 is still tainted).
+        fake.advance(chrono::Duration::seconds(30));
+        let mut m1 = store.get(&crt, None, "m1").await.unwrap();
+        m1["spec"]["taints"] = json!([taint("NoSchedule"), taint("NoExecute")]);
+        store.update(&crt, m1).await.unwrap();
+        let mut b = get().await;
+        let mut spec: ResourceBindingSpec = serde_json::from_value(b["spec"].clone()).unwrap();
+        spec.graceful_evict_cluster(
+            "m1",
+            flotilla_api::binding::EvictionOptions {
+                producer: "TaintManager".into(),
+                reason: "TaintUntolerated".into(),
+                ..Default::default()
+            },
+        );
+        b["spec"] = serde_json::to_value(&spec).unwrap();
+        store.update(&rt, b).await.unwrap();
+
+        // No cluster fits: nothing is written over the binding's placement or its task, and the
+        // condition says why, naming the cluster it is being evicted from. Twice: one Event.
+        for _ in 0..2 {
+            assert_eq!(
+                scheduler.reconcile(key).await.unwrap(),
+                Action::RequeueAfter(RETRY_UNSCHEDULABLE)
+            );
+        }
+        let b = get().await;
+        assert!(
+            b["spec"]["clusters"].as_array().is_none_or(Vec::is_empty),
+            "{b}"
+        );
+        assert_eq!(
+            b["spec"]["gracefulEvictionTasks"][0]["fromCluster"], "m1",
+            "{b}"
+        );
+        assert_eq!(scheduled(&b), (json!("False"), json!("NoClusterFit")));
+        let message = b["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains("Evicting from m1 (TaintUntolerated): the eviction tasks are kept"),
+            "{message}"
+        );
+        let events = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        let failed: Vec<&Value> = events
+            .items
+            .iter()
+            .filter(|e| e["reason"] == "ScheduleBindingFailed")
+            .collect();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0]["message"], message);
+
+        // m2 recovers: the move completes, the task stays for the graceful eviction controller.
+        fake.advance(chrono::Duration::seconds(30));
+        let mut m2 = store.get(&crt, None, "m2").await.unwrap();
+        m2["spec"]["taints"] = json!([]);
+        store.update(&crt, m2).await.unwrap();
+        assert_eq!(scheduler.reconcile(key).await.unwrap(), Action::Done);
+        let b = get().await;
+        assert_eq!(
+            b["spec"]["clusters"],
+            json!([{"name": "m2", "replicas": 3}])
+        );
+        assert_eq!(b["spec"]["gracefulEvictionTasks"][0]["fromCluster"], "m1");
+        assert_eq!(scheduled(&b), (json!("True"), json!("Success")));
+        assert_eq!(
+            b["status"]["schedulerObservedGeneration"],
+            b["metadata"]["generation"]
+        );
+        assert_eq!(b["status"]["lastScheduledTime"], "2026-01-01T00:01:00Z");
+    }
+
+    #[tokio::test]
+    async fn one_decision_is_at_most_one_spec_write_and_one_status_write() {
+        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let crt = well_known::clusters();
+        store
+            .create(
+                &crt,
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        let mut c = store.get(&crt, None, "m1").await.unwrap();
+        c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+            "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+        store.update_status(&crt, c).await.unwrap();
+        let rt = well_known::resource_bindings();
+        let created = store
+            .create(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "web-deployment", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                             "replicas": 2,
+                             "placement": {"clusterAffinity": {"clusterNames": ["m1"]},
+                                           "replicaScheduling": {"replicaSchedulingType": "Divided"}}}}),
+            )
+            .await
+            .unwrap();
+        let version = |b: &Value| {
+            b["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let key = "rb|default|web-deployment";
+        scheduler.reconcile(key).await.unwrap();
+        let placed = store
+            .get(&rt, Some("default"), "web-deployment")
+            .await
+            .unwrap();
+        assert_eq!(
+            placed["spec"]["clusters"],
+            json!([{"name": "m1", "replicas": 2}])
+        );
+        // The Event is written after the two binding writes; its own resourceVersion is later.
+        let writes = version(&placed) - version(&created);
+        assert!(writes <= 2, "{writes} writes");
+        // A second pass over an unchanged binding writes nothing.
+        scheduler.reconcile(key).await.unwrap();
+        let again = store
+            .get(&rt, Some("default"), "web-deployment")
+            .await
+            .unwrap();
+        assert_eq!(version(&again), version(&placed));
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod affinities;
 pub mod context;
+pub mod decision;
 pub mod division;
 pub mod estimator;
 pub mod explain;
@@ -37,7 +38,9 @@ use flotilla_api::binding::{
     REASON_SCHEDULER_ERROR, REASON_SUCCESS, REASON_UNSCHEDULABLE,
 };
 use flotilla_api::meta::ConditionStatus;
-use flotilla_api::policy::{Placement, ReplicaDivisionPreference, ReplicaSchedulingType};
+use flotilla_api::policy::{
+    Placement, ReplicaDivisionPreference, ReplicaSchedulingType, SpreadByField,
+};
 
 use context::{AffinityTiers, BindingContext, CompiledAffinity};
 use division::{DynamicInput, TieBreak};
@@ -267,6 +270,13 @@ pub(crate) fn attempt<'a>(
             spec.replicas
         )],
     );
+    // Evicted clusters are explained even when another filter rejects them first.
+    for task in &spec.graceful_eviction_tasks {
+        explanation.lines.push(format!(
+            "being evicted from {} ({}, by {}): left out by ClusterEviction while the task exists",
+            task.from_cluster, task.reason, task.producer
+        ));
+    }
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for info in snap.clusters() {
         match filters::run_filters(&ctx, info) {
@@ -318,7 +328,11 @@ pub(crate) fn attempt<'a>(
     };
     let picked = spread::select(&candidates, &rules, &mut explanation.lines)
         .map_err(|e| ScheduleError::SchedulerError(format!("failed to select clusters: {e}")))?;
-    let selected: Vec<&Candidate<'_>> = picked.iter().filter_map(|&i| candidates.get(i)).collect();
+    let mut selected: Vec<&Candidate<'_>> =
+        picked.iter().filter_map(|&i| candidates.get(i)).collect();
+    if duplicated {
+        selected = replace_failed(spec, placement, selected, &mut explanation.lines);
+    }
     for c in &selected {
         if let Some(e) = explanation.at_mut(c.info.index) {
             e.selected = true;
@@ -384,6 +398,55 @@ pub(crate) fn attempt<'a>(
         }
     ));
     Ok((clusters, explanation))
+}
+
+/// Duplicated after an eviction (the failover guide, issue 12 item 3): the clusters the
+/// binding was evicted from (tasks whose `fromCluster` is no longer in `spec.clusters`) are
+/// replaced only when at least as many new clusters were selected as failed; otherwise the
+/// binding is left on its surviving clusters. A binding with no surviving cluster takes what
+/// fits (leaving it nowhere would help no one). Tasks stay until the new placement is healthy,
+/// so a task may belong to a cluster that was already replaced: with a cluster spread
+/// constraint, no more clusters count as failed than `maxGroups` leaves free slots.
+fn replace_failed<'c, 'a>(
+    spec: &ResourceBindingSpec,
+    placement: &Placement,
+    selected: Vec<&'c Candidate<'a>>,
+    trace: &mut Vec<String>,
+) -> Vec<&'c Candidate<'a>> {
+    let scheduled = |name: &str| spec.clusters.iter().any(|t| t.name == name);
+    let mut failed: Vec<&str> = spec
+        .graceful_eviction_tasks
+        .iter()
+        .map(|t| t.from_cluster.as_str())
+        .filter(|n| !scheduled(n))
+        .collect();
+    failed.sort_unstable();
+    failed.dedup();
+    let slots = placement
+        .spread_constraints
+        .iter()
+        .find(|c| c.spread_by_field == Some(SpreadByField::Cluster) && c.max_groups > 0)
+        .map(|c| {
+            usize::try_from(c.max_groups)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(spec.clusters.len())
+        });
+    let to_replace = slots.map_or(failed.len(), |s| failed.len().min(s));
+    if to_replace == 0 || spec.clusters.is_empty() {
+        return selected;
+    }
+    let new = selected.iter().filter(|c| !scheduled(&c.info.name)).count();
+    if new == 0 || new >= to_replace {
+        return selected;
+    }
+    trace.push(format!(
+        "Duplicated: {to_replace} evicted cluster(s) to replace ({}) but only {new} new candidate(s): no replacement, the binding stays on its surviving clusters",
+        failed.join(", ")
+    ));
+    selected
+        .into_iter()
+        .filter(|c| scheduled(&c.info.name))
+        .collect()
 }
 
 /// Assigns replicas to the selected clusters; `Err` carries the available replicas when

@@ -376,6 +376,99 @@ fn scenario_02_divided_weighted_failover() {
     );
 }
 
+/// Duplicated, spread over 1..3 clusters, on m1, m2, m3.
+fn duplicated_on_three(clusters: &[Cluster]) -> ResourceBindingSpec {
+    let placement = Placement {
+        spread_constraints: vec![SpreadConstraint {
+            spread_by_field: Some(SpreadByField::Cluster),
+            max_groups: 3,
+            min_groups: 1,
+            ..Default::default()
+        }],
+        replica_scheduling: Some(ReplicaSchedulingStrategy {
+            replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut spec = deployment(placement, 2);
+    let out = run(&spec, &ResourceBindingStatus::default(), clusters).unwrap();
+    spec.clusters = out.clusters;
+    spec
+}
+
+#[test]
+fn duplicated_replaces_failed_clusters_only_when_enough_candidates_fit() {
+    // m4 and m5 are not allowed at first (tainted), so the first result is m1, m2, m3.
+    let mut clusters: Vec<Cluster> = (1..=5).map(|i| member(&format!("m{i}"), 100)).collect();
+    fail(&mut clusters[3]);
+    fail(&mut clusters[4]);
+    let mut spec = duplicated_on_three(&clusters);
+    assert_eq!(
+        pairs(&spec.clusters),
+        want(&[("m1", 2), ("m2", 2), ("m3", 2)])
+    );
+    let status = ResourceBindingStatus::default();
+
+    // m1 and m2 fail and are evicted; m4 recovers: one candidate for two failed clusters,
+    // so the binding is left on m3 as it is.
+    fail(&mut clusters[0]);
+    fail(&mut clusters[1]);
+    evict(&mut spec, "m1");
+    evict(&mut spec, "m2");
+    clusters[3].spec.taints.clear();
+    let out = run(&spec, &status, &clusters).unwrap();
+    assert_eq!(pairs(&out.clusters), want(&[("m3", 2)]));
+    assert!(
+        out.explanation
+            .lines
+            .iter()
+            .any(|l| l
+                .contains("2 evicted cluster(s) to replace (m1, m2) but only 1 new candidate(s)")),
+        "{:?}",
+        out.explanation.lines
+    );
+    assert!(out.explanation.cluster("m4").is_some_and(|c| !c.selected));
+    assert!(out.explanation.lines.iter().any(|l| l
+        == "being evicted from m1 (TaintUntolerated, by TaintManager): left out by ClusterEviction while the task exists"));
+    assert_eq!(
+        reason_of(&out.explanation, "m1").as_deref(),
+        Some("cluster(s) had untolerated taint {cluster.karmada.io/not-ready:NoSchedule}")
+    );
+
+    // m5 recovers too: two candidates for two failed clusters, both replace them.
+    clusters[4].spec.taints.clear();
+    let out = run(&spec, &status, &clusters).unwrap();
+    assert_eq!(
+        pairs(&out.clusters),
+        want(&[("m3", 2), ("m4", 2), ("m5", 2)])
+    );
+    spec.clusters = out.clusters;
+
+    // Once replaced, the next pass (tasks still running) keeps the result.
+    let out = run(&spec, &status, &clusters).unwrap();
+    assert_eq!(
+        pairs(&out.clusters),
+        want(&[("m3", 2), ("m4", 2), ("m5", 2)])
+    );
+}
+
+#[test]
+fn duplicated_with_no_survivor_takes_what_fits() {
+    let mut clusters: Vec<Cluster> = (1..=3).map(|i| member(&format!("m{i}"), 100)).collect();
+    fail(&mut clusters[2]);
+    let mut spec = duplicated_on_three(&clusters);
+    assert_eq!(pairs(&spec.clusters), want(&[("m1", 2), ("m2", 2)]));
+    // Both fail; m3 recovers: it is the only copy there can be, so it is used.
+    fail(&mut clusters[0]);
+    fail(&mut clusters[1]);
+    evict(&mut spec, "m1");
+    evict(&mut spec, "m2");
+    clusters[2].spec.taints.clear();
+    let out = run(&spec, &ResourceBindingStatus::default(), &clusters).unwrap();
+    assert_eq!(pairs(&out.clusters), want(&[("m3", 2)]));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors, conditions, options
 
@@ -967,6 +1060,77 @@ proptest! {
                     prop_assert!(now >= *prev, "m{} went from {} to {}", i, prev, now);
                 }
             }
+        }
+    }
+
+    /// After any subset of a binding's clusters is evicted (the taint manager's
+    /// `graceful_evict_cluster` on the previous result, the clusters tainted), rescheduling
+    /// never chooses an evicted cluster; Divided results sum to `spec.replicas` and fail only
+    /// for want of capacity or of any feasible cluster; dynamic division keeps every
+    /// surviving cluster's replicas; Duplicated keeps every survivor and replaces the evicted
+    /// clusters only when as many new ones fit.
+    #[test]
+    fn rescheduling_after_eviction(w in arb_world(), mask in any::<u8>()) {
+        let mut w = w;
+        for c in &mut w.clusters {
+            c.3 = false;
+        }
+        w.previous = vec![0; w.clusters.len()];
+        let mut clusters = w.clusters();
+        let mut spec = w.spec();
+        let Ok(first) = run(&spec, &ResourceBindingStatus::default(), &clusters) else {
+            return Ok(());
+        };
+        spec.clusters = first.clusters;
+        let mut evicted: Vec<String> = Vec::new();
+        for (i, c) in clusters.iter_mut().enumerate() {
+            let name = World::name(i);
+            if mask & (1 << i) != 0 && spec.clusters.iter().any(|t| t.name == name) {
+                fail(c);
+                evict(&mut spec, &name);
+                evicted.push(name);
+            }
+        }
+        let survivors = spec.clusters.clone();
+        let replicas = i64::from(w.replicas);
+        match run(&spec, &ResourceBindingStatus::default(), &clusters) {
+            Ok(out) => {
+                for t in &out.clusters {
+                    prop_assert!(!evicted.contains(&t.name), "evicted {} chosen", t.name);
+                }
+                let kept = |name: &str| out.clusters.iter().find(|t| t.name == name).map_or(0, |t| t.replicas);
+                if w.strategy < 3 {
+                    let total: i64 = out.clusters.iter().map(|t| i64::from(t.replicas)).sum();
+                    prop_assert_eq!(total, replicas);
+                }
+                if w.strategy < 2 {
+                    for s in &survivors {
+                        prop_assert!(kept(&s.name) >= s.replicas, "{} went from {} to {}", s.name, s.replicas, kept(&s.name));
+                    }
+                }
+                if w.strategy == 3 {
+                    prop_assert!(out.clusters.iter().all(|t| i64::from(t.replicas) == replicas));
+                    for s in &survivors {
+                        prop_assert!(out.clusters.iter().any(|t| t.name == s.name), "survivor {} dropped", s.name);
+                    }
+                    let new = out.clusters.len() - survivors.len();
+                    prop_assert!(survivors.is_empty() || new == 0 || new >= evicted.len());
+                }
+            }
+            Err(ScheduleError::FitError { explanation, .. }) => {
+                for (name, c) in explanation.clusters() {
+                    prop_assert!(c.rejected.is_some(), "{} was feasible", name);
+                }
+            }
+            Err(ScheduleError::Unschedulable { explanation, .. }) => {
+                prop_assert!(w.strategy < 2, "only dynamic division runs out of capacity");
+                let capacity: i64 = explanation
+                    .clusters()
+                    .filter_map(|(_, c)| c.available_replicas)
+                    .sum();
+                prop_assert!(capacity < replicas, "enough capacity ({capacity}) but unschedulable");
+            }
+            Err(e) => prop_assert!(false, "unexpected {e:?}"),
         }
     }
 
