@@ -333,6 +333,8 @@ pub const CONTROLLERS: &[ControllerFn] = &[
     controllers::detector::controller,
     controllers::dependencies_distributor::controller,
     controllers::scheduling::controller,
+    controllers::taint_manager::controller,
+    controllers::graceful_eviction::controller,
     controllers::binding_works::controller,
     controllers::binding_status::controller,
     controllers::push_execution::controller,

@@ -6,6 +6,7 @@ pub mod app;
 pub mod clock;
 pub mod controllers;
 pub mod events;
+pub mod feature_gates;
 pub mod interpreter;
 pub mod probes;
 pub mod scheduler;

@@ -108,6 +108,22 @@ struct Flags {
     /// Timeout of one probe of a push member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     member_probe_timeout: Duration,
+    /// Run the taint manager, which evicts workloads from clusters with NoExecute taints.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_taint_manager: bool,
+    /// Let the taint manager evict (false: it runs and decides nothing).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_no_execute_taint_eviction: bool,
+    /// Karmada feature gates: `Failover=true|false,GracefulEviction=true|false` (both on).
+    #[arg(long, default_value = "")]
+    feature_gates: flotilla_server::feature_gates::FeatureGates,
+    /// How long an eviction task keeps the old copy when its policy sets no grace period.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
+    graceful_eviction_timeout: Duration,
+    /// Purge mode of cluster failovers whose policy has no `failover.cluster`: Graciously
+    /// (alias Gracefully), Immediately (alias Directly) or Never.
+    #[arg(long, default_value = "Graciously", value_parser = parse_purge_mode)]
+    no_execute_taint_eviction_purge_mode: flotilla_api::policy::PurgeMode,
     /// Also start this many simulated member clusters (member1..memberN) that join in pull
     /// mode through a `flotilla-agent` process (the binary beside this one).
     #[arg(long, default_value_t = 0)]
@@ -132,6 +148,12 @@ struct Flags {
     /// tolerationSeconds of the unreachable NoExecute toleration added to policies.
     #[arg(long, default_value_t = 300)]
     default_unreachable_toleration_seconds: i64,
+}
+
+fn parse_purge_mode(s: &str) -> Result<flotilla_api::policy::PurgeMode, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        format!("{s:?}: expected Graciously, Gracefully, Immediately, Directly or Never")
+    })
 }
 
 fn init_logging(format: LogFormat) {
@@ -217,6 +239,12 @@ async fn main() -> anyhow::Result<()> {
         c.taints.eviction_timeout = chrono(flags.failover_eviction_timeout);
         c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
         c.probe_timeout = flags.member_probe_timeout;
+        c.taint_manager.enabled = flags.enable_taint_manager
+            && flags.enable_no_execute_taint_eviction
+            && flags.feature_gates.failover;
+        c.taint_manager.graceful_eviction = flags.feature_gates.graceful_eviction;
+        c.taint_manager.default_purge_mode = flags.no_execute_taint_eviction_purge_mode;
+        c.graceful_eviction_timeout = flags.graceful_eviction_timeout;
         Some(c)
     };
     let data_dir = config.data_dir.clone();

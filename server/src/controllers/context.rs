@@ -7,7 +7,9 @@
 
 use super::cluster_status::HealthConfig;
 use super::cluster_taints::TaintConfig;
+use super::failover_metrics::FailoverMetrics;
 use super::runtime::{spawn, Controller, ControllerHandle, ControllerMetrics};
+use super::taint_manager::TaintManagerSettings;
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::EventRecorder;
@@ -42,6 +44,11 @@ pub struct ControllerSettings {
     /// it saw, so a binding's Works created and reporting one after another cost one status
     /// write instead of one each.
     pub status_coalesce: Duration,
+    /// Cluster failover: the taint manager's switches and purge mode.
+    pub taint_manager: TaintManagerSettings,
+    /// `--graceful-eviction-timeout`: how long an eviction task keeps the old copy when its
+    /// policy sets no grace period.
+    pub graceful_eviction_timeout: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -58,6 +65,8 @@ impl Default for ControllerSettings {
             push_status_period: Duration::from_secs(5),
             propagation_workers: 16,
             status_coalesce: Duration::from_millis(100),
+            taint_manager: TaintManagerSettings::default(),
+            graceful_eviction_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -111,6 +120,8 @@ pub struct ControllerContext {
     pub interpreter: Arc<Interpreter>,
     /// The flags.
     pub settings: ControllerSettings,
+    /// What failover decisions count, shared by the controllers that evict and release.
+    pub failover_metrics: FailoverMetrics,
 }
 
 impl ControllerContext {
@@ -127,6 +138,8 @@ impl ControllerContext {
             ControllerMetrics::register(metrics).map_err(WiringError::metrics("runtime"))?;
         let events = EventRecorder::new(store.clone(), clock.clone(), "flotilla-server", metrics)
             .map_err(WiringError::metrics("events"))?;
+        let failover_metrics =
+            FailoverMetrics::register(metrics).map_err(WiringError::metrics("failover"))?;
         Ok(Self {
             store,
             registry,
@@ -137,6 +150,7 @@ impl ControllerContext {
             member,
             interpreter: Arc::new(Interpreter::new()),
             settings,
+            failover_metrics,
         })
     }
 

@@ -178,11 +178,19 @@ impl Observer for ClusterBindingIndex {
 /// deletion or finalizers change) and Clusters, each Cluster change queueing the bindings
 /// that name the cluster, through a fresh index kept by those binding sources.
 pub fn binding_sources_with_cluster_fan_out() -> (Arc<ClusterBindingIndex>, Vec<Source>) {
+    binding_sources_on_change_of(generation_fingerprint)
+}
+
+/// As [`binding_sources_with_cluster_fan_out`], with bindings queued when `fingerprint` of
+/// them changes (a controller that judges status as well as spec passes one that sees it).
+pub fn binding_sources_on_change_of(
+    fingerprint: fn(&Value) -> u64,
+) -> (Arc<ClusterBindingIndex>, Vec<Source>) {
     let index = Arc::new(ClusterBindingIndex::default());
     let observer: Arc<dyn Observer> = index.clone();
     let binding = |rt: ResourceType| {
         Source::mapped(rt, |b| binding_key(b).into_iter().collect())
-            .on_change_of(generation_fingerprint)
+            .on_change_of(fingerprint)
             .observed_by(observer.clone())
     };
     let lookup = index.clone();

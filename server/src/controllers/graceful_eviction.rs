@@ -227,6 +227,40 @@ impl GracefulEvictionController {
     }
 }
 
+/// What of a binding the graceful eviction controller judges: its tasks, its placement, its
+/// status (health per cluster) and its generation.
+fn judged_fingerprint(binding: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters", "/status"] {
+        binding.pointer(pointer).map(Value::to_string).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The graceful eviction controller as the server runs it: woken by its bindings' tasks,
+/// placement and status, and by readiness changes of the clusters they name.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let reconciler = GracefulEvictionController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.events.clone(),
+        ctx.failover_metrics.clone(),
+        ctx.settings.graceful_eviction_timeout,
+    );
+    let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+    ))
+}
+
 #[async_trait]
 impl Reconciler for GracefulEvictionController {
     fn name(&self) -> &'static str {

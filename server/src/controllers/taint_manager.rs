@@ -308,6 +308,28 @@ impl TaintManagerController {
     }
 }
 
+/// The taint manager as the server runs it: woken by a binding's spec changes and by changes
+/// of the clusters it targets (taints, readiness) through the cluster-to-bindings index.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let reconciler = TaintManagerController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.events.clone(),
+        ctx.failover_metrics.clone(),
+        ctx.settings.taint_manager.clone(),
+    );
+    let (_, sources) = super::fan_out::binding_sources_with_cluster_fan_out();
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+    ))
+}
+
 #[async_trait]
 impl Reconciler for TaintManagerController {
     fn name(&self) -> &'static str {
