@@ -559,23 +559,31 @@ fn start_propagation(
         with(work_sources, workers, settings.resync),
     ));
     // Status aggregation follows every Work status change, a burst of them at a time.
+    // A Cluster's Ready change wakes the bindings placed there (through the controller's queue).
     let mut status_sources = binding_sources();
     status_sources.push(Source::mapped(
         well_known::works(),
         BindingController::work_key,
     ));
+    status_sources.push(BindingStatusController::cluster_source());
     let status_sources = status_sources
         .into_iter()
         .map(|s| s.coalesced(settings.status_coalesce))
         .collect();
-    handles.push(spawn(
-        Arc::new(BindingStatusController::new(
-            store.clone(),
-            state.clock.clone(),
-            state.registry.clone(),
-            interpreter.clone(),
-        )),
+    let binding_status = BindingStatusController::new(
+        store.clone(),
+        state.clock.clone(),
+        state.registry.clone(),
+        interpreter.clone(),
+    );
+    let status_queue = binding_status.queue();
+    handles.push(controllers::runtime::spawn_with_queue(
+        store.clone(),
+        Arc::new(binding_status),
         with(status_sources, workers, settings.resync),
+        Some(metrics.clone()),
+        stop.clone(),
+        status_queue,
     ));
     handles.push(spawn(
         Arc::new(PushExecutionController::new(
