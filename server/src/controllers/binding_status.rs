@@ -491,8 +491,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_member_that_stops_being_ready_turns_its_items_unknown() {
+    /// Clusters m1 and m2 (both Ready) and binding `default/web` with a healthy Work on each.
+    async fn ready_fixture() -> (Arc<dyn Store>, BindingStatusController) {
         use crate::clock::FakeClock;
         use crate::controllers::binding_works::{
             BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION,
@@ -509,36 +509,20 @@ mod tests {
             Arc::new(Registry::new()),
             Arc::new(SpecReplicas),
         );
-        let clusters = well_known::clusters();
-        let set_ready = |status: &'static str| {
-            let store = store.clone();
-            let clusters = clusters.clone();
-            async move {
-                let mut c = store.get(&clusters, None, "m1").await.unwrap();
-                c["status"] = json!({"conditions": [{"type": "Ready", "status": status,
-                    "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
-                store.update_status(&clusters, c).await.unwrap();
-            }
-        };
         for name in ["m1", "m2"] {
             store
                 .create(
-                    &clusters,
+                    &well_known::clusters(),
                     json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                         "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
                 )
                 .await
                 .unwrap();
+            set_ready(&store, name, "True").await;
         }
-        let mut m2 = store.get(&clusters, None, "m2").await.unwrap();
-        m2["status"] = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "r",
-            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
-        store.update_status(&clusters, m2).await.unwrap();
-        set_ready("True").await;
-        let rt = well_known::resource_bindings();
         let binding = store
             .create(
-                &rt,
+                &well_known::resource_bindings(),
                 json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
                     "metadata": {"name": "web", "namespace": "default"},
                     "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -563,35 +547,56 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let health = || {
-            let store = store.clone();
-            let rt = rt.clone();
-            async move {
-                let b = store.get(&rt, Some("default"), "web").await.unwrap();
-                let items: Vec<(String, String, bool, i64)> = b["status"]["aggregatedStatus"]
-                    .as_array()
-                    .unwrap()
+        (store, controller)
+    }
+
+    async fn set_ready(store: &Arc<dyn Store>, cluster: &str, status: &str) {
+        let rt = well_known::clusters();
+        let mut c = store.get(&rt, None, cluster).await.unwrap();
+        c["status"] = json!({"conditions": [{"type": "Ready", "status": status,
+            "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        store.update_status(&rt, c).await.unwrap();
+    }
+
+    /// The binding's items as (cluster, health, applied, readyReplicas).
+    async fn items_of_web(store: &Arc<dyn Store>) -> Vec<(String, String, bool, i64)> {
+        let b = store
+            .get(&well_known::resource_bindings(), Some("default"), "web")
+            .await
+            .unwrap();
+        b["status"]["aggregatedStatus"]
+            .as_array()
+            .map(|items| {
+                items
                     .iter()
                     .map(|i| {
                         (
-                            i["clusterName"].as_str().unwrap().to_string(),
-                            i["health"].as_str().unwrap().to_string(),
-                            i["applied"].as_bool().unwrap(),
-                            i["status"]["readyReplicas"].as_i64().unwrap(),
+                            i["clusterName"].as_str().unwrap_or("").to_string(),
+                            i["health"].as_str().unwrap_or("").to_string(),
+                            i["applied"].as_bool().unwrap_or(false),
+                            i["status"]["readyReplicas"].as_i64().unwrap_or(-1),
                         )
                     })
-                    .collect();
-                items
-            }
-        };
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn web_items(m1_health: &str) -> Vec<(String, String, bool, i64)> {
+        vec![
+            ("m1".to_string(), m1_health.to_string(), true, 2),
+            ("m2".to_string(), "Healthy".to_string(), true, 2),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_member_that_stops_being_ready_turns_its_items_unknown() {
+        let (store, controller) = ready_fixture().await;
+        let clusters = well_known::clusters();
+        let health = || items_of_web(&store);
+        let both = web_items;
         let key = "rb|default|web";
         assert_eq!(controller.reconcile(key).await.unwrap(), Action::Done);
-        let both = |h1: &str| {
-            vec![
-                ("m1".to_string(), h1.to_string(), true, 2),
-                ("m2".to_string(), "Healthy".to_string(), true, 2),
-            ]
-        };
         assert_eq!(health().await, both("Healthy"));
 
         // m1 stops being Ready: its key fans out to the binding, whose m1 item turns Unknown.
@@ -600,7 +605,7 @@ mod tests {
             ("False", "Unknown"),
             ("True", "Healthy"),
         ] {
-            set_ready(ready).await;
+            set_ready(&store, "m1", ready).await;
             assert_eq!(
                 controller.reconcile("cluster|m1").await.unwrap(),
                 Action::Done
@@ -622,6 +627,50 @@ mod tests {
             .unwrap();
         controller.reconcile(key).await.unwrap();
         assert_eq!(health().await, both("Unknown"));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_source_alone_wakes_the_bindings_of_a_cluster() {
+        use crate::controllers::runtime::{spawn_with_queue, ControllerConfig};
+        let (store, controller) = ready_fixture().await;
+        let queue = controller.queue();
+        // Only the Cluster source and no resync: the bindings are reached only by the fan-out.
+        let mut config = ControllerConfig::new(vec![BindingStatusController::cluster_source()]);
+        config.resync = std::time::Duration::from_secs(3600);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let handle = spawn_with_queue(
+            store.clone(),
+            Arc::new(controller),
+            config,
+            None,
+            stopped,
+            queue,
+        );
+        let wait = |want: Vec<(String, String, bool, i64)>, what: &'static str| {
+            let store = store.clone();
+            async move {
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+                while items_of_web(&store).await != want {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "timed out after 10 s waiting for {what}: {:?}",
+                        items_of_web(&store).await
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
+        wait(
+            web_items("Healthy"),
+            "the first aggregation (from the initial list)",
+        )
+        .await;
+        set_ready(&store, "m1", "Unknown").await;
+        wait(web_items("Unknown"), "m1's item to turn Unknown").await;
+        set_ready(&store, "m1", "True").await;
+        wait(web_items("Healthy"), "m1's item to be Healthy again").await;
+        let _ = stop.send(true);
+        drop(handle);
     }
 
     #[test]
