@@ -2,7 +2,10 @@
 //! runtime, "unreachable" (its HTTP surface hangs, its pull loops pause) and "unhealthy" (its
 //! readyz/healthz answer 500 and a pull agent reports Ready=False). Both the HTTP surface and
 //! the pull loops read the same [`MemberFaults`], so one switch fails the member everywhere.
+//! [`PullCounters`] make the pull loops' pauses observable (tests prove with them that a loop
+//! ran and did nothing, instead of sleeping and hoping).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -71,6 +74,24 @@ impl MemberFaults {
     }
 }
 
+/// What the member's pull loops did while they could not act.
+#[derive(Debug, Default)]
+pub struct PullCounters {
+    lease_renewals_skipped: AtomicU64,
+}
+
+impl PullCounters {
+    /// Lease renewals skipped because the member was unreachable: one each time the lease
+    /// loop wakes (a renewal period passed, or the faults changed) and finds it unreachable.
+    pub fn lease_renewals_skipped(&self) -> u64 {
+        self.lease_renewals_skipped.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn lease_renewal_skipped(&self) {
+        self.lease_renewals_skipped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// One member cluster hosted by this process.
 pub struct Member {
     /// The cluster name.
@@ -79,6 +100,8 @@ pub struct Member {
     pub runtime: Arc<dyn MemberRuntime>,
     /// Its member-level faults.
     pub faults: MemberFaults,
+    /// What its pull loops skipped.
+    pub pull: PullCounters,
 }
 
 impl std::fmt::Debug for Member {
@@ -97,6 +120,7 @@ impl Member {
             name: name.to_string(),
             runtime,
             faults: MemberFaults::default(),
+            pull: PullCounters::default(),
         })
     }
 

@@ -201,8 +201,16 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
         .unwrap()
         .iter()
         .any(|e| e["groupVersion"] == "apps/v1"));
-    let writes = server.inner.lock().cluster_status_writes;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Unchanged status is not rewritten: the passes that start after this point (each begins
+    // with a read of the Cluster, and passes run one after another) complete without a write.
+    let (reads, writes) = {
+        let inner = server.inner.lock();
+        (inner.cluster_reads, inner.cluster_status_writes)
+    };
+    wait_for(10, "three more cluster-status passes", || {
+        (server.inner.lock().cluster_reads >= reads + 3).then_some(())
+    })
+    .await;
     assert_eq!(
         server.inner.lock().cluster_status_writes,
         writes,
@@ -217,11 +225,21 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     m.faults.set_unhealthy(false);
     wait_for(10, "Ready=True again", ready("True")).await;
 
-    // Unreachable: heartbeats stop, then resume.
+    // Unreachable: heartbeats stop, then resume. Once the lease loop has skipped a renewal its
+    // last write is done; three more skipped renewals (renewal periods) without a write prove
+    // that it stopped.
+    let skipped_before = m.pull.lease_renewals_skipped();
     m.faults.set_unreachable(true);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for(10, "the lease loop to skip a renewal", || {
+        (m.pull.lease_renewals_skipped() > skipped_before).then_some(())
+    })
+    .await;
     let writes = server.inner.lock().lease_writes;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    let skipped = m.pull.lease_renewals_skipped();
+    wait_for(10, "three more skipped lease renewals", || {
+        (m.pull.lease_renewals_skipped() >= skipped + 3).then_some(())
+    })
+    .await;
     assert_eq!(
         server.inner.lock().lease_writes,
         writes,
@@ -367,6 +385,19 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     wait_object(&m, &cm_ref("down"), true).await;
     let before = object(&m, &deploy_ref()).await.unwrap();
     agent.shutdown().await;
+    // Every apply is announced by a SyncSucceed Event (sent by the flush that ends a relist).
+    let sync_events = |server: &support::FakeServer| {
+        server
+            .inner
+            .lock()
+            .events
+            .iter()
+            .filter(|e| e["reason"] == "SyncSucceed" && e["involvedObject"]["name"] == "nginx-work")
+            .count()
+    };
+    let applies_before = sync_events(&server);
+    assert!(applies_before >= 2, "the applies so far were announced");
+    let watches_before = server.inner.lock().watches;
     server.delete_work("member1", "down");
     let agent = start(&url, &data).await;
     let m = member(&agent);
@@ -379,7 +410,12 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     wait_object(&m, &cm_ref("down"), false).await;
     let lists = server.inner.lock().lists;
     assert!(lists >= 2, "listed again after restart");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The agent opens its watch only after the relist synced every Work and flushed.
+    wait_for(10, "the watch opened after the restart's relist", || {
+        (server.inner.lock().watches > watches_before).then_some(())
+    })
+    .await;
+    assert_eq!(sync_events(&server), applies_before, "not re-applied");
     let later = object(&m, &deploy_ref()).await.unwrap();
     assert_eq!(later["metadata"]["generation"], 2, "not re-applied");
     assert_eq!(later["metadata"]["uid"], uid);
@@ -434,29 +470,25 @@ async fn https_with_a_ca_file() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("tls.crt");
     std::fs::write(&ca, cert.cert.pem()).unwrap();
-    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(
-        cert.cert.pem().into_bytes(),
-        cert.signing_key.serialize_pem().into_bytes(),
-    )
-    .await
-    .unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
     let server = FakeServer::new();
-    let app = server.router();
-    tokio::spawn(async move {
-        let _ = axum_server::from_tcp_rustls(listener, tls)
-            .unwrap()
-            .serve(app.into_make_service())
-            .await;
-    });
+    server
+        .serve_tls(
+            listener,
+            &cert.cert.pem(),
+            &cert.signing_key.serialize_pem(),
+        )
+        .await;
     let url = format!("https://{addr}");
 
     // Without the CA the agent cannot talk to the server.
     let data = dir.path().join("no-ca");
     let agent = start(&url, &data).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for(10, "three failed TLS handshakes", || {
+        (server.inner.lock().tls_handshake_failures >= 3).then_some(())
+    })
+    .await;
     assert_eq!(server.inner.lock().registrations, 0);
     agent.shutdown().await;
 

@@ -689,6 +689,61 @@ async fn tables_for_kubectl_get() {
 }
 
 #[tokio::test]
+async fn event_tables_print_the_columns_kubectl_prints() {
+    let api = TestApi::new().await;
+    let at = |days: i64| {
+        (chrono::Utc::now() - chrono::Duration::days(days))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    let events = "/api/v1/namespaces/default/events";
+    let event = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "nginx.17", "namespace": "default"},
+        "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx",
+                           "namespace": "default"},
+        "reason": "ScheduleBindingSucceed", "message": "Binding has been scheduled", "type": "Normal",
+        "source": {"component": "default-scheduler"}, "count": 2,
+        "firstTimestamp": at(40), "lastTimestamp": at(30)});
+    let (s, body) = api.call("POST", events, Some(event)).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    for path in [events.to_string(), format!("{events}/nginx.17")] {
+        let (s, text) = api
+            .send("GET", &path, None, Body::empty(), &[("accept", accept)])
+            .await;
+        assert_eq!(s, StatusCode::OK, "{path}: {text}");
+        let t: Value = serde_json::from_str(&text).unwrap();
+        let shown: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            shown,
+            ["Last Seen", "Type", "Reason", "Object", "Message"],
+            "{path}"
+        );
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!([
+                "30d",
+                "Normal",
+                "ScheduleBindingSucceed",
+                "deployment/nginx",
+                "",
+                "default-scheduler",
+                "Binding has been scheduled",
+                "40d",
+                2,
+                "nginx.17"
+            ]),
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn crds_register_kinds_and_free_form_kinds_work_without_one() {
     let api = TestApi::new().await;
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

@@ -272,3 +272,65 @@ fn get_in_every_form_watch_patch_delete() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("placment"));
 }
+
+#[test]
+fn get_events_prints_the_kubernetes_columns() {
+    let Some((_server, k, dir)) = start() else {
+        return;
+    };
+    // Years old: kubectl prints such ages in whole years ("26y").
+    let event = "apiVersion: v1\nkind: Event\nmetadata:\n  name: nginx.17\n  namespace: default\n\
+         involvedObject:\n  apiVersion: apps/v1\n  kind: Deployment\n  name: nginx\n  namespace: default\n\
+         reason: ScheduleBindingSucceed\nmessage: Binding has been scheduled\ntype: Normal\n\
+         source:\n  component: default-scheduler\ncount: 2\n\
+         firstTimestamp: \"1990-01-01T00:00:00Z\"\nlastTimestamp: \"2000-01-01T00:00:00Z\"\n";
+    let file = write(dir.path(), "event.yaml", event);
+    k.run(&["create", "-f", &file]).unwrap();
+    let table = k.run(&["get", "events"]).unwrap();
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        header,
+        ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{table}"
+    );
+    let row = lines
+        .find(|l| l.contains("ScheduleBindingSucceed"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let years = cells[0]
+        .strip_suffix('y')
+        .and_then(|y| y.parse::<u32>().ok());
+    assert!(
+        years.is_some_and(|y| y >= 25),
+        "LAST SEEN as an age: {table}"
+    );
+    assert_eq!(
+        cells[1..],
+        [
+            "Normal",
+            "ScheduleBindingSucceed",
+            "deployment/nginx",
+            "Binding",
+            "has",
+            "been",
+            "scheduled"
+        ],
+        "{table}"
+    );
+    let wide = k.run(&["get", "events", "-o", "wide"]).unwrap();
+    let header = wide.lines().next().unwrap();
+    for col in ["SUBOBJECT", "SOURCE", "FIRST SEEN", "COUNT", "NAME"] {
+        assert!(header.contains(col), "{wide}");
+    }
+    assert!(
+        wide.contains("default-scheduler") && wide.contains("nginx.17"),
+        "{wide}"
+    );
+}

@@ -2,6 +2,8 @@
 //! `holderIdentity` the cluster name, `leaseDurationSeconds` 40 and `renewTime` now (RFC 3339
 //! with microseconds), created when missing and renewed every `lease_renew_interval`. The lease
 //! last written is kept so a renewal is one PUT; a conflict or a vanished lease refetches.
+//! While the member is unreachable no lease is written: each renewal that falls due is skipped
+//! and counted in the member's [`crate::member::PullCounters`].
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::backoff::{jittered, Backoff};
-use super::{pause, ClientError, PullContext, Wake};
+use super::{nap, ClientError, PullContext, Wake};
 use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
 
 /// `renewTime` as Kubernetes writes a MicroTime.
@@ -82,7 +84,7 @@ impl LeaseKeeper {
     }
 }
 
-/// Renews the lease until shutdown; pauses while the member is unreachable.
+/// Renews the lease until shutdown; skips the renewals due while the member is unreachable.
 pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
     let mut keeper = LeaseKeeper { last: None };
     let mut backoff = Backoff::default();
@@ -109,8 +111,17 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                 delay
             }
         };
-        if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
-            return;
+        // Until the next renewal; while unreachable, every renewal due is skipped and counted.
+        let mut delay = delay;
+        loop {
+            if nap(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+                return;
+            }
+            if !faults.borrow_and_update().unreachable {
+                break;
+            }
+            ctx.member.pull.lease_renewal_skipped();
+            delay = ctx.timing.lease_renew_interval;
         }
     }
 }

@@ -100,12 +100,23 @@ pub(crate) async fn pause(
     faults: &mut watch::Receiver<FaultFlags>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Wake {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => {}
-        _ = faults.changed() => {}
-        _ = crate::stopped(shutdown) => return Wake::Stop,
+    if nap(d, faults, shutdown).await == Wake::Stop {
+        return Wake::Stop;
     }
     wait_reachable(faults, shutdown).await
+}
+
+/// Sleeps `d`, waking early when the member's faults change or the agent stops.
+pub(crate) async fn nap(
+    d: Duration,
+    faults: &mut watch::Receiver<FaultFlags>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Wake {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => Wake::Go,
+        _ = faults.changed() => Wake::Go,
+        _ = crate::stopped(shutdown) => Wake::Stop,
+    }
 }
 
 /// Waits while the member is unreachable.

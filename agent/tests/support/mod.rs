@@ -2,6 +2,8 @@
 //! scoped credentials, Cluster get/put(status), Lease get/create/update, Work list/watch
 //! (with an event log that can be compacted to force 410) and get/put/patch/status, Event
 //! create. Objects carry resourceVersions and stale writes answer 409, like the real server.
+//! It counts what it serves (reads, writes, lists, watches, failed TLS handshakes), so a test
+//! can wait until the agent provably ran a loop before asserting that the loop did nothing.
 
 #![allow(
     dead_code,
@@ -44,6 +46,10 @@ pub struct Inner {
     pub registered_bodies: Vec<Value>,
     pub lease_writes: usize,
     pub cluster_status_writes: usize,
+    /// GETs of a Cluster: each cluster-status pass of the agent starts with one.
+    pub cluster_reads: usize,
+    /// TLS handshakes that failed (see [`FakeServer::serve_tls`]).
+    pub tls_handshake_failures: usize,
     pub work_status_writes: usize,
     pub lists: usize,
     pub watches: usize,
@@ -125,6 +131,27 @@ impl FakeServer {
             let _ = axum::serve(listener, app).await;
         });
         addr
+    }
+
+    /// Serves HTTPS on `listener` with the given certificate and key (PEM), counting failed
+    /// handshakes in `tls_handshake_failures`.
+    pub async fn serve_tls(&self, listener: std::net::TcpListener, cert_pem: &str, key_pem: &str) {
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem(
+            cert_pem.as_bytes().to_vec(),
+            key_pem.as_bytes().to_vec(),
+        )
+        .await
+        .unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let acceptor = CountingTls {
+            tls: axum_server::tls_rustls::RustlsAcceptor::new(tls),
+            server: self.clone(),
+        };
+        let app = self.router();
+        let server = axum_server::from_tcp(listener).unwrap().acceptor(acceptor);
+        tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
     }
 
     fn next_rv(inner: &mut Inner) -> u64 {
@@ -363,6 +390,7 @@ async fn get_cluster(
     if let Err(r) = s.authorize(&headers, &name) {
         return r;
     }
+    s.inner.lock().cluster_reads += 1;
     match s.cluster(&name) {
         Some(c) => Json(c).into_response(),
         None => status(StatusCode::NOT_FOUND, "NotFound", "no cluster"),
@@ -607,6 +635,43 @@ async fn create_event(
             (StatusCode::CREATED, Json(b)).into_response()
         }
         Err(r) => r,
+    }
+}
+
+/// A TLS acceptor that counts the handshakes that fail (a client that rejects the server's
+/// certificate aborts its handshake).
+#[derive(Clone)]
+struct CountingTls {
+    tls: axum_server::tls_rustls::RustlsAcceptor,
+    server: FakeServer,
+}
+
+impl<I, S> axum_server::accept::Accept<I, S> for CountingTls
+where
+    axum_server::tls_rustls::RustlsAcceptor: axum_server::accept::Accept<I, S>,
+    <axum_server::tls_rustls::RustlsAcceptor as axum_server::accept::Accept<I, S>>::Future:
+        Send + 'static,
+{
+    type Stream =
+        <axum_server::tls_rustls::RustlsAcceptor as axum_server::accept::Accept<I, S>>::Stream;
+    type Service =
+        <axum_server::tls_rustls::RustlsAcceptor as axum_server::accept::Accept<I, S>>::Service;
+    type Future = std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = std::io::Result<(Self::Stream, Self::Service)>> + Send,
+        >,
+    >;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let handshake = self.tls.accept(stream, service);
+        let server = self.server.clone();
+        Box::pin(async move {
+            let result = handshake.await;
+            if result.is_err() {
+                server.inner.lock().tls_handshake_failures += 1;
+            }
+            result
+        })
     }
 }
 

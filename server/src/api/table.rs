@@ -1,6 +1,7 @@
 //! `meta.k8s.io/v1 Table` answers for `kubectl get`: per-kind columns (clusters show NAME,
 //! VERSION, MODE, READY, AGE as Karmada prints them; ClusterTaintPolicies their taints and
-//! conditions), NAME and AGE for everything else.
+//! conditions; events LAST SEEN, TYPE, REASON, OBJECT, MESSAGE as Kubernetes prints them), NAME
+//! and AGE for everything else.
 //! Columns with priority 1 appear only with `-o wide`.
 
 use chrono::{DateTime, Utc};
@@ -102,7 +103,171 @@ pub fn human_duration(d: chrono::Duration) -> String {
     format!("{}y", days / 365)
 }
 
+fn parse_time(obj: &Value, pointer: &str) -> Option<DateTime<Utc>> {
+    obj.pointer(pointer)
+        .and_then(Value::as_str)
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn since(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Value {
+    Value::String(match t {
+        Some(t) => human_duration(now - t),
+        None => "<unknown>".into(),
+    })
+}
+
+/// When an Event was first seen: `firstTimestamp`, else (events.k8s.io style) `eventTime`.
+fn event_first_seen(ev: &Value) -> Option<DateTime<Utc>> {
+    parse_time(ev, "/firstTimestamp").or_else(|| parse_time(ev, "/eventTime"))
+}
+
+/// When an Event was last seen: its series' `lastObservedTime`, else `lastTimestamp`, else
+/// when it was first seen (as kubectl's printer reads them).
+fn event_last_seen(ev: &Value) -> Option<DateTime<Utc>> {
+    if ev.get("series").is_some_and(Value::is_object) {
+        return parse_time(ev, "/series/lastObservedTime");
+    }
+    parse_time(ev, "/lastTimestamp").or_else(|| event_first_seen(ev))
+}
+
+/// The OBJECT cell: `deployment/nginx` (the kind lowercased), or the kind alone.
+fn event_object(ev: &Value) -> Value {
+    let kind = ev
+        .pointer("/involvedObject/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_lowercase();
+    match ev
+        .pointer("/involvedObject/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        Some(name) => Value::String(format!("{kind}/{name}")),
+        None => Value::String(kind),
+    }
+}
+
+/// The SOURCE cell: `component, host`, falling back to reportingController/Instance.
+fn event_source(ev: &Value) -> Value {
+    let first = |a: &str, b: &str| -> String {
+        [a, b]
+            .iter()
+            .filter_map(|p| ev.pointer(p).and_then(Value::as_str))
+            .find(|s| !s.is_empty())
+            .unwrap_or("")
+            .to_string()
+    };
+    let component = first("/source/component", "/reportingController");
+    let host = first("/source/host", "/reportingInstance");
+    Value::String(match (component.is_empty(), host.is_empty()) {
+        (true, _) => String::new(),
+        (false, true) => component,
+        (false, false) => format!("{component}, {host}"),
+    })
+}
+
+/// The COUNT cell: the series' count, else `count`, else 1 (a singleton).
+fn event_count(ev: &Value) -> Value {
+    let count = ev
+        .pointer("/series/count")
+        .or_else(|| ev.get("count"))
+        .and_then(Value::as_i64)
+        .filter(|c| *c > 0)
+        .unwrap_or(1);
+    json!(count)
+}
+
+/// core/v1 Event columns, in Kubernetes' order (`kubectl get events` prints the priority-0
+/// ones: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE).
+fn event_columns() -> Vec<Column> {
+    fn col(
+        name: &'static str,
+        priority: u8,
+        description: &'static str,
+        cell: fn(&Value, DateTime<Utc>) -> Value,
+    ) -> Column {
+        Column {
+            name,
+            kind: "string",
+            priority,
+            description,
+            cell,
+        }
+    }
+    vec![
+        col(
+            "Last Seen",
+            0,
+            "The time at which the most recent occurrence of this event was recorded.",
+            |o, now| since(event_last_seen(o), now),
+        ),
+        col(
+            "Type",
+            0,
+            "Type of this event (Normal, Warning).",
+            |o, _| text(o, "/type"),
+        ),
+        col("Reason", 0, "Why the action was taken.", |o, _| {
+            text(o, "/reason")
+        }),
+        col(
+            "Object",
+            0,
+            "The object that this event is about.",
+            |o, _| event_object(o),
+        ),
+        col(
+            "Subobject",
+            1,
+            "The part of the object this event is about.",
+            |o, _| text(o, "/involvedObject/fieldPath"),
+        ),
+        col(
+            "Source",
+            1,
+            "The component reporting this event.",
+            |o, _| event_source(o),
+        ),
+        col(
+            "Message",
+            0,
+            "A human-readable description of the status of this operation.",
+            |o, _| {
+                Value::String(
+                    text(o, "/message")
+                        .as_str()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string(),
+                )
+            },
+        ),
+        col(
+            "First Seen",
+            1,
+            "The time at which the event was first recorded.",
+            |o, now| since(event_first_seen(o), now),
+        ),
+        col(
+            "Count",
+            1,
+            "The number of times this event has occurred.",
+            |o, _| event_count(o),
+        ),
+        col(
+            "Name",
+            1,
+            "Name must be unique within a namespace.",
+            name_cell,
+        ),
+    ]
+}
+
 fn columns(group: &str, kind: &str) -> Vec<Column> {
+    if (group, kind) == ("", "Event") {
+        return event_columns();
+    }
     let name = Column {
         name: "Name",
         kind: "string",
@@ -469,6 +634,110 @@ mod tests {
                 "member1,member2"
             ])
         );
+    }
+
+    #[test]
+    fn event_table_has_kubectl_columns() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 10, 0).unwrap();
+        let t = table("", "Event", &[], 1, None, now);
+        let cols: Vec<(&str, u64)> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(
+            cols,
+            [
+                ("Last Seen", 0),
+                ("Type", 0),
+                ("Reason", 0),
+                ("Object", 0),
+                ("Subobject", 1),
+                ("Source", 1),
+                ("Message", 0),
+                ("First Seen", 1),
+                ("Count", 1),
+                ("Name", 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn event_rows_like_kubectl() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 10, 0).unwrap();
+        let base = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "nginx.1", "namespace": "default"},
+            "involvedObject": {"kind": "ResourceBinding", "name": "nginx-deployment"},
+            "type": "Normal", "reason": "ScheduleBindingSucceed", "message": " Binding has been scheduled \n"});
+        let with = |patch: Value| {
+            let mut e = base.clone();
+            json_patch::merge(&mut e, &patch);
+            e
+        };
+        // (event, LAST SEEN, OBJECT, SOURCE, FIRST SEEN, COUNT)
+        let table_rows = [
+            // lastTimestamp and firstTimestamp, as Flotilla records them.
+            (
+                with(json!({"firstTimestamp": "2026-01-01T00:00:00Z",
+                    "lastTimestamp": "2026-01-01T00:09:30Z", "count": 3,
+                    "source": {"component": "default-scheduler"}})),
+                "30s",
+                "resourcebinding/nginx-deployment",
+                "default-scheduler",
+                "10m",
+                json!(3),
+            ),
+            // events.k8s.io style: eventTime only, a series, reporting controller and instance.
+            (
+                with(json!({"eventTime": "2026-01-01T00:05:00.000000Z",
+                    "series": {"count": 7, "lastObservedTime": "2026-01-01T00:08:00.000000Z"},
+                    "reportingController": "flotilla-agent", "reportingInstance": "member1"})),
+                "2m",
+                "resourcebinding/nginx-deployment",
+                "flotilla-agent, member1",
+                "5m",
+                json!(7),
+            ),
+            // No last timestamp: the first one; no count: a singleton.
+            (
+                with(json!({"firstTimestamp": "2026-01-01T00:09:55Z",
+                    "source": {"component": "c", "host": "h"}})),
+                "5s",
+                "resourcebinding/nginx-deployment",
+                "c, h",
+                "5s",
+                json!(1),
+            ),
+            // No time at all, and an object without a name.
+            (
+                with(json!({"involvedObject": {"kind": "Cluster", "name": null}})),
+                "<unknown>",
+                "cluster",
+                "",
+                "<unknown>",
+                json!(1),
+            ),
+        ];
+        for (i, (event, last, object, source, first, count)) in table_rows.into_iter().enumerate() {
+            let t = table("", "Event", &[event], 1, None, now);
+            assert_eq!(
+                t["rows"][0]["cells"],
+                json!([
+                    last,
+                    "Normal",
+                    "ScheduleBindingSucceed",
+                    object,
+                    "",
+                    source,
+                    "Binding has been scheduled",
+                    first,
+                    count,
+                    "nginx.1"
+                ]),
+                "row {i}"
+            );
+        }
     }
 
     #[test]

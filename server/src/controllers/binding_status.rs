@@ -3,22 +3,32 @@
 //! appliedMessage, the reflected status and its health (Healthy, Unhealthy, or Unknown when not
 //! applied or not interpretable) — and the `FullyApplied` condition; the interpreter then folds
 //! the items into the template's own status (e.g. a Deployment's summed readyReplicas).
-//! Works being deleted are left out.
+//! Works being deleted are left out. While a member is not Ready its item keeps what it last
+//! reported (applied, status) but says health `Unknown`: a dead copy never reads as healthy,
+//! so graceful eviction cannot count it as a healthy placement.
+//!
+//! Besides the binding keys (`rb|…`, `crb|…`), the controller is woken by `cluster|<name>` when a
+//! Cluster's Ready condition changes ([`BindingStatusController::cluster_source`]); that key
+//! fans out, through the Works in the cluster's execution namespace, to the bindings placed
+//! there, queued on the controller's own queue.
 
 use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
 use super::binding_works::BindingController;
+use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
-use super::runtime::{Action, ReconcileError, Reconciler};
+use super::queue::WorkQueue;
+use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::api::registry::Registry;
 use crate::clock::SharedClock;
-use crate::store::{Store, StoreError};
+use crate::store::{ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
     AggregatedStatusItem, ResourceBindingSpec, CONDITION_FULLY_APPLIED,
     REASON_FULLY_APPLIED_SUCCESS,
 };
-use flotilla_api::cluster::cluster_of_execution_namespace;
+use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace, CONDITION_READY};
+use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::work::{ResourceHealth, CONDITION_APPLIED};
 use serde_json::{json, Value};
@@ -36,9 +46,15 @@ pub fn observed_object(manifest: &Value, status: &Value) -> Value {
     obj
 }
 
-/// The aggregated status items of a binding's Works (sorted by cluster).
+/// Prefix of the keys that stand for a Cluster whose readiness changed.
+const CLUSTER_KEY_PREFIX: &str = "cluster|";
+
+/// The aggregated status items of a binding's Works (sorted by cluster). `is_ready` answers
+/// whether a cluster's Ready condition is True; the item of a cluster that is not says health
+/// Unknown, whatever its Work last reported.
 pub fn aggregate(
     works: &[Value],
+    is_ready: &dyn Fn(&str) -> bool,
     interpreter: &dyn TemplateInterpreter,
 ) -> Vec<AggregatedStatusItem> {
     let mut items: Vec<AggregatedStatusItem> = works
@@ -67,6 +83,8 @@ pub fn aggregate(
             }
             let status = w.pointer("/status/manifestStatuses/0/status").cloned();
             let health = match (&status, w.pointer("/spec/workload/manifests/0")) {
+                // What a member that is not Ready last reported is no news of its health.
+                _ if !is_ready(&cluster) => ResourceHealth::Unknown,
                 (Some(s), Some(m)) => interpreter.health(&observed_object(m, s)),
                 _ => ResourceHealth::Unknown,
             };
@@ -114,12 +132,29 @@ pub fn fully_applied(spec: &ResourceBindingSpec, items: &[AggregatedStatusItem])
     }
 }
 
+/// What of a Cluster this controller reacts to: the status of its Ready condition.
+fn ready_fingerprint(cluster: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cluster
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_READY))
+        .and_then(|c| c["status"].as_str())
+        .hash(&mut h);
+    h.finish()
+}
+
 /// The controller.
 pub struct BindingStatusController {
     store: Arc<dyn Store>,
     clock: SharedClock,
     registry: Arc<Registry>,
     interpreter: Arc<dyn TemplateInterpreter>,
+    clusters: ClusterCache,
+    /// The queue the controller runs on (see [`Self::queue`]): a `cluster|…` key queues the
+    /// keys of its bindings here.
+    queue: WorkQueue,
 }
 
 impl BindingStatusController {
@@ -131,11 +166,50 @@ impl BindingStatusController {
         interpreter: Arc<dyn TemplateInterpreter>,
     ) -> Self {
         Self {
+            clusters: ClusterCache::new(store.clone()),
             store,
             clock,
             registry,
             interpreter,
+            queue: WorkQueue::default(),
         }
+    }
+
+    /// The queue to run the controller on (`Controller::with_queue`), so that a
+    /// `cluster|…` key can queue the bindings of that cluster.
+    pub fn queue(&self) -> WorkQueue {
+        self.queue.clone()
+    }
+
+    /// Wakes the controller when a Cluster's Ready condition changes (or the Cluster goes):
+    /// key `cluster|<name>`.
+    pub fn cluster_source() -> Source {
+        Source::mapped(well_known::clusters(), |c| {
+            c.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(|n| vec![format!("{CLUSTER_KEY_PREFIX}{n}")])
+                .unwrap_or_default()
+        })
+        .on_change_of(ready_fingerprint)
+    }
+
+    /// Queues the bindings with a Work on `cluster` (those with an item for it).
+    async fn fan_out(&self, cluster: &str) -> Result<Action, ReconcileError> {
+        let ns = execution_namespace(cluster);
+        let works = self
+            .store
+            .list(&well_known::works(), Some(&ns), &ListOptions::default())
+            .await?;
+        let keys: BTreeSet<String> = works
+            .items
+            .iter()
+            .flat_map(BindingController::work_key)
+            .collect();
+        tracing::debug!(cluster, bindings = keys.len(), "cluster readiness changed");
+        for key in keys {
+            self.queue.add(key);
+        }
+        Ok(Action::Done)
     }
 
     /// Keys are the binding controller's (`rb|ns|name`, `crb|name`).
@@ -164,15 +238,19 @@ pub fn controller(
         flotilla_api::kinds::well_known::works(),
         BindingController::work_key,
     ));
+    // A member turning (not) Ready changes the health of every binding it runs.
+    sources.push(BindingStatusController::cluster_source());
     let sources = sources
         .into_iter()
         .map(|s| s.coalesced(ctx.settings.status_coalesce))
         .collect();
-    Ok(Controller::new(
+    let queue = reconciler.queue();
+    Ok(Controller::with_queue(
         Arc::new(reconciler),
         ControllerConfig::new(sources)
             .workers(ctx.propagation_workers())
             .resync(ctx.settings.resync),
+        queue,
     ))
 }
 
@@ -183,6 +261,9 @@ impl Reconciler for BindingStatusController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        if let Some(cluster) = key.strip_prefix(CLUSTER_KEY_PREFIX) {
+            return self.fan_out(cluster).await;
+        }
         let Some(LiveBinding {
             rt,
             object: binding,
@@ -192,7 +273,12 @@ impl Reconciler for BindingStatusController {
         };
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
         let works = owned_works(self.store.as_ref(), &binding).await?;
-        let items = aggregate(&works, self.interpreter.as_ref());
+        let clusters = self.clusters.get().await?;
+        let items = aggregate(
+            &works,
+            &|c: &str| clusters.is_ready(c),
+            self.interpreter.as_ref(),
+        );
         let now = self.clock.now();
         let mut conditions: Vec<Condition> = binding
             .pointer("/status/conditions")
@@ -260,9 +346,13 @@ mod tests {
             work("m4", None, None, false),
             work("m5", Some(true), Some(2), true),
             work("m6", Some(true), None, false),
+            // Healthy as last reported, but the member is not Ready.
+            work("m7", Some(true), Some(2), false),
+            work("m8", Some(false), None, false),
         ];
-        let items = aggregate(&works, &SpecReplicas);
-        let got: Vec<(&str, bool, Option<ResourceHealth>, &str)> = items
+        let ready = |c: &str| !matches!(c, "m7" | "m8");
+        let items = aggregate(&works, &ready, &SpecReplicas);
+        let got: Vec<(&str, bool, Option<ResourceHealth>, &str, bool)> = items
             .iter()
             .map(|i| {
                 (
@@ -270,18 +360,46 @@ mod tests {
                     i.applied,
                     i.health,
                     i.applied_message.as_str(),
+                    i.status.is_some(),
                 )
             })
             .collect();
+        use ResourceHealth::{Healthy, Unhealthy, Unknown};
         assert_eq!(
             got,
             [
-                ("m1", true, Some(ResourceHealth::Healthy), "ok"),
-                ("m2", true, Some(ResourceHealth::Unhealthy), "ok"),
-                ("m3", false, Some(ResourceHealth::Unknown), "boom"),
-                ("m4", false, Some(ResourceHealth::Unknown), ""),
-                ("m6", true, Some(ResourceHealth::Unknown), "ok"),
+                ("m1", true, Some(Healthy), "ok", true),
+                ("m2", true, Some(Unhealthy), "ok", true),
+                ("m3", false, Some(Unknown), "boom", false),
+                ("m4", false, Some(Unknown), "", false),
+                ("m6", true, Some(Unknown), "ok", false),
+                // Not Ready: health Unknown, applied and the reported status kept.
+                ("m7", true, Some(Unknown), "ok", true),
+                ("m8", false, Some(Unknown), "boom", false),
             ]
+        );
+        assert_eq!(items[5].status, Some(json!({"readyReplicas": 2})));
+    }
+
+    #[test]
+    fn readiness_fingerprint_follows_only_the_ready_status() {
+        let cluster = |ready: Option<&str>, version: &str| {
+            let mut c = json!({"metadata": {"name": "m1"},
+                "status": {"kubernetesVersion": version, "conditions": []}});
+            if let Some(r) = ready {
+                c["status"]["conditions"] = json!([{"type": "Ready", "status": r,
+                    "lastTransitionTime": version}]);
+            }
+            c
+        };
+        let base = ready_fingerprint(&cluster(Some("True"), "a"));
+        assert_eq!(base, ready_fingerprint(&cluster(Some("True"), "b")));
+        for other in [Some("False"), Some("Unknown"), None] {
+            assert_ne!(base, ready_fingerprint(&cluster(other, "a")), "{other:?}");
+        }
+        assert_eq!(
+            BindingStatusController::cluster_source().keys.as_ref()(&cluster(None, "a")),
+            ["cluster|m1"]
         );
     }
 
@@ -403,6 +521,186 @@ mod tests {
                 "{name}: {b}"
             );
         }
+    }
+
+    /// Clusters m1 and m2 (both Ready) and binding `default/web` with a healthy Work on each.
+    async fn ready_fixture() -> (Arc<dyn Store>, BindingStatusController) {
+        use crate::clock::FakeClock;
+        use crate::controllers::binding_works::{
+            BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION,
+        };
+        use crate::store::{KvStore, StoreConfig};
+        use chrono::TimeZone;
+        let clock: SharedClock = Arc::new(FakeClock::new(
+            chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+        ));
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let controller = BindingStatusController::new(
+            store.clone(),
+            clock,
+            Arc::new(Registry::new()),
+            Arc::new(SpecReplicas),
+        );
+        for name in ["m1", "m2"] {
+            store
+                .create(
+                    &well_known::clusters(),
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                        "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
+                )
+                .await
+                .unwrap();
+            set_ready(&store, name, "True").await;
+        }
+        let binding = store
+            .create(
+                &well_known::resource_bindings(),
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "web", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                          "namespace": "default", "name": "web"},
+                             "clusters": [{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}]}}),
+            )
+            .await
+            .unwrap();
+        for cluster in ["m1", "m2"] {
+            let mut w = work(cluster, Some(true), Some(2), false);
+            w["apiVersion"] = json!("work.karmada.io/v1alpha1");
+            w["kind"] = json!("Work");
+            w["metadata"]["annotations"] = json!({BINDING_NAME_ANNOTATION: "web",
+                BINDING_NAMESPACE_ANNOTATION: "default"});
+            w["metadata"]["ownerReferences"] = json!([{"apiVersion": "work.karmada.io/v1alpha2",
+                "kind": "ResourceBinding", "name": "web", "uid": binding["metadata"]["uid"]}]);
+            let status = w["status"].take();
+            let mut created = store.create(&well_known::works(), w).await.unwrap();
+            created["status"] = status;
+            store
+                .update_status(&well_known::works(), created)
+                .await
+                .unwrap();
+        }
+        (store, controller)
+    }
+
+    async fn set_ready(store: &Arc<dyn Store>, cluster: &str, status: &str) {
+        let rt = well_known::clusters();
+        let mut c = store.get(&rt, None, cluster).await.unwrap();
+        c["status"] = json!({"conditions": [{"type": "Ready", "status": status,
+            "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        store.update_status(&rt, c).await.unwrap();
+    }
+
+    /// The binding's items as (cluster, health, applied, readyReplicas).
+    async fn items_of_web(store: &Arc<dyn Store>) -> Vec<(String, String, bool, i64)> {
+        let b = store
+            .get(&well_known::resource_bindings(), Some("default"), "web")
+            .await
+            .unwrap();
+        b["status"]["aggregatedStatus"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| {
+                        (
+                            i["clusterName"].as_str().unwrap_or("").to_string(),
+                            i["health"].as_str().unwrap_or("").to_string(),
+                            i["applied"].as_bool().unwrap_or(false),
+                            i["status"]["readyReplicas"].as_i64().unwrap_or(-1),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn web_items(m1_health: &str) -> Vec<(String, String, bool, i64)> {
+        vec![
+            ("m1".to_string(), m1_health.to_string(), true, 2),
+            ("m2".to_string(), "Healthy".to_string(), true, 2),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_member_that_stops_being_ready_turns_its_items_unknown() {
+        let (store, controller) = ready_fixture().await;
+        let clusters = well_known::clusters();
+        let health = || items_of_web(&store);
+        let both = web_items;
+        let key = "rb|default|web";
+        assert_eq!(controller.reconcile(key).await.unwrap(), Action::Done);
+        assert_eq!(health().await, both("Healthy"));
+
+        // m1 stops being Ready: its key fans out to the binding, whose m1 item turns Unknown.
+        for (ready, want) in [
+            ("Unknown", "Unknown"),
+            ("False", "Unknown"),
+            ("True", "Healthy"),
+        ] {
+            set_ready(&store, "m1", ready).await;
+            assert_eq!(
+                controller.reconcile("cluster|m1").await.unwrap(),
+                Action::Done
+            );
+            assert_eq!(controller.queue.len(), 1, "{ready}: the binding is queued");
+            let queued = controller.queue.next().await.unwrap();
+            controller.queue.done(&queued);
+            assert_eq!(queued, key);
+            assert_eq!(controller.reconcile(&queued).await.unwrap(), Action::Done);
+            assert_eq!(health().await, both(want), "Ready={ready}");
+        }
+
+        // A cluster with no Works queues nothing; a deleted cluster reads as not Ready.
+        controller.reconcile("cluster|m9").await.unwrap();
+        assert!(controller.queue.is_empty());
+        store
+            .delete(&clusters, None, "m1", &Default::default())
+            .await
+            .unwrap();
+        controller.reconcile(key).await.unwrap();
+        assert_eq!(health().await, both("Unknown"));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_source_alone_wakes_the_bindings_of_a_cluster() {
+        use crate::controllers::runtime::{spawn, Controller, ControllerConfig};
+        let (store, controller) = ready_fixture().await;
+        let queue = controller.queue();
+        // Only the Cluster source and no resync: the bindings are reached only by the fan-out.
+        let mut config = ControllerConfig::new(vec![BindingStatusController::cluster_source()]);
+        config.resync = std::time::Duration::from_secs(3600);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let handle = spawn(
+            store.clone(),
+            Controller::with_queue(Arc::new(controller), config, queue),
+            None,
+            stopped,
+        );
+        let wait = |want: Vec<(String, String, bool, i64)>, what: &'static str| {
+            let store = store.clone();
+            async move {
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+                while items_of_web(&store).await != want {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "timed out after 10 s waiting for {what}: {:?}",
+                        items_of_web(&store).await
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
+        wait(
+            web_items("Healthy"),
+            "the first aggregation (from the initial list)",
+        )
+        .await;
+        set_ready(&store, "m1", "Unknown").await;
+        wait(web_items("Unknown"), "m1's item to turn Unknown").await;
+        set_ready(&store, "m1", "True").await;
+        wait(web_items("Healthy"), "m1's item to be Healthy again").await;
+        let _ = stop.send(true);
+        drop(handle);
     }
 
     #[test]
