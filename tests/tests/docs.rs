@@ -86,19 +86,12 @@ fn members_page_examples_run() {
 
 #[test]
 fn scheduling_page_examples_run() {
-    // The page reads explanations with jq.
+    // The page reads explanations with jq (scripts/install-test-tools.sh installs it).
     let jq = Command::new("jq").arg("--version").output();
-    if !jq.is_ok_and(|o| o.status.success()) {
-        // CI installs it (scripts/install-test-tools.sh), so there a missing jq is a failure.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "jq is missing: run scripts/install-test-tools.sh"
-        );
-        eprintln!(
-            "\n!!!!!!!! jq is not installed: SKIPPING the scheduling page's examples !!!!!!!!\n"
-        );
-        return;
-    }
+    assert!(
+        jq.is_ok_and(|o| o.status.success()),
+        "jq is missing: run scripts/install-test-tools.sh"
+    );
     run_page_with(
         "scheduling.md",
         &[
@@ -119,6 +112,23 @@ fn dependencies_page_examples_run() {
         "dependencies.md",
         &["--sim-members", "2", "--sim-pod-startup-delay-ms", "100"],
         |server| vec![("MEMBERS".to_string(), server.sim_members_url().unwrap())],
+    );
+}
+
+#[test]
+fn failover_page_examples_run() {
+    run_page_with(
+        "failover.md",
+        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"],
+        |_| {
+            vec![(
+                "EXAMPLES".to_string(),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../examples")
+                    .display()
+                    .to_string(),
+            )]
+        },
     );
 }
 
