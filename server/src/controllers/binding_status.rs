@@ -13,7 +13,7 @@
 //! there, queued on the controller's own queue.
 
 use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
-use super::binding_works::BindingController;
+use super::binding_works::{BindingController, ASSIGNED_REPLICAS_ANNOTATION};
 use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
@@ -55,6 +55,7 @@ const CLUSTER_KEY_PREFIX: &str = "cluster|";
 pub fn aggregate(
     works: &[Value],
     is_ready: &dyn Fn(&str) -> bool,
+    assigned: &dyn Fn(&str) -> Option<i32>,
     interpreter: &dyn TemplateInterpreter,
 ) -> Vec<AggregatedStatusItem> {
     let mut items: Vec<AggregatedStatusItem> = works
@@ -82,9 +83,20 @@ pub fn aggregate(
                 });
             }
             let status = w.pointer("/status/manifestStatuses/0/status").cloned();
+            // A Work written for another replica count than the binding now assigns has not
+            // caught up with the placement: its health is no news of the placement's.
+            let stale = w
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    ASSIGNED_REPLICAS_ANNOTATION.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+                .and_then(|r| r.parse::<i32>().ok())
+                .is_some_and(|r| assigned(&cluster).is_some_and(|a| a != r));
             let health = match (&status, w.pointer("/spec/workload/manifests/0")) {
                 // What a member that is not Ready last reported is no news of its health.
                 _ if !is_ready(&cluster) => ResourceHealth::Unknown,
+                _ if stale => ResourceHealth::Unknown,
                 (Some(s), Some(m)) => interpreter.health(&observed_object(m, s)),
                 _ => ResourceHealth::Unknown,
             };
@@ -274,9 +286,20 @@ impl Reconciler for BindingStatusController {
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
         let works = owned_works(self.store.as_ref(), &binding).await?;
         let clusters = self.clusters.get().await?;
+        let assigned = |c: &str| {
+            (spec.replicas > 0)
+                .then(|| {
+                    spec.clusters
+                        .iter()
+                        .find(|t| t.name == c)
+                        .map(|t| t.replicas)
+                })
+                .flatten()
+        };
         let items = aggregate(
             &works,
             &|c: &str| clusters.is_ready(c),
+            &assigned,
             self.interpreter.as_ref(),
         );
         let now = self.clock.now();
@@ -351,7 +374,7 @@ mod tests {
             work("m8", Some(false), None, false),
         ];
         let ready = |c: &str| !matches!(c, "m7" | "m8");
-        let items = aggregate(&works, &ready, &SpecReplicas);
+        let items = aggregate(&works, &ready, &|_| None, &SpecReplicas);
         let got: Vec<(&str, bool, Option<ResourceHealth>, &str, bool)> = items
             .iter()
             .map(|i| {

@@ -29,6 +29,10 @@ use std::time::Duration;
 
 /// Annotation on a Work naming its binding.
 pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotation of a workload's Work: the replicas the binding assigned to its cluster when the
+/// Work was written. The status aggregation compares it with the binding's current placement,
+/// so a Work that has not caught up with a new placement never reads as a Healthy copy of it.
+pub const ASSIGNED_REPLICAS_ANNOTATION: &str = "flotilla.io/assigned-replicas";
 /// Annotation on a Work naming its binding's namespace.
 pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
 /// How long to wait before looking again at a gated dispatch.
@@ -173,6 +177,12 @@ pub fn plan_works(
         }
         let mut annotations = Map::new();
         annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
+        if is_workload {
+            annotations.insert(
+                ASSIGNED_REPLICAS_ANNOTATION.into(),
+                json!(replicas.to_string()),
+            );
+        }
         if let Some(ns) = bmeta
             .get("namespace")
             .filter(|n| n.as_str().is_some_and(|s| !s.is_empty()))

@@ -11,9 +11,11 @@
 //! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
-use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
+use super::binding_keys::{decode, live_binding, owned_works, status_or_default, LiveBinding};
+use super::binding_status::aggregate;
 use super::cluster_cache::ClusterCache;
 use super::failover_metrics::FailoverMetrics;
+use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
@@ -21,7 +23,7 @@ use crate::events::{EventRecorder, EventType};
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec};
 use flotilla_api::meta::Time;
 use flotilla_api::work::ResourceHealth;
 use parking_lot::Mutex;
@@ -70,8 +72,9 @@ pub enum TaskFate {
 pub struct Assessment<'a> {
     /// The binding's spec (its `clusters` are the new placement).
     pub spec: &'a ResourceBindingSpec,
-    /// The binding's status (aggregated health per cluster, scheduler's observed generation).
-    pub status: &'a ResourceBindingStatus,
+    /// The workload's health on a cluster, judged from its Work as it is now (not from the
+    /// binding's aggregated status, which may predate the new placement).
+    pub health: &'a dyn Fn(&str) -> Option<ResourceHealth>,
     /// Whether the scheduler has seen the binding's current generation.
     pub scheduled: bool,
     /// Whether a cluster is Ready now.
@@ -88,10 +91,7 @@ impl Assessment<'_> {
     pub fn new_placement_healthy(&self) -> bool {
         !self.spec.clusters.is_empty()
             && self.spec.clusters.iter().all(|c| {
-                (self.ready)(&c.name)
-                    && self.status.aggregated_status.iter().any(|i| {
-                        i.cluster_name == c.name && i.health == Some(ResourceHealth::Healthy)
-                    })
+                (self.ready)(&c.name) && (self.health)(&c.name) == Some(ResourceHealth::Healthy)
             })
     }
 
@@ -188,6 +188,7 @@ pub struct GracefulEvictionController {
     clock: SharedClock,
     events: EventRecorder,
     metrics: FailoverMetrics,
+    interpreter: Arc<dyn TemplateInterpreter>,
     default_timeout: Duration,
     /// Tasks per binding as of its last pass, for the pending-tasks gauge.
     pending: Mutex<HashMap<String, usize>>,
@@ -200,6 +201,7 @@ impl GracefulEvictionController {
         clock: SharedClock,
         events: EventRecorder,
         metrics: FailoverMetrics,
+        interpreter: Arc<dyn TemplateInterpreter>,
         default_timeout: Duration,
     ) -> Self {
         Self {
@@ -208,6 +210,7 @@ impl GracefulEvictionController {
             clock,
             events: events.for_component("graceful-eviction"),
             metrics,
+            interpreter,
             default_timeout,
             pending: Mutex::new(HashMap::new()),
         }
@@ -250,6 +253,7 @@ pub fn controller(
         ctx.clock.clone(),
         ctx.events.clone(),
         ctx.failover_metrics.clone(),
+        ctx.interpreter.clone(),
         ctx.settings.graceful_eviction_timeout,
     );
     let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
@@ -283,12 +287,35 @@ impl Reconciler for GracefulEvictionController {
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let clusters = self.clusters.get().await?;
+        let works = owned_works(self.store.as_ref(), &object).await?;
+        let assigned = |c: &str| {
+            (spec.replicas > 0)
+                .then(|| {
+                    spec.clusters
+                        .iter()
+                        .find(|t| t.name == c)
+                        .map(|t| t.replicas)
+                })
+                .flatten()
+        };
+        let items = aggregate(
+            &works,
+            &|c: &str| clusters.is_ready(c),
+            &assigned,
+            self.interpreter.as_ref(),
+        );
         let now = self.clock.now();
         let outcome = {
             let ready = |name: &str| clusters.is_ready(name);
+            let health = |name: &str| {
+                items
+                    .iter()
+                    .find(|i| i.cluster_name == name)
+                    .and_then(|i| i.health)
+            };
             let world = Assessment {
                 spec: &spec,
-                status: &status,
+                health: &health,
                 scheduled: status.scheduler_observed_generation == generation,
                 ready: &ready,
                 default_timeout: self.default_timeout,
@@ -361,7 +388,7 @@ impl Reconciler for GracefulEvictionController {
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
+    use flotilla_api::binding::{AggregatedStatusItem, ResourceBindingStatus, TargetCluster};
 
     fn at(secs: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + secs, 0)
@@ -535,9 +562,15 @@ mod tests {
             ),
         ];
         for (what, spec, st, scheduled, ready, t, now, want) in cases {
+            let health = |c: &str| {
+                st.aggregated_status
+                    .iter()
+                    .find(|i| i.cluster_name == c)
+                    .and_then(|i| i.health)
+            };
             let world = Assessment {
                 spec,
-                status: &st,
+                health: &health,
                 scheduled,
                 ready,
                 default_timeout: ten_min,
@@ -566,9 +599,16 @@ mod tests {
         old.from_cluster = "member5".into();
         let running = task(Some(0), None, None);
         let tasks = vec![running.clone(), fresh.clone(), old.clone()];
+        let health_of = |st: &ResourceBindingStatus, c: &str| {
+            st.aggregated_status
+                .iter()
+                .find(|i| i.cluster_name == c)
+                .and_then(|i| i.health)
+        };
+        let health = |c: &str| health_of(&st, c);
         let world = Assessment {
             spec: &spec,
-            status: &st,
+            health: &health,
             scheduled: true,
             ready: &|_| true,
             default_timeout: Duration::from_secs(600),
@@ -585,8 +625,9 @@ mod tests {
             ("member2", ResourceHealth::Healthy),
             ("member3", ResourceHealth::Healthy),
         ]);
+        let health = |c: &str| health_of(&healthy, c);
         let world = Assessment {
-            status: &healthy,
+            health: &health,
             ..world
         };
         let out = assess(&out.kept, &world);
@@ -660,8 +701,25 @@ mod tests {
                 shared,
                 events,
                 metrics.clone(),
+                Arc::new(crate::controllers::testing::SpecReplicas),
                 Duration::from_secs(600),
             );
+            // member2's Work, written for the 3 replicas now assigned, not yet reporting.
+            let b = binding(&store).await;
+            store
+                .create(
+                    &well_known::works(),
+                    json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                        "metadata": {"name": "nginx", "namespace": "karmada-es-member2",
+                            "annotations": {"flotilla.io/assigned-replicas": "3"},
+                            "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
+                                "kind": "ResourceBinding", "name": "nginx-deployment",
+                                "uid": b["metadata"]["uid"], "controller": true}]},
+                        "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 3}}]}}}),
+                )
+                .await
+                .unwrap();
             // First sight: stamped, kept, look again at the timeout.
             let action = ge.reconcile(KEY).await.unwrap();
             assert!(
@@ -674,7 +732,8 @@ mod tests {
                 "{b}"
             );
             assert_eq!(metrics.tasks_pending.get(), 1);
-            // The new placement reports Healthy once the scheduler has seen the generation.
+            // The scheduler has seen the generation and the binding's aggregated status says
+            // Healthy, but the Work itself reports 2 of 3 ready: the task stays.
             let mut b = binding(&store).await;
             b["status"] = json!({"schedulerObservedGeneration": b["metadata"]["generation"],
                 "aggregatedStatus": [{"clusterName": "member2", "applied": true, "health": "Healthy"}]});
@@ -682,7 +741,46 @@ mod tests {
                 .update_status(&well_known::resource_bindings(), b)
                 .await
                 .unwrap();
-            clock.advance(chrono::Duration::seconds(30));
+            let report = |ready: i64| {
+                let store = store.clone();
+                async move {
+                    let mut w = store
+                        .get(&well_known::works(), Some("karmada-es-member2"), "nginx")
+                        .await
+                        .unwrap();
+                    w["status"] = json!({"conditions": [{"type": "Applied", "status": "True",
+                        "reason": "AppliedSuccessful", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}],
+                        "manifestStatuses": [{"identifier": {"ordinal": 0}, "status": {"readyReplicas": ready}}]});
+                    store.update_status(&well_known::works(), w).await.unwrap();
+                }
+            };
+            report(2).await;
+            clock.advance(chrono::Duration::seconds(10));
+            assert!(matches!(
+                ge.reconcile(KEY).await,
+                Ok(Action::RequeueAfter(_))
+            ));
+            assert_eq!(metrics.tasks_pending.get(), 1);
+            // A Work written for another replica count is not the new placement's copy.
+            let set_assigned = |n: &'static str| {
+                let store = store.clone();
+                async move {
+                    let mut w = store
+                        .get(&well_known::works(), Some("karmada-es-member2"), "nginx")
+                        .await
+                        .unwrap();
+                    w["metadata"]["annotations"]["flotilla.io/assigned-replicas"] = json!(n);
+                    store.update(&well_known::works(), w).await.unwrap();
+                }
+            };
+            set_assigned("2").await;
+            report(3).await;
+            assert!(matches!(
+                ge.reconcile(KEY).await,
+                Ok(Action::RequeueAfter(_))
+            ));
+            set_assigned("3").await;
+            clock.advance(chrono::Duration::seconds(20));
             assert!(matches!(ge.reconcile(KEY).await, Ok(Action::Done)));
             let b = binding(&store).await;
             assert_eq!(b["spec"]["gracefulEvictionTasks"], json!([]), "{b}");

@@ -1,0 +1,217 @@
+//! Cluster failover end to end, with the real server and one real agent process per member on
+//! 127.0.0.1 and second-scale timings: scenario 02 (Divided 1:2 over member1 and member2) in
+//! pull mode. member1's agent is SIGKILLed; its lease stops, Ready turns Unknown, the
+//! unreachable NoExecute taint comes, the taint manager evicts member1 (tolerations of 0 s),
+//! member2 gets all 3 replicas, and the eviction task ends only once member2's copy is
+//! Healthy. member1's Work then waits with a deletionTimestamp while member1 is down, and goes
+//! when its agent returns and has removed the copy; nothing moves back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flotilla_tests::{member_call, scenarios_dir, wait_for, Agent, ApiClient, Server};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const RB: &str =
+    "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
+const WORKS: &str = "/apis/work.karmada.io/v1alpha1/namespaces";
+const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+const FAST: &[&str] = &[
+    "--cluster-monitor-period",
+    "300ms",
+    "--cluster-monitor-grace-period",
+    "2s",
+    "--cluster-startup-grace-period",
+    "5s",
+    "--failover-eviction-timeout",
+    "1s",
+    "--default-not-ready-toleration-seconds",
+    "0",
+    "--default-unreachable-toleration-seconds",
+    "0",
+];
+
+fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
+    let data = data.join(name);
+    let ca = server.data_dir.join("tls.crt");
+    let token = server.data_dir.join("join.token");
+    Agent::start(&[
+        "--server",
+        &server.url,
+        "--cluster-name",
+        name,
+        "--token-file",
+        token.to_str().unwrap(),
+        "--ca-file",
+        ca.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--lease-renew-interval-ms",
+        "300",
+        "--cluster-status-update-frequency-ms",
+        "300",
+        "--pod-startup-delay-ms",
+        "200",
+    ])
+    .unwrap()
+}
+
+fn post_all(api: &ApiClient, file: &Path) {
+    let text = std::fs::read_to_string(file).unwrap();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let path = match doc["kind"].as_str().unwrap() {
+            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
+            "PropagationPolicy" => {
+                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+            }
+            other => panic!("unexpected kind {other}"),
+        };
+        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
+        assert_eq!(code, 201, "{body}");
+    }
+}
+
+fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
+    let rb = api.get(RB).ok()?;
+    Some(
+        rb["spec"]["clusters"]
+            .as_array()?
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or("").to_string(),
+                    c["replicas"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn healthy_on(api: &ApiClient, cluster: &str) -> bool {
+    api.get(RB).ok().is_some_and(|rb| {
+        rb["status"]["aggregatedStatus"]
+            .as_array()
+            .is_some_and(|items| {
+                items
+                    .iter()
+                    .any(|i| i["clusterName"] == cluster && i["health"] == "Healthy")
+            })
+    })
+}
+
+fn works_on(api: &ApiClient, cluster: &str) -> Vec<Value> {
+    api.get(&format!("{WORKS}/karmada-es-{cluster}/works"))
+        .ok()
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn event_reasons(api: &ApiClient) -> Vec<String> {
+    api.get(&format!(
+        "{EVENTS}?fieldSelector=involvedObject.name%3Dnginx-deployment"
+    ))
+    .ok()
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
+    .iter()
+    .filter_map(|e| e["reason"].as_str().map(String::from))
+    .collect()
+}
+
+fn nginx_replicas_on(agent: &Agent) -> Option<i64> {
+    let url = format!(
+        "{}/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
+        agent.url
+    );
+    match member_call("GET", &url, None).ok()? {
+        (200, d) => d["spec"]["replicas"].as_i64(),
+        _ => None,
+    }
+}
+
+#[test]
+fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it_returns() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(&data.path().join("server"), FAST).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    let mut member1 = pull_agent(&server, "member1", data.path());
+    let member2 = pull_agent(&server, "member2", data.path());
+    let _member3 = pull_agent(&server, "member3", data.path());
+    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    post_all(
+        &api,
+        &scenarios_dir().join("02-divided-weighted-failover.yaml"),
+    );
+    let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
+    wait_for(
+        "the 1:2 placement, Healthy on both",
+        Duration::from_secs(60),
+        || {
+            (placement(&api) == Some(want.clone())
+                && healthy_on(&api, "member1")
+                && healthy_on(&api, "member2"))
+            .then_some(())
+        },
+    )
+    .unwrap();
+
+    member1.process.kill();
+    let moved = vec![("member2".to_string(), 3)];
+    wait_for(
+        "member2 to get all 3 replicas",
+        Duration::from_secs(60),
+        || (placement(&api) == Some(moved.clone())).then_some(()),
+    )
+    .unwrap();
+    // The eviction leaves an Event; the task ends only when member2 runs 3 Healthy replicas.
+    wait_for("the eviction task to end", Duration::from_secs(60), || {
+        let rb = api.get(RB).ok()?;
+        let tasks = rb["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        tasks.is_empty().then_some(())
+    })
+    .unwrap();
+    let reasons = event_reasons(&api);
+    assert!(
+        reasons.iter().any(|r| r == "EvictWorkloadFromCluster"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r == "EvictionTaskDoneHealthy"),
+        "{reasons:?}"
+    );
+    assert!(healthy_on(&api, "member2"), "{:#}", api.get(RB).unwrap());
+    assert_eq!(nginx_replicas_on(&member2), Some(3));
+
+    // member1 is down: its Work waits for it with a deletionTimestamp.
+    let pending = wait_for(
+        "member1's Work to be marked for deletion",
+        Duration::from_secs(30),
+        || {
+            let works = works_on(&api, "member1");
+            works
+                .iter()
+                .all(|w| w.pointer("/metadata/deletionTimestamp").is_some())
+                .then_some(works.len())
+        },
+    )
+    .unwrap();
+    assert_eq!(pending, 1, "the Work waits for its member");
+
+    // member1 returns: the copy there is deleted, then its Work; nothing moves back.
+    let member1 = pull_agent(&server, "member1", data.path());
+    wait_for("member1's Work to go", Duration::from_secs(60), || {
+        works_on(&api, "member1").is_empty().then_some(())
+    })
+    .unwrap();
+    wait_for("member1 to run no nginx", Duration::from_secs(30), || {
+        nginx_replicas_on(&member1).is_none().then_some(())
+    })
+    .unwrap();
+    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    assert_eq!(placement(&api), Some(moved));
+}
