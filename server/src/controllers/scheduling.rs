@@ -3,8 +3,10 @@
 //! replicas changed, a target removed by eviction, reschedule requested, a target cluster
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
 //! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision
-//! is an Event on the binding. Bindings are looked at again on a short resync so that cluster
-//! changes (new members, taints) reach bindings that could not be placed. Bindings without a
+//! is an Event on the binding; what to write is decided by the pure
+//! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
+//! reaches the bindings that name it at once through the cluster-to-bindings index; a short
+//! resync brings new members to bindings that could not be placed. Bindings without a
 //! placement (attached bindings of dependencies, see [`super::dependencies_distributor`]) are
 //! left alone.
 
