@@ -1,7 +1,7 @@
 //! Controllers: one module per decision, each a level-triggered `reconcile(key)` over a work
 //! queue fed by store watches and a periodic resync (see [`runtime`]). Controllers talk to each
 //! other only through the store. Each controller module exports a `controller` function that
-//! builds its [`Controller`] from one [`ControllerContext`]; [`context::ALL`] lists them, and
+//! builds its [`Controller`] from one [`ControllerContext`]; `app::CONTROLLERS` lists them, and
 //! the server starts them all through [`spawn`].
 
 pub mod binding_keys;
