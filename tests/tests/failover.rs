@@ -215,3 +215,215 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
     flotilla_tests::wait_members_ready(&api, 3).unwrap();
     assert_eq!(placement(&api), Some(moved));
 }
+
+/// Three simulated members in one agent process, Ready.
+fn server_with_sim_members(data: &Path) -> (Server, ApiClient) {
+    let server = Server::start(
+        data,
+        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"],
+    )
+    .unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    (server, api)
+}
+
+/// How many times the graceful eviction controller held a task for the last copy.
+fn held_count(api: &ApiClient) -> i64 {
+    api.get(&format!(
+        "{EVENTS}?fieldSelector=involvedObject.name%3Dnginx-deployment"
+    ))
+    .ok()
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
+    .iter()
+    .filter(|e| e["reason"] == "EvictionTaskHeld")
+    .map(|e| e["count"].as_i64().unwrap_or(1))
+    .sum()
+}
+
+fn nginx_with_policy(api: &ApiClient, placement: Value, failover: Value) {
+    let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "nginx"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}});
+    let policy = serde_json::json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "nginx", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+                 "placement": placement, "failover": failover}});
+    for (path, body) in [
+        ("/apis/apps/v1/namespaces/default/deployments", deployment),
+        (
+            "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
+            policy,
+        ),
+    ] {
+        let (code, answer) = api.send("POST", path, Some(&body)).unwrap();
+        assert_eq!(code, 201, "{answer}");
+    }
+}
+
+fn taint_member1(k: &flotilla_tests::Kubectl) {
+    k.run(&[
+        "patch",
+        "cluster",
+        "member1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"taints":[{"key":"example.com/maintenance","effect":"NoExecute"}]}}"#,
+    ])
+    .unwrap();
+}
+
+fn tasks(api: &ApiClient) -> Vec<Value> {
+    api.get(RB)
+        .ok()
+        .and_then(|rb| rb["spec"]["gracefulEvictionTasks"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn purge_mode_never_keeps_the_old_work_until_suppress_deletion_is_lifted() {
+    flotilla_tests::require_kubectl();
+    let data = tempfile::tempdir().unwrap();
+    let (server, api) = server_with_sim_members(data.path());
+    let k = flotilla_tests::Kubectl::new(&server).unwrap();
+    nginx_with_policy(
+        &api,
+        serde_json::json!({"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": [
+                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                    {"targetCluster": {"clusterNames": ["member2"]}, "weight": 2}]}}}),
+        serde_json::json!({"cluster": {"purgeMode": "Never"}}),
+    );
+    let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
+    wait_for("the 1:2 placement", Duration::from_secs(60), || {
+        (placement(&api) == Some(want.clone()) && !works_on(&api, "member1").is_empty())
+            .then_some(())
+    })
+    .unwrap();
+    taint_member1(&k);
+    wait_for(
+        "member2 Healthy with all 3 replicas",
+        Duration::from_secs(60),
+        || {
+            (placement(&api) == Some(vec![("member2".to_string(), 3)])
+                && healthy_on(&api, "member2"))
+            .then_some(())
+        },
+    )
+    .unwrap();
+    let t = tasks(&api);
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t[0]["fromCluster"], "member1");
+    assert_eq!(t[0]["purgeMode"], "Never");
+    assert_eq!(t[0]["suppressDeletion"], true);
+    // The new placement is Healthy (a Graciously task would end now), yet the old copy stays.
+    assert_eq!(tasks(&api).len(), 1);
+    assert_eq!(works_on(&api, "member1").len(), 1, "the old copy stays");
+    // A user lifts suppressDeletion: the task ends and member1's copy goes.
+    k.run(&[
+        "patch",
+        "rb",
+        "nginx-deployment",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/gracefulEvictionTasks/0/suppressDeletion","value":false}]"#,
+    ])
+    .unwrap();
+    wait_for("the task to end", Duration::from_secs(30), || {
+        tasks(&api).is_empty().then_some(())
+    })
+    .unwrap();
+    wait_for("member1's Work to go", Duration::from_secs(30), || {
+        works_on(&api, "member1").is_empty().then_some(())
+    })
+    .unwrap();
+    assert!(event_reasons(&api)
+        .iter()
+        .any(|r| r == "EvictionTaskReleased"));
+}
+
+#[test]
+fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_why() {
+    flotilla_tests::require_kubectl();
+    let data = tempfile::tempdir().unwrap();
+    let (server, api) = server_with_sim_members(data.path());
+    let k = flotilla_tests::Kubectl::new(&server).unwrap();
+    nginx_with_policy(
+        &api,
+        serde_json::json!({"clusterAffinity": {"clusterNames": ["member1"]}}),
+        serde_json::json!({"cluster": {"purgeMode": "Graciously", "gracePeriodSeconds": 1}}),
+    );
+    wait_for("nginx on member1", Duration::from_secs(60), || {
+        healthy_on(&api, "member1").then_some(())
+    })
+    .unwrap();
+    taint_member1(&k);
+    // Evicted, nowhere to go: the binding says why, and keeps the task past its grace period.
+    let message = wait_for(
+        "Scheduled=False naming member1",
+        Duration::from_secs(30),
+        || {
+            let rb = api.get(RB).ok()?;
+            let c = rb["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Scheduled")?
+                .clone();
+            (c["status"] == "False" && c["message"].as_str()?.contains("member1"))
+                .then(|| c["message"].as_str().unwrap_or("").to_string())
+        },
+    )
+    .unwrap();
+    assert!(!message.is_empty());
+    wait_for("the held task's Event", Duration::from_secs(30), || {
+        event_reasons(&api)
+            .iter()
+            .any(|r| r == "EvictionTaskHeld")
+            .then_some(())
+    })
+    .unwrap();
+    // Past the task's 1 s grace period, another pass (woken by a label on member1, which the
+    // task names) holds the task again instead of dropping it.
+    let created = tasks(&api)[0]["creationTimestamp"]
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .unwrap();
+    wait_for("the grace period to pass", Duration::from_secs(10), || {
+        (chrono::Utc::now() > created + chrono::Duration::seconds(2)).then_some(())
+    })
+    .unwrap();
+    let before = held_count(&api);
+    k.run(&["label", "cluster", "member1", "example.com/poke=1"])
+        .unwrap();
+    wait_for(
+        "another pass over the held task",
+        Duration::from_secs(30),
+        || (held_count(&api) > before).then_some(()),
+    )
+    .unwrap();
+    assert_eq!(
+        tasks(&api).len(),
+        1,
+        "the task stays past its 1 s grace period"
+    );
+    assert_eq!(
+        works_on(&api, "member1").len(),
+        1,
+        "the last copy is not deleted"
+    );
+    let url = format!(
+        "{}/members/member1/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
+        server.sim_members_url().unwrap()
+    );
+    assert_eq!(
+        member_call("GET", &url, None).unwrap().0,
+        200,
+        "still running on member1"
+    );
+}
