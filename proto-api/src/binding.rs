@@ -439,6 +439,18 @@ impl ResourceBindingSpec {
             .any(|t| t.from_cluster == cluster)
     }
 
+    /// The replicas a workload binding assigns to `cluster` now (`None` for a binding that
+    /// is no workload, or a cluster outside `spec.clusters`).
+    pub fn workload_replicas_on(&self, cluster: &str) -> Option<i32> {
+        if self.replicas <= 0 {
+            return None;
+        }
+        self.clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .map(|c| c.replicas)
+    }
+
     /// Σ replicas in `spec.clusters`.
     pub fn assigned_replicas(&self) -> i64 {
         self.clusters.iter().map(|c| i64::from(c.replicas)).sum()

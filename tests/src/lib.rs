@@ -208,6 +208,39 @@ impl Agent {
     }
 }
 
+/// Starts a pull agent for member `name` of `server` (join token and CA from the server's data
+/// directory, its own data under `data/<name>`), with second-scale heartbeats and status.
+pub fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
+    let data = data.join(name);
+    let ca = server.data_dir.join("tls.crt");
+    let token = server.data_dir.join("join.token");
+    let (data, ca, token) = (
+        data.display().to_string(),
+        ca.display().to_string(),
+        token.display().to_string(),
+    );
+    #[allow(clippy::expect_used)]
+    Agent::start(&[
+        "--server",
+        &server.url,
+        "--cluster-name",
+        name,
+        "--token-file",
+        &token,
+        "--ca-file",
+        &ca,
+        "--data-dir",
+        &data,
+        "--lease-renew-interval-ms",
+        "300",
+        "--cluster-status-update-frequency-ms",
+        "300",
+        "--pod-startup-delay-ms",
+        "200",
+    ])
+    .expect("starting flotilla-agent")
+}
+
 /// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
 /// draining stdout in the background so the child never blocks on a full pipe.
 fn read_url(stdout: std::process::ChildStdout, prefix: &'static str) -> Result<String> {

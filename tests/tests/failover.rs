@@ -7,7 +7,7 @@
 //! when its agent returns and has removed the copy; nothing moves back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, scenarios_dir, wait_for, Agent, ApiClient, Server};
+use flotilla_tests::{member_call, pull_agent, scenarios_dir, wait_for, Agent, ApiClient, Server};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -31,31 +31,6 @@ const FAST: &[&str] = &[
     "--default-unreachable-toleration-seconds",
     "0",
 ];
-
-fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
-    let data = data.join(name);
-    let ca = server.data_dir.join("tls.crt");
-    let token = server.data_dir.join("join.token");
-    Agent::start(&[
-        "--server",
-        &server.url,
-        "--cluster-name",
-        name,
-        "--token-file",
-        token.to_str().unwrap(),
-        "--ca-file",
-        ca.to_str().unwrap(),
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--lease-renew-interval-ms",
-        "300",
-        "--cluster-status-update-frequency-ms",
-        "300",
-        "--pod-startup-delay-ms",
-        "200",
-    ])
-    .unwrap()
-}
 
 fn post_all(api: &ApiClient, file: &Path) {
     let text = std::fs::read_to_string(file).unwrap();

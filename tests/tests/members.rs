@@ -5,9 +5,8 @@
 //! anything; an agent's credential cannot read another cluster's Works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, wait_for, Agent, ApiClient, Server};
+use flotilla_tests::{member_call, pull_agent, wait_for, Agent, ApiClient, Server};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::Duration;
 
 const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
@@ -29,31 +28,6 @@ const FAST: &[&str] = &[
     "--member-probe-timeout",
     "1s",
 ];
-
-fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
-    let data = data.join(name);
-    let ca = server.data_dir.join("tls.crt");
-    let token = server.data_dir.join("join.token");
-    Agent::start(&[
-        "--server",
-        &server.url,
-        "--cluster-name",
-        name,
-        "--token-file",
-        token.to_str().unwrap(),
-        "--ca-file",
-        ca.to_str().unwrap(),
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--lease-renew-interval-ms",
-        "300",
-        "--cluster-status-update-frequency-ms",
-        "300",
-        "--pod-startup-delay-ms",
-        "200",
-    ])
-    .unwrap()
-}
 
 fn ready(api: &ApiClient, name: &str) -> Option<String> {
     let c = api.get(&format!("{CLUSTERS}/{name}")).ok()?;

@@ -286,16 +286,7 @@ impl Reconciler for BindingStatusController {
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
         let works = owned_works(self.store.as_ref(), &binding).await?;
         let clusters = self.clusters.get().await?;
-        let assigned = |c: &str| {
-            (spec.replicas > 0)
-                .then(|| {
-                    spec.clusters
-                        .iter()
-                        .find(|t| t.name == c)
-                        .map(|t| t.replicas)
-                })
-                .flatten()
-        };
+        let assigned = |c: &str| spec.workload_replicas_on(c);
         let items = aggregate(
             &works,
             &|c: &str| clusters.is_ready(c),

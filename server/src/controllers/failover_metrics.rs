@@ -2,6 +2,7 @@
 //! manager, and application failover later) and the graceful eviction controller, so that
 //! "why did my app move, and how long did it take" can be read from `/metrics`.
 
+use chrono::{DateTime, Utc};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
 
 /// Failover metrics, registered once per server.
@@ -73,4 +74,9 @@ impl FailoverMetrics {
             eviction_to_healthy,
         })
     }
+}
+
+/// Seconds from `since` to `now` for a histogram (0 when the clocks disagree).
+pub fn seconds_since(since: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+    (now - since).num_milliseconds().max(0) as f64 / 1000.0
 }

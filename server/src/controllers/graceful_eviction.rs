@@ -14,7 +14,7 @@
 use super::binding_keys::{decode, live_binding, owned_works, status_or_default, LiveBinding};
 use super::binding_status::aggregate;
 use super::cluster_cache::ClusterCache;
-use super::failover_metrics::FailoverMetrics;
+use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -231,9 +231,17 @@ impl GracefulEvictionController {
 }
 
 /// What of a binding the graceful eviction controller judges: its tasks, its placement, its
-/// status (health per cluster) and its generation.
+/// status (health per cluster) and its generation. A binding without tasks has one constant
+/// fingerprint, so the status writes of every binding in the fleet do not wake this controller.
 fn judged_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
+    let no_tasks = binding
+        .pointer("/spec/gracefulEvictionTasks")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if no_tasks {
+        return 0;
+    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     super::runtime::generation_fingerprint(binding).hash(&mut h);
     for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters", "/status"] {
@@ -288,16 +296,7 @@ impl Reconciler for GracefulEvictionController {
             .unwrap_or(0);
         let clusters = self.clusters.get().await?;
         let works = owned_works(self.store.as_ref(), &object).await?;
-        let assigned = |c: &str| {
-            (spec.replicas > 0)
-                .then(|| {
-                    spec.clusters
-                        .iter()
-                        .find(|t| t.name == c)
-                        .map(|t| t.replicas)
-                })
-                .flatten()
-        };
+        let assigned = |c: &str| spec.workload_replicas_on(c);
         let items = aggregate(
             &works,
             &|c: &str| clusters.is_ready(c),
@@ -337,7 +336,7 @@ impl Reconciler for GracefulEvictionController {
             let held = task
                 .creation_timestamp
                 .as_ref()
-                .map(|c| (now - c.as_datetime()).num_milliseconds().max(0) as f64 / 1000.0);
+                .map(|c| seconds_since(c.as_datetime(), now));
             self.metrics
                 .tasks_dropped
                 .with_label_values(&[reason.event_reason()])
@@ -801,5 +800,23 @@ mod tests {
                 .iter()
                 .any(|e| e["reason"] == "EvictionTaskDoneHealthy"));
         }
+    }
+
+    #[test]
+    fn only_bindings_with_tasks_are_woken_by_their_status() {
+        let quiet =
+            serde_json::json!({"metadata": {"generation": 1}, "spec": {}, "status": {"a": 1}});
+        let quiet_later =
+            serde_json::json!({"metadata": {"generation": 2}, "spec": {}, "status": {"a": 2}});
+        assert_eq!(judged_fingerprint(&quiet), judged_fingerprint(&quiet_later));
+        let evicting = serde_json::json!({"metadata": {"generation": 1},
+            "spec": {"gracefulEvictionTasks": [{"fromCluster": "m1"}]}, "status": {"a": 1}});
+        let mut healthier = evicting.clone();
+        healthier["status"]["a"] = serde_json::json!(2);
+        assert_ne!(
+            judged_fingerprint(&evicting),
+            judged_fingerprint(&healthier)
+        );
+        assert_ne!(judged_fingerprint(&evicting), judged_fingerprint(&quiet));
     }
 }

@@ -15,7 +15,7 @@
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
-use super::failover_metrics::FailoverMetrics;
+use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
@@ -384,7 +384,7 @@ impl Reconciler for TaintManagerController {
                     ])
                     .inc();
                 if let Some(added) = &taint.time_added {
-                    let age = (now - added.as_datetime()).num_milliseconds().max(0) as f64 / 1000.0;
+                    let age = seconds_since(added.as_datetime(), now);
                     self.metrics
                         .taint_to_eviction
                         .with_label_values(&[EVICTION_PRODUCER_TAINT_MANAGER])
