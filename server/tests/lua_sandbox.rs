@@ -4,7 +4,8 @@
 //! user's would. A script that loops forever (at call or at load) is stopped and reported as an
 //! Event naming the customization and the error, while templates of other kinds are still
 //! propagated; a benign script's replica count is what the binding carries; once the hostile
-//! customization is fixed, its kind is propagated too.
+//! customization is fixed, its kind is propagated too. A replica revision script that fails
+//! sends no Work at all (never the template's full count) and is reported once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, ServerHandle, Tls};
@@ -316,5 +317,107 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
 
     // The API answered throughout; a hostile script costs at most its budget per call.
     assert!(started.elapsed() < Duration::from_secs(60));
+    api.server.shutdown().await.unwrap();
+}
+
+/// The Works of `binding` as (cluster, spec.size of the manifest).
+async fn work_sizes(api: &Api, binding: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for member in ["member1", "member2"] {
+        let Some(works) = api
+            .get(&format!(
+                "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-{member}/works"
+            ))
+            .await
+        else {
+            continue;
+        };
+        for w in works["items"].as_array().cloned().unwrap_or_default() {
+            if w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == binding {
+                let size = w["spec"]["workload"]["manifests"][0]["spec"]["size"].clone();
+                out.push((member.to_string(), size));
+            }
+        }
+    }
+    out
+}
+
+/// A replicaRevision script that fails never sends the template's full count to a member: the
+/// cluster gets no Work, the binding one SyncFailed Event naming the error (not one per
+/// retry), and once the script is fixed each member gets its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_replica_revision_sends_no_full_size_manifest() {
+    let (api, _dir) = start().await;
+    ready_member(&api, "member1").await;
+    ready_member(&api, "member2").await;
+    let mut rules = customization(
+        "gadget-rules",
+        "Gadget",
+        "function GetReplicas(obj)\n  return obj.spec.size\nend",
+    );
+    rules["spec"]["customizations"]["replicaRevision"] = json!({"luaScript": "function ReviseReplica(obj, desired)\n  error('no revision today')\nend"});
+    api.create(CUSTOMIZATIONS, rules).await;
+    template(&api, "Gadget", "gadgets", "gadget1", 4).await;
+    api.create(
+        "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies",
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+               "metadata": {"name": "gadgets", "namespace": "default"},
+               "spec": {"resourceSelectors": [{"apiVersion": GROUP_VERSION, "kind": "Gadget"}],
+                        "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                                      "replicaScheduling": {"replicaSchedulingType": "Divided",
+                                                            "replicaDivisionPreference": "Weighted",
+                                                            "weightPreference": {"staticWeightList": [
+                                                                {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                                                                {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
+    )
+    .await;
+    let failed = wait_for("a SyncFailed Event on the binding", || {
+        event(&api, "ResourceBinding", "gadget1-gadget", "SyncFailed")
+    })
+    .await;
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("no revision today"), "{message}");
+    assert_eq!(failed["type"], "Warning");
+    // The binding is retried (a resync passes every 2 s) and still no Work goes out, and the
+    // failure is reported once.
+    let b = api
+        .get(&format!("{BINDINGS}/gadget1-gadget"))
+        .await
+        .unwrap();
+    assert!(
+        b["spec"]["clusters"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{b}"
+    );
+    assert!(work_sizes(&api, "gadget1-gadget").await.is_empty());
+
+    // Fixed, the members get their shares (never the full 4 each).
+    let path = format!("{CUSTOMIZATIONS}/gadget-rules");
+    let mut fixed = api.get(&path).await.unwrap();
+    fixed["spec"]["customizations"]["replicaRevision"]["luaScript"] =
+        json!("function ReviseReplica(obj, desired)\n  obj.spec.size = desired\n  return obj\nend");
+    let (code, body) = api.call("PUT", &path, Some(&fixed)).await;
+    assert_eq!(code, 200, "{body}");
+    let sizes = wait_for("Works with the revised sizes", || async {
+        let sizes = work_sizes(&api, "gadget1-gadget").await;
+        (!sizes.is_empty()).then_some(sizes)
+    })
+    .await;
+    assert_eq!(
+        sizes,
+        [
+            ("member1".to_string(), json!(2)),
+            ("member2".to_string(), json!(2))
+        ]
+    );
+    let events = api.get(EVENTS).await.unwrap();
+    let reported = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "SyncFailed")
+        .count();
+    assert_eq!(reported, 1, "one Event, not one per retry");
     api.server.shutdown().await.unwrap();
 }

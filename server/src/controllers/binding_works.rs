@@ -8,6 +8,9 @@
 //! Ready cluster, no new Work is dispatched (a stateful app never runs twice); when that cluster
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3).
+//! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
+//! that cluster's Work is left as it is — never written with the template's full count — the
+//! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
 
 use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::cluster_cache::ClusterCache;
@@ -15,6 +18,7 @@ use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
+use crate::events::{EventRecorder, EventType};
 use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -22,8 +26,9 @@ use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERM
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
+use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,6 +85,9 @@ pub struct WorkPlan {
     pub delete: Vec<(String, String)>,
     /// Dispatch is gated; look again after this long.
     pub retry_after: Option<Duration>,
+    /// Clusters whose manifest could not be revised to their replicas, with the error: their
+    /// Works are left as they are (none is created), and the binding is tried again.
+    pub revise_failed: Vec<(String, String)>,
 }
 
 /// Decides the Works of a binding. `existing` are the binding's Works now; `ready` says
@@ -166,7 +174,14 @@ pub fn plan_works(
         .unwrap_or("");
     for (cluster, replicas) in targets {
         let mut manifest = if is_workload {
-            interpreter.revise_replicas(&base, replicas)
+            match interpreter.revise_replicas(&base, replicas) {
+                Ok(m) => m,
+                Err(e) => {
+                    plan.revise_failed
+                        .push((cluster, crate::api::error::error_chain(&e)));
+                    continue;
+                }
+            }
         } else {
             base.clone()
         };
@@ -251,7 +266,11 @@ pub struct BindingController {
     store: Arc<dyn Store>,
     registry: Arc<Registry>,
     interpreter: Arc<dyn TemplateInterpreter>,
+    events: EventRecorder,
     clusters: ClusterCache,
+    /// Bindings whose failed revision was already reported, with the message: one Event per
+    /// failure, not one per retry.
+    warned: Mutex<HashMap<String, String>>,
 }
 
 impl BindingController {
@@ -260,12 +279,15 @@ impl BindingController {
         store: Arc<dyn Store>,
         registry: Arc<Registry>,
         interpreter: Arc<dyn TemplateInterpreter>,
+        events: EventRecorder,
     ) -> Self {
         Self {
             clusters: ClusterCache::new(store.clone()),
             store,
             registry,
             interpreter,
+            events: events.for_component("binding-controller"),
+            warned: Mutex::new(HashMap::new()),
         }
     }
 
@@ -295,6 +317,7 @@ pub fn controller(
         ctx.store.clone(),
         ctx.registry.clone(),
         ctx.interpreter.clone(),
+        ctx.events.clone(),
     );
     let mut sources = binding_sources();
     sources.push(
@@ -414,6 +437,31 @@ impl Reconciler for BindingController {
             }
         });
         futures::future::try_join_all(writes).await?;
+        if !plan.revise_failed.is_empty() {
+            let message = plan
+                .revise_failed
+                .iter()
+                .map(|(cluster, error)| format!("cluster {cluster}: {error}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::warn!(binding = key, %message, "revising replicas failed; those Works are left as they are");
+            let first = self.warned.lock().insert(key.to_string(), message.clone())
+                != Some(message.clone());
+            if first {
+                self.events
+                    .record(
+                        &binding,
+                        EventType::Warning,
+                        "SyncFailed",
+                        &format!("revising the manifest's replicas failed, Works left as they are: {message}"),
+                    )
+                    .await;
+            }
+            return Err(ReconcileError::Other(format!(
+                "revising replicas failed: {message}"
+            )));
+        }
+        self.warned.lock().remove(key);
         Ok(plan.retry_after.map_or(Action::Done, Action::RequeueAfter))
     }
 }
@@ -422,6 +470,7 @@ impl Reconciler for BindingController {
 mod tests {
     use super::*;
     use crate::controllers::testing::SpecReplicas;
+    use crate::interpreter::InterpretError;
 
     fn binding(spec: Value) -> (Value, ResourceBindingSpec) {
         let b = json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -462,6 +511,65 @@ mod tests {
 
     fn all_ready(_: &str) -> bool {
         true
+    }
+
+    /// `SpecReplicas`, except that revising to 2 replicas fails as a broken rule would.
+    struct RevisionFailsAtTwo;
+
+    impl TemplateInterpreter for RevisionFailsAtTwo {
+        fn replicas(
+            &self,
+            t: &Value,
+        ) -> Result<(i32, Option<flotilla_api::binding::ReplicaRequirements>), InterpretError>
+        {
+            SpecReplicas.replicas(t)
+        }
+        fn revise_replicas(&self, m: &Value, replicas: i32) -> Result<Value, InterpretError> {
+            if replicas == 2 {
+                return Err(InterpretError::NoKind);
+            }
+            SpecReplicas.revise_replicas(m, replicas)
+        }
+        fn health(&self, o: &Value) -> flotilla_api::work::ResourceHealth {
+            SpecReplicas.health(o)
+        }
+        fn has_health_rule(&self, o: &Value) -> bool {
+            SpecReplicas.has_health_rule(o)
+        }
+        fn aggregate_status(
+            &self,
+            t: &Value,
+            items: &[flotilla_api::binding::AggregatedStatusItem],
+        ) -> Option<Value> {
+            SpecReplicas.aggregate_status(t, items)
+        }
+        fn dependencies(
+            &self,
+            t: &Value,
+        ) -> Result<Vec<crate::interpreter::ObjectRef>, InterpretError> {
+            SpecReplicas.dependencies(t)
+        }
+    }
+
+    #[test]
+    fn a_failed_replica_revision_leaves_that_clusters_work_alone_never_full_size() {
+        let (b, spec) = binding(
+            json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}]}),
+        );
+        let existing = [work_in("m2", false)];
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &existing,
+            &RevisionFailsAtTwo,
+            &all_ready,
+        );
+        assert_eq!(clusters_of(&plan), [("karmada-es-m1".to_string(), 1)]);
+        assert_eq!(plan.revise_failed.len(), 1);
+        assert_eq!(plan.revise_failed[0].0, "m2");
+        assert!(plan.delete.is_empty(), "m2's Work stays as it is");
     }
 
     #[test]

@@ -1035,6 +1035,13 @@ mod tests {
             f.store.clone(),
             Arc::new(Registry::new()),
             Arc::new(SpecReplicas),
+            EventRecorder::new(
+                f.store.clone(),
+                Arc::new(SystemClock),
+                "test",
+                &prometheus::Registry::new(),
+            )
+            .unwrap(),
         );
         works
             .reconcile(&format!("rb|default|{name}"))

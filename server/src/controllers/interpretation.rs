@@ -14,8 +14,10 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
         &self,
         template: &Value,
     ) -> Result<(i32, Option<ReplicaRequirements>), InterpretError>;
-    /// The manifest for a cluster that runs `replicas` of it.
-    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value;
+    /// The manifest for a cluster that runs `replicas` of it. An error is reported (a rule
+    /// failed), never answered with the unrevised manifest: that would run the template's full
+    /// replica count on every cluster.
+    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Result<Value, InterpretError>;
     /// The health of a member object (manifest + reported status). Kinds without a health
     /// rule are Healthy; an interpretation error is Unknown.
     fn health(&self, object: &Value) -> ResourceHealth;
@@ -30,8 +32,8 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
 }
 
 /// The server's interpreter answers for the controllers; a rule that fails is logged and
-/// treated as "no answer" (the template is left as it is), except for replicas and
-/// dependencies, whose errors the caller reports.
+/// treated as "no answer" (the template is left as it is), except for replicas, replica
+/// revision and dependencies, whose errors the caller reports.
 impl TemplateInterpreter for crate::interpreter::Interpreter {
     fn replicas(
         &self,
@@ -40,13 +42,8 @@ impl TemplateInterpreter for crate::interpreter::Interpreter {
         Ok(crate::interpreter::Interpreter::replicas(self, template)?.unwrap_or((0, None)))
     }
 
-    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value {
-        crate::interpreter::Interpreter::revise_replicas(self, manifest, replicas).unwrap_or_else(
-            |e| {
-                tracing::warn!(error = %e, "revising a manifest's replicas failed");
-                manifest.clone()
-            },
-        )
+    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Result<Value, InterpretError> {
+        crate::interpreter::Interpreter::revise_replicas(self, manifest, replicas)
     }
 
     fn health(&self, object: &Value) -> ResourceHealth {

@@ -19,12 +19,12 @@ impl TemplateInterpreter for SpecReplicas {
         Ok((i32::try_from(n).unwrap_or(0), None))
     }
 
-    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Value {
+    fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Result<Value, InterpretError> {
         let mut m = manifest.clone();
         if m.pointer("/spec/replicas").is_some() {
             m["spec"]["replicas"] = json!(replicas);
         }
-        m
+        Ok(m)
     }
 
     fn health(&self, o: &Value) -> ResourceHealth {
