@@ -312,6 +312,9 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     );
     assert_eq!(ms[0]["health"], "Healthy");
     assert_eq!(ms[0]["status"]["availableReplicas"], 2);
+    // The member object's own generation, for the server to judge the status with.
+    assert_eq!(ms[0]["generation"], ms[0]["status"]["observedGeneration"]);
+    assert!(ms[0]["generation"].as_i64().is_some(), "{ms}");
     assert_eq!(ms[1]["identifier"]["kind"], "ConfigMap");
     let deploy = object(&m, &deploy_ref()).await.unwrap();
     let uid = deploy["metadata"]["uid"].clone();
@@ -338,6 +341,11 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     .await;
     let deploy = object(&m, &deploy_ref()).await.unwrap();
     assert_eq!(deploy["metadata"]["uid"], uid);
+    let reported = server.work("member1", "nginx-work").unwrap();
+    assert_eq!(
+        reported["status"]["manifestStatuses"][0]["generation"], deploy["metadata"]["generation"],
+        "the scaled object's new generation is reported"
+    );
     assert_eq!(deploy["metadata"]["generation"], 2);
 
     // A Work deleted without a finalizer (DELETED event): its objects go.

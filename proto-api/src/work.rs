@@ -111,6 +111,11 @@ pub struct ManifestStatus {
     /// The member object's status, raw.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<serde_json::Value>,
+    /// The member object's own `metadata.generation` when `status` was read (a Flotilla
+    /// field): the server judges health and reflects the status with it, so a status that has
+    /// not observed the latest spec (`observedGeneration` behind) never reads as healthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
     /// Interpreted health.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<ResourceHealth>,

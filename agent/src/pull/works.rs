@@ -633,6 +633,10 @@ impl WorksController {
                     name: r.name.clone(),
                 },
                 status,
+                generation: object
+                    .as_ref()
+                    .and_then(|o| o.pointer("/metadata/generation"))
+                    .and_then(serde_json::Value::as_i64),
                 health,
             });
         }

@@ -35,13 +35,20 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// The member object a manifest status stands for: the manifest with the reported status
-/// (and, as members report no generation, the status's observedGeneration as generation).
-pub fn observed_object(manifest: &Value, status: &Value) -> Value {
+/// The member object a manifest status stands for: the manifest with the reported status and
+/// the member object's own generation as the member reported it (`manifestStatuses[].generation`).
+/// A status reported without one (a Work status written by hand) takes its observedGeneration
+/// as the generation, so only then does a status read as having observed its spec.
+pub fn observed_object(manifest: &Value, status: &Value, generation: Option<i64>) -> Value {
     let mut obj = manifest.clone();
     set_path(&mut obj, &["status"], status.clone());
-    if let Some(g) = status.get("observedGeneration") {
-        set_path(&mut obj, &["metadata", "generation"], g.clone());
+    match generation {
+        Some(g) => set_path(&mut obj, &["metadata", "generation"], json!(g)),
+        None => {
+            if let Some(g) = status.get("observedGeneration") {
+                set_path(&mut obj, &["metadata", "generation"], g.clone());
+            }
+        }
     }
     obj
 }
@@ -82,7 +89,20 @@ pub fn aggregate(
                     health: Some(ResourceHealth::Unknown),
                 });
             }
-            let status = w.pointer("/status/manifestStatuses/0/status").cloned();
+            let reported = w.pointer("/status/manifestStatuses/0/status");
+            let generation = w
+                .pointer("/status/manifestStatuses/0/generation")
+                .and_then(Value::as_i64);
+            let observed = match (reported, w.pointer("/spec/workload/manifests/0")) {
+                (Some(s), Some(m)) => Some(observed_object(m, s, generation)),
+                _ => None,
+            };
+            // The item's status is the member object's status reflected through the
+            // interpreter's rules (e.g. a Deployment's counters with its generations).
+            let status = match &observed {
+                Some(o) => interpreter.reflect_status(o),
+                None => reported.cloned(),
+            };
             // A Work written for another replica count than the binding now assigns has not
             // caught up with the placement: its health is no news of the placement's.
             let stale = w
@@ -93,12 +113,12 @@ pub fn aggregate(
                 .and_then(Value::as_str)
                 .and_then(|r| r.parse::<i32>().ok())
                 .is_some_and(|r| assigned(&cluster).is_some_and(|a| a != r));
-            let health = match (&status, w.pointer("/spec/workload/manifests/0")) {
+            let health = match &observed {
                 // What a member that is not Ready last reported is no news of its health.
                 _ if !is_ready(&cluster) => ResourceHealth::Unknown,
                 _ if stale => ResourceHealth::Unknown,
-                (Some(s), Some(m)) => interpreter.health(&observed_object(m, s)),
-                _ => ResourceHealth::Unknown,
+                Some(o) => interpreter.health(o),
+                None => ResourceHealth::Unknown,
             };
             Some(AggregatedStatusItem {
                 cluster_name: cluster,
@@ -395,6 +415,75 @@ mod tests {
         assert_eq!(items[5].status, Some(json!({"readyReplicas": 2})));
     }
 
+    /// Karmada's health cases for workloads mid-rollout, judged through the server's own
+    /// interpreter with the generation the member reported: a status that has not observed the
+    /// member object's generation is Unhealthy, whatever its counters say.
+    #[test]
+    fn health_is_judged_with_the_generation_the_member_reported() {
+        let interpreter = crate::interpreter::Interpreter::new();
+        let settled = |kind: &str| match kind {
+            "DaemonSet" => {
+                json!({"desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 2})
+            }
+            _ => {
+                json!({"replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2})
+            }
+        };
+        let work = |kind: &str, generation: Option<i64>, observed: i64| {
+            let mut status = settled(kind);
+            status["observedGeneration"] = json!(observed);
+            let mut entry = json!({"identifier": {}, "status": status});
+            if let Some(g) = generation {
+                entry["generation"] = json!(g);
+            }
+            let spec = if kind == "DaemonSet" {
+                json!({})
+            } else {
+                json!({"replicas": 2})
+            };
+            json!({"metadata": {"name": "w", "namespace": "karmada-es-m1",
+                                "annotations": {ASSIGNED_REPLICAS_ANNOTATION: "2"}},
+                   "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": kind,
+                            "metadata": {"name": "web", "namespace": "default",
+                                         "annotations": {"resourcetemplate.karmada.io/generation": "7"}},
+                            "spec": spec}]}},
+                   "status": {"conditions": [{"type": "Applied", "status": "True"}],
+                              "manifestStatuses": [entry]}})
+        };
+        use ResourceHealth::{Healthy, Unhealthy};
+        for kind in ["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"] {
+            let table = [
+                // generation 1, observedGeneration 2 (Karmada's case): Unhealthy.
+                (Some(1), 2, Unhealthy),
+                // The member object moved on to generation 3; its status still says 2.
+                (Some(3), 2, Unhealthy),
+                (Some(2), 2, Healthy),
+                // A status written without the member's generation: observedGeneration stands in.
+                (None, 2, Healthy),
+            ];
+            for (i, (generation, observed, want)) in table.into_iter().enumerate() {
+                let items = aggregate(
+                    &[work(kind, generation, observed)],
+                    &|_| true,
+                    &|_| Some(2),
+                    &interpreter,
+                );
+                assert_eq!(items[0].health, Some(want), "{kind} row {i}");
+            }
+        }
+        // The item's status is reflected: a Deployment's counters with both generations.
+        let items = aggregate(
+            &[work("Deployment", Some(2), 2)],
+            &|_| true,
+            &|_| Some(2),
+            &interpreter,
+        );
+        let status = items[0].status.clone().unwrap_or_default();
+        assert_eq!(status["generation"], 2, "{status}");
+        assert_eq!(status["resourceTemplateGeneration"], 7, "{status}");
+        assert_eq!(status["readyReplicas"], 2, "{status}");
+    }
+
     #[test]
     fn readiness_fingerprint_follows_only_the_ready_status() {
         let cluster = |ready: Option<&str>, version: &str| {
@@ -475,13 +564,15 @@ mod tests {
     }
 
     #[test]
-    fn observed_objects_take_their_generation_from_the_status() {
-        let o = observed_object(
-            &json!({"metadata": {"name": "x"}, "spec": {"replicas": 1}}),
-            &json!({"observedGeneration": 3, "readyReplicas": 1}),
-        );
-        assert_eq!(o["metadata"]["generation"], 3);
+    fn observed_objects_take_the_generation_the_member_reported() {
+        let manifest = json!({"metadata": {"name": "x"}, "spec": {"replicas": 1}});
+        let status = json!({"observedGeneration": 3, "readyReplicas": 1});
+        let o = observed_object(&manifest, &status, Some(4));
+        assert_eq!(o["metadata"]["generation"], 4);
         assert_eq!(o["status"]["readyReplicas"], 1);
+        // A status written without the member's generation: its observedGeneration stands in.
+        let o = observed_object(&manifest, &status, None);
+        assert_eq!(o["metadata"]["generation"], 3);
     }
 
     #[tokio::test]
@@ -719,9 +810,13 @@ mod tests {
 
     #[test]
     fn observed_objects_of_malformed_manifests_do_not_panic() {
-        let o = observed_object(&json!({"metadata": "x"}), &json!({"observedGeneration": 2}));
+        let o = observed_object(
+            &json!({"metadata": "x"}),
+            &json!({"observedGeneration": 2}),
+            None,
+        );
         assert_eq!(o["metadata"]["generation"], 2);
-        let o = observed_object(&json!([1]), &json!({"readyReplicas": 1}));
+        let o = observed_object(&json!([1]), &json!({"readyReplicas": 1}), Some(1));
         assert_eq!(o["status"]["readyReplicas"], 1);
     }
 }

@@ -19,6 +19,7 @@ use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::api::registry::Registry;
 use crate::events::{EventRecorder, EventType};
+use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -148,6 +149,12 @@ pub fn plan_works(
     }
     let injected = injected_labels(spec, &targets);
     let base = manifest_of(template);
+    // The template generation the manifest is made from: the member's reflected status
+    // carries it back (`resourceTemplateGeneration`), so aggregation can tell whether every
+    // member runs the latest template.
+    let template_generation = template
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
     let is_workload = spec.replicas > 0 || spec.replica_requirements.is_some();
     let kind = template.get("kind").and_then(Value::as_str).unwrap_or("");
     let tns = template
@@ -189,6 +196,17 @@ pub fn plan_works(
             for (k, v) in labels {
                 set_path(&mut manifest, &["metadata", "labels", k], json!(v));
             }
+        }
+        if let Some(generation) = template_generation {
+            set_path(
+                &mut manifest,
+                &[
+                    "metadata",
+                    "annotations",
+                    RESOURCE_TEMPLATE_GENERATION_ANNOTATION,
+                ],
+                json!(generation.to_string()),
+            );
         }
         let mut annotations = Map::new();
         annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
@@ -483,7 +501,7 @@ mod tests {
 
     fn template() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": "nginx", "namespace": "default", "uid": "t", "resourceVersion": "9", "labels": {"app": "nginx"}},
+               "metadata": {"name": "nginx", "namespace": "default", "uid": "t", "resourceVersion": "9", "generation": 4, "labels": {"app": "nginx"}},
                "spec": {"replicas": 3}, "status": {"readyReplicas": 3}})
     }
 
@@ -532,6 +550,9 @@ mod tests {
         }
         fn health(&self, o: &Value) -> flotilla_api::work::ResourceHealth {
             SpecReplicas.health(o)
+        }
+        fn reflect_status(&self, o: &Value) -> Option<Value> {
+            SpecReplicas.reflect_status(o)
         }
         fn has_health_rule(&self, o: &Value) -> bool {
             SpecReplicas.has_health_rule(o)
@@ -605,6 +626,11 @@ mod tests {
             "{m}"
         );
         assert_eq!(m["metadata"]["labels"]["app"], "nginx");
+        assert!(m["metadata"].get("generation").is_none(), "{m}");
+        assert_eq!(
+            m["metadata"]["annotations"][RESOURCE_TEMPLATE_GENERATION_ANNOTATION], "4",
+            "the template generation the manifest was made from"
+        );
         assert!(plan.delete.is_empty() && plan.retry_after.is_none());
     }
 

@@ -21,6 +21,9 @@ pub trait TemplateInterpreter: Send + Sync + 'static {
     /// The health of a member object (manifest + reported status). Kinds without a health
     /// rule are Healthy; an interpretation error is Unknown.
     fn health(&self, object: &Value) -> ResourceHealth;
+    /// What of a member object's status the binding reports (`aggregatedStatus[].status`):
+    /// the kind's reflection rule; its whole status when it has none or the rule fails.
+    fn reflect_status(&self, object: &Value) -> Option<Value>;
     /// Whether the kind of `object` has a health rule (application failover needs one).
     fn has_health_rule(&self, object: &Value) -> bool;
     /// The template's status folded from the members' statuses (`None`: leave it alone).
@@ -48,6 +51,13 @@ impl TemplateInterpreter for crate::interpreter::Interpreter {
 
     fn health(&self, object: &Value) -> ResourceHealth {
         crate::interpreter::Interpreter::health(self, object).into()
+    }
+
+    fn reflect_status(&self, object: &Value) -> Option<Value> {
+        crate::interpreter::Interpreter::reflect_status(self, object).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reflecting a member object's status failed");
+            crate::interpreter::native::reflect::whole_status(object)
+        })
     }
 
     fn has_health_rule(&self, object: &Value) -> bool {

@@ -88,6 +88,9 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
     if let Some(status) = member_object.and_then(|m| m.get("status")) {
         entry["status"] = status.clone();
     }
+    if let Some(generation) = member_object.and_then(|m| m.pointer("/metadata/generation")) {
+        entry["generation"] = generation.clone();
+    }
     entry
 }
 
@@ -280,6 +283,7 @@ mod tests {
             *self.applies.lock() += 1;
             let mut stored = m.clone();
             stored["status"] = json!({"readyReplicas": 0});
+            stored["metadata"]["generation"] = json!(5);
             self.objects
                 .lock()
                 .insert(id(&MemberObject::of(m)), stored.clone());
@@ -345,6 +349,10 @@ mod tests {
         assert_eq!(
             w["status"]["manifestStatuses"][0]["status"]["readyReplicas"],
             0
+        );
+        assert_eq!(
+            w["status"]["manifestStatuses"][0]["generation"], 5,
+            "the member object's generation"
         );
         // A second pass reads status without applying again.
         c.reconcile("karmada-es-m1/w").await.unwrap();

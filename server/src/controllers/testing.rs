@@ -27,6 +27,10 @@ impl TemplateInterpreter for SpecReplicas {
         Ok(m)
     }
 
+    fn reflect_status(&self, o: &Value) -> Option<Value> {
+        o.get("status").filter(|s| !s.is_null()).cloned()
+    }
+
     fn health(&self, o: &Value) -> ResourceHealth {
         let want = o
             .pointer("/spec/replicas")
