@@ -103,13 +103,18 @@ fn reasons(api: &ApiClient) -> Vec<String> {
         .collect()
 }
 
-/// The nginx Deployment as the member's own API holds it (`None` when absent).
-fn nginx_on(agent: &Agent) -> Option<Value> {
+/// The member's own answer for the nginx Deployment: status code and body.
+fn nginx_answer(agent: &Agent) -> (u16, Value) {
     let url = format!(
         "{}/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
         agent.url
     );
-    match member_call("GET", &url, None).ok()? {
+    member_call("GET", &url, None).unwrap()
+}
+
+/// The nginx Deployment as the member's own API holds it (`None` when absent).
+fn nginx_on(agent: &Agent) -> Option<Value> {
+    match nginx_answer(agent) {
         (200, d) => Some(d),
         _ => None,
     }
@@ -287,9 +292,17 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         (Some(3), 3)
     );
     assert!(healthy_on(&api, "member2"), "{:#}", api.get(RB).unwrap());
-    let r = reasons(&api);
-    assert!(r.iter().any(|r| r == "EvictWorkloadFromCluster"), "{r:?}");
-    assert!(r.iter().any(|r| r == "EvictionTaskDoneHealthy"), "{r:?}");
+    wait_for(
+        "the Events of the eviction and of the task's end",
+        Duration::from_secs(30),
+        || {
+            let r = reasons(&api);
+            (r.iter().any(|r| r == "EvictWorkloadFromCluster")
+                && r.iter().any(|r| r == "EvictionTaskDoneHealthy"))
+            .then_some(())
+        },
+    )
+    .unwrap();
 
     // member1 is down: its Work waits for it with a deletionTimestamp.
     let pending = wait_checking(
@@ -298,10 +311,11 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         Duration::from_secs(30),
         || {
             let works = works_on(&api, "member1");
-            works
-                .iter()
-                .all(|w| w.pointer("/metadata/deletionTimestamp").is_some())
-                .then_some(works.len())
+            (!works.is_empty()
+                && works
+                    .iter()
+                    .all(|w| w.pointer("/metadata/deletionTimestamp").is_some()))
+            .then_some(works.len())
         },
     );
     assert_eq!(pending, 1, "the Work waits for its member");
@@ -316,8 +330,9 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         Duration::from_secs(60),
         || works_on(&api, "member1").is_empty().then_some(()),
     );
-    assert!(
-        nginx_on(&member1).is_none(),
+    assert_eq!(
+        nginx_answer(&member1).0,
+        404,
         "the copy is deleted before the Work goes"
     );
     wait_members_ready(&api, 3).unwrap();
@@ -332,8 +347,9 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         nginx_on(&member2).map(|d| d["spec"]["replicas"].clone()),
         Some(serde_json::json!(3))
     );
-    assert!(
-        nginx_on(&member3).is_none(),
+    assert_eq!(
+        nginx_answer(&member3).0,
+        404,
         "member3 is not in the affinity"
     );
 }
