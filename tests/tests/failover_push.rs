@@ -324,6 +324,13 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
     // then the Work; nothing moves back.
     let member1 = push_agent("member1", &agents, &member1_addr, 200).unwrap();
     assert_eq!(member1.listen_addr(), member1_addr);
+    // It came back with its state: the copy is there until the server, once member1 has been
+    // Ready for the 1 s success threshold, deletes it.
+    assert_eq!(
+        nginx_answer(&member1).0,
+        200,
+        "the restarted member still holds its old copy"
+    );
     wait_checking(
         &api,
         "member1's Work to go",
