@@ -186,25 +186,91 @@ pub struct Agent {
 impl Agent {
     /// Starts `flotilla-agent <args> --listen 127.0.0.1:0` and waits until it prints its URL.
     pub fn start(args: &[&str]) -> Result<Agent> {
+        Self::start_on(args, "127.0.0.1:0")
+    }
+
+    /// Starts `flotilla-agent <args> --listen <listen>` and waits until it prints its URL. To
+    /// restart a dead agent in place, pass [`Agent::listen_addr`] of the old one: its port is
+    /// free once the process is gone (a bind that still fails is retried for 10 s).
+    pub fn start_on(args: &[&str], listen: &str) -> Result<Agent> {
         let bin = binary("flotilla-agent")?;
-        let mut child = Command::new(bin)
-            .process_group(0)
-            .args(args)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("spawning flotilla-agent")?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-        let mut process = Process {
-            child,
-            name: "flotilla-agent".into(),
-        };
-        let url =
-            read_url(stdout, "flotilla-agent listening on ").inspect_err(|_| process.kill())?;
-        Ok(Agent { process, url })
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut child = Command::new(&bin)
+                .process_group(0)
+                .args(args)
+                .arg("--listen")
+                .arg(listen)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("spawning flotilla-agent")?;
+            let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+            let mut process = Process {
+                child,
+                name: "flotilla-agent".into(),
+            };
+            match read_url(stdout, "flotilla-agent listening on ") {
+                Ok(url) => return Ok(Agent { process, url }),
+                Err(e) => {
+                    let exited = process.child.try_wait()?.is_some();
+                    process.kill();
+                    if !exited || Instant::now() >= deadline {
+                        return Err(e.context(format!("starting flotilla-agent on {listen}")));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    /// The `host:port` the agent serves on (its URL without the scheme).
+    pub fn listen_addr(&self) -> &str {
+        self.url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, rest)| rest.trim_end_matches('/'))
+    }
+}
+
+/// Starts a push member `name` (`flotilla-agent --mode push`) with its data under
+/// `data/<name>`, serving on `listen` (`127.0.0.1:0` for a fresh port), its pods ready
+/// `pod_startup_delay_ms` after they are placed. Register it with [`register_push_member`].
+pub fn push_agent(
+    name: &str,
+    data: &Path,
+    listen: &str,
+    pod_startup_delay_ms: u64,
+) -> Result<Agent> {
+    let data = data.join(name).display().to_string();
+    let delay = pod_startup_delay_ms.to_string();
+    Agent::start_on(
+        &[
+            "--mode",
+            "push",
+            "--cluster-name",
+            name,
+            "--data-dir",
+            &data,
+            "--pod-startup-delay-ms",
+            &delay,
+        ],
+        listen,
+    )
+}
+
+/// Registers a push member: a Cluster `name` with `spec.syncMode: Push` and `apiEndpoint:
+/// <url>`.
+pub fn register_push_member(api: &ApiClient, name: &str, url: &str) -> Result<()> {
+    let cluster = serde_json::json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": name}, "spec": {"syncMode": "Push", "apiEndpoint": url}});
+    match api.send(
+        "POST",
+        "/apis/cluster.karmada.io/v1alpha1/clusters",
+        Some(&cluster),
+    )? {
+        (201, _) => Ok(()),
+        (code, body) => bail!("registering push member {name} answered {code}: {body}"),
     }
 }
 
@@ -239,6 +305,33 @@ pub fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
         "200",
     ])
     .expect("starting flotilla-agent")
+}
+
+/// A binding's `spec.clusters` as (cluster, replicas), or `None` when it cannot be read.
+pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, i64)>> {
+    let rb = api.get(binding_path).ok()?;
+    Some(
+        rb["spec"]["clusters"]
+            .as_array()?
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or("").to_string(),
+                    c["replicas"].as_i64().unwrap_or(0),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The Events in `namespace` whose involved object is named `name` (none when unreadable).
+pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_json::Value> {
+    api.get(&format!(
+        "/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{name}"
+    ))
+    .ok()
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
 }
 
 /// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps

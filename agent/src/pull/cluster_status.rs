@@ -3,7 +3,8 @@
 //! healthy, kubernetesVersion, apiEnablements, nodeSummary and resourceSummary. As in Karmada,
 //! an unhealthy member only changes its Ready condition (the other fields keep their last
 //! values), and the status is written only when it changed, with the resourceVersion just
-//! read (a conflict reads again).
+//! read (a conflict reads again). Conditions other writers put there (a third party's, which
+//! ClusterTaintPolicies read) are kept.
 
 use std::sync::Arc;
 
@@ -180,5 +181,33 @@ mod tests {
             s2.conditions[0].last_transition_time.unwrap().to_string(),
             "2026-01-01T00:00:20Z"
         );
+    }
+
+    #[test]
+    fn conditions_written_by_others_are_kept() {
+        // A third party (e.g. a network prober feeding a ClusterTaintPolicy) writes its own
+        // condition into the Cluster's status; the agent's reports must not drop it.
+        let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut current = ClusterStatus::default();
+        current.conditions.push(Condition::new(
+            "NetworkOK",
+            ConditionStatus::False,
+            "ProbeFailed",
+            "the network probe failed",
+        ));
+        for healthy in [true, false] {
+            let summary = ClusterSummary {
+                healthy,
+                ..ClusterSummary::default()
+            };
+            let next = next_status(&current, &summary, t0);
+            let foreign = next.conditions.iter().find(|c| c.type_ == "NetworkOK");
+            assert_eq!(
+                foreign.map(|c| (c.status, c.reason.as_str())),
+                Some((ConditionStatus::False, "ProbeFailed")),
+                "healthy={healthy}"
+            );
+            assert!(next.conditions.iter().any(|c| c.type_ == CONDITION_READY));
+        }
     }
 }
