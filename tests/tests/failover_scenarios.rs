@@ -429,7 +429,8 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         .collect();
     assert_eq!(timed_out.len(), 1, "{evs:?}");
     assert!(
-        timed_out[0].contains("cluster member1") && timed_out[0].contains("grace period passed"),
+        timed_out[0].contains("cluster member1")
+            && timed_out[0].contains("grace period passed (gracePeriodSeconds 8)"),
         "{}",
         timed_out[0]
     );
