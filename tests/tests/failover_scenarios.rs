@@ -273,7 +273,10 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
     fail(&server, &api, &replacement);
     // The positive signal that the scheduler looked at the binding after the failure: its
     // Warning naming the eviction. The cluster spread constraint (minGroups 2) cannot be met
-    // by the one feasible cluster left, so the scheduler keeps the current clusters.
+    // by the one feasible cluster left, so the scheduler keeps the current clusters. (The
+    // Duplicated rule "replace only when at least as many new candidates fit as failed" never
+    // refuses in this scenario: maxGroups 2 with one survivor leaves one slot, which any new
+    // candidate fills; what refuses here is minGroups.)
     let evicting = format!("Evicting from {replacement} (TaintUntolerated)");
     let message = wait_for(
         "the scheduler's ScheduleBindingFailed Event naming the eviction",
