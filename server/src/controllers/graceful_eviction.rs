@@ -123,6 +123,32 @@ impl Assessment<'_> {
     }
 }
 
+/// The Event message of a task that ended: why, and for a timeout which one (the task's
+/// `gracePeriodSeconds` or the server-wide `--graceful-eviction-timeout`).
+pub fn drop_message(
+    task: &GracefulEvictionTask,
+    reason: DropReason,
+    default_timeout: Duration,
+) -> String {
+    let why = match (reason, task.grace_period_seconds) {
+        (DropReason::NewPlacementHealthy, _) => {
+            "every cluster of the new placement is Healthy".to_string()
+        }
+        (DropReason::GracePeriodPassed, Some(s)) => {
+            format!("its grace period passed (gracePeriodSeconds {s})")
+        }
+        (DropReason::GracePeriodPassed, None) => format!(
+            "its grace period passed (--graceful-eviction-timeout {})",
+            humantime::format_duration(default_timeout)
+        ),
+        (DropReason::SuppressionLifted, _) => "suppressDeletion was set to false".to_string(),
+    };
+    format!(
+        "The eviction task for cluster {} ended because {why}; the old copy there is deleted",
+        task.from_cluster
+    )
+}
+
 /// The outcome for all tasks of a binding.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outcome {
@@ -347,21 +373,13 @@ impl Reconciler for GracefulEvictionController {
                     .with_label_values(&[task.producer.as_str()])
                     .observe(secs);
             }
-            let why = match reason {
-                DropReason::NewPlacementHealthy => "every cluster of the new placement is Healthy",
-                DropReason::GracePeriodPassed => "its grace period passed",
-                DropReason::SuppressionLifted => "suppressDeletion was set to false",
-            };
             tracing::info!(binding = key, cluster = %task.from_cluster, reason = ?reason, "eviction task done");
             self.events
                 .record(
                     &object,
                     EventType::Normal,
                     reason.event_reason(),
-                    &format!(
-                        "The eviction task for cluster {} ended because {why}; the old copy there is deleted",
-                        task.from_cluster
-                    ),
+                    &drop_message(task, *reason, self.default_timeout),
                 )
                 .await;
         }
@@ -423,6 +441,40 @@ mod tests {
                 })
                 .collect(),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_drop_message_names_the_timeout_that_ended_the_task() {
+        let ten_min = Duration::from_secs(600);
+        let cases = [
+            (
+                task(Some(0), Some(8), None),
+                DropReason::GracePeriodPassed,
+                "The eviction task for cluster member1 ended because its grace period passed \
+                 (gracePeriodSeconds 8); the old copy there is deleted",
+            ),
+            (
+                task(Some(0), None, None),
+                DropReason::GracePeriodPassed,
+                "The eviction task for cluster member1 ended because its grace period passed \
+                 (--graceful-eviction-timeout 10m); the old copy there is deleted",
+            ),
+            (
+                task(Some(0), Some(8), None),
+                DropReason::NewPlacementHealthy,
+                "The eviction task for cluster member1 ended because every cluster of the new \
+                 placement is Healthy; the old copy there is deleted",
+            ),
+            (
+                task(Some(0), None, Some(false)),
+                DropReason::SuppressionLifted,
+                "The eviction task for cluster member1 ended because suppressDeletion was set \
+                 to false; the old copy there is deleted",
+            ),
+        ];
+        for (task, reason, want) in cases {
+            assert_eq!(drop_message(&task, reason, ten_min), want, "{reason:?}");
         }
     }
 

@@ -1,0 +1,459 @@
+//! Failover scenarios 01 and 05 of `examples/` end to end, with the real server and its
+//! simulated members (`--sim-members N`, one agent process) on 127.0.0.1 and second-scale
+//! timings. A member fails through the sim fault API (`POST /faults/unreachable`): its lease
+//! stops, Ready turns Unknown, the unreachable NoExecute taint comes, and the taint manager
+//! evicts it (tolerations of 0 s).
+//!
+//! - scenario 01 (Duplicated on exactly two of member1, member2, member3, member5): the failed
+//!   cluster is replaced by one allowed spare, the healthy one stays untouched (its Work keeps
+//!   its uid), member4 is never chosen (checked on every poll), the eviction task ends once the
+//!   new placement is Healthy; with no allowed spare left, a failure is not replaced and the
+//!   binding says why (the cluster spread constraint cannot be met).
+//! - scenario 05 (Duplicated on member1 and member2, purgeMode Graciously with the policy's
+//!   grace period): member2's copy is made Unhealthy, member1 fails; the task carries the
+//!   policy's grace period, stays while it runs, and ends with `EvictionTaskTimedOut` when it
+//!   passes — long before the server-wide `--graceful-eviction-timeout` (10m) — and only then
+//!   does member1's Work get its deletionTimestamp.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flotilla_tests::{member_call, scenarios_dir, wait_for, ApiClient, Server};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+const RB: &str =
+    "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
+const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
+const WORKS: &str = "/apis/work.karmada.io/v1alpha1/namespaces";
+const EVENTS: &str = "/api/v1/namespaces/default/events";
+
+/// Second-scale failure detection: a member silent for 2 s turns Ready Unknown, 1 s later it
+/// gets the NoExecute taint, and the default tolerations evict at once.
+const FAST: &[&str] = &[
+    "--cluster-monitor-period",
+    "300ms",
+    "--cluster-monitor-grace-period",
+    "2s",
+    "--cluster-startup-grace-period",
+    "5s",
+    "--failover-eviction-timeout",
+    "1s",
+    "--default-not-ready-toleration-seconds",
+    "0",
+    "--default-unreachable-toleration-seconds",
+    "0",
+    "--sim-pod-startup-delay-ms",
+    "100",
+    "--sim-cluster-status-update-frequency-ms",
+    "1000",
+];
+
+/// The simulated members renew their leases every 300 ms (the server has no flag for it; the
+/// agent it starts reads this from its environment), well inside the 2 s grace period.
+const SIM_LEASE: (&str, &str) = ("FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS", "300");
+
+fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
+    let n = members.to_string();
+    let mut args: Vec<&str> = vec!["--sim-members", &n];
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(extra);
+    let server = Server::start_with_env(data, &args, &[SIM_LEASE]).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    flotilla_tests::wait_members_ready(&api, members).unwrap();
+    (server, api)
+}
+
+/// Posts every document of a scenario's (possibly rewritten) manifest text.
+fn post_all(api: &ApiClient, text: &str) {
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let path = match doc["kind"].as_str().unwrap() {
+            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
+            "PropagationPolicy" => {
+                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+            }
+            other => panic!("unexpected kind {other}"),
+        };
+        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
+        assert_eq!(code, 201, "{body}");
+    }
+}
+
+fn scenario(file: &str) -> String {
+    std::fs::read_to_string(scenarios_dir().join(file)).unwrap()
+}
+
+/// Turns a simulated member's fault on (`unreachable`, …) through its fault API.
+fn fault(server: &Server, member: &str, which: &str, body: &Value) {
+    let url = format!(
+        "{}/members/{member}/faults/{which}",
+        server.sim_members_url().unwrap()
+    );
+    let (code, answer) = member_call("POST", &url, Some(body)).unwrap();
+    assert_eq!(code, 200, "{which} on {member}: {answer}");
+}
+
+/// Makes `member` unreachable and waits until the server sees it: Ready is no longer True and
+/// the unreachable NoExecute taint is on the Cluster.
+fn fail(server: &Server, api: &ApiClient, member: &str) {
+    fault(server, member, "unreachable", &json!({"enabled": true}));
+    wait_for(
+        &format!("{member} not Ready, with the unreachable NoExecute taint"),
+        Duration::from_secs(30),
+        || {
+            let c = api.get(&format!("{CLUSTERS}/{member}")).ok()?;
+            let ready = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready")?["status"]
+                .clone();
+            let tainted = c["spec"]["taints"].as_array()?.iter().any(|t| {
+                t["key"] == "cluster.karmada.io/unreachable" && t["effect"] == "NoExecute"
+            });
+            (ready != "True" && tainted).then_some(())
+        },
+    )
+    .unwrap();
+}
+
+/// `spec.clusters` as (name, replicas), or `None` before the binding exists. Every look
+/// checks that member4 is not among them.
+fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
+    let rb = api.get(RB).ok()?;
+    let clusters: Vec<(String, i64)> = rb["spec"]["clusters"]
+        .as_array()?
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or("").to_string(),
+                c["replicas"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(
+        clusters.iter().all(|(n, _)| n != "member4"),
+        "member4 was chosen: {clusters:?}"
+    );
+    Some(clusters)
+}
+
+fn names(placement: &[(String, i64)]) -> BTreeSet<String> {
+    placement.iter().map(|(n, _)| n.clone()).collect()
+}
+
+/// The health the binding's aggregatedStatus reports for `cluster`.
+fn health_on(api: &ApiClient, cluster: &str) -> Option<String> {
+    let rb = api.get(RB).ok()?;
+    rb["status"]["aggregatedStatus"]
+        .as_array()?
+        .iter()
+        .find(|i| i["clusterName"] == cluster)?["health"]
+        .as_str()
+        .map(String::from)
+}
+
+fn healthy_on(api: &ApiClient, cluster: &str) -> bool {
+    health_on(api, cluster).as_deref() == Some("Healthy")
+}
+
+fn tasks(api: &ApiClient) -> Vec<Value> {
+    api.get(RB)
+        .ok()
+        .and_then(|rb| rb["spec"]["gracefulEvictionTasks"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn works_on(api: &ApiClient, cluster: &str) -> Vec<Value> {
+    api.get(&format!("{WORKS}/karmada-es-{cluster}/works"))
+        .ok()
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// The uid of the one Work on `cluster`.
+fn work_uid(api: &ApiClient, cluster: &str) -> String {
+    let works = works_on(api, cluster);
+    assert_eq!(works.len(), 1, "one Work on {cluster}: {works:#?}");
+    works[0]["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+/// The binding's Events as (reason, message), oldest first.
+fn events(api: &ApiClient) -> Vec<(String, String)> {
+    let mut items = api
+        .get(&format!(
+            "{EVENTS}?fieldSelector=involvedObject.name%3Dnginx-deployment"
+        ))
+        .ok()
+        .and_then(|l| l["items"].as_array().cloned())
+        .unwrap_or_default();
+    items.sort_by_key(|e| e["firstTimestamp"].as_str().unwrap_or("").to_string());
+    items
+        .iter()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn scheduled_condition(api: &ApiClient) -> Option<Value> {
+    api.get(RB).ok()?["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Scheduled")
+        .cloned()
+}
+
+#[test]
+fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then_has_none() {
+    let allowed: BTreeSet<String> = ["member1", "member2", "member3", "member5"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let data = tempfile::tempdir().unwrap();
+    let (server, api) = start(data.path(), 5, &[]);
+    post_all(&api, &scenario("01-duplicated-failover.yaml"));
+
+    let first = wait_for(
+        "Duplicated on two allowed clusters, Healthy on both",
+        Duration::from_secs(60),
+        || {
+            let p = placement(&api)?;
+            (p.len() == 2
+                && p.iter().all(|(n, r)| allowed.contains(n) && *r == 2)
+                && p.iter().all(|(n, _)| healthy_on(&api, n)))
+            .then_some(p)
+        },
+    )
+    .unwrap();
+    let (failed, kept) = (first[0].0.clone(), first[1].0.clone());
+    let kept_uid = work_uid(&api, &kept);
+
+    // One of the two fails: it is replaced by an allowed spare; the other never moves.
+    fail(&server, &api, &failed);
+    let second = wait_for(
+        "the failed cluster replaced, the new placement Healthy and the task ended",
+        Duration::from_secs(60),
+        || {
+            let p = placement(&api)?;
+            assert!(
+                names(&p).contains(&kept),
+                "{kept} left the placement: {p:?}"
+            );
+            let replaced = p.len() == 2
+                && p.iter()
+                    .all(|(n, r)| allowed.contains(n) && *n != failed && *r == 2);
+            (replaced && p.iter().all(|(n, _)| healthy_on(&api, n)) && tasks(&api).is_empty())
+                .then_some(p)
+        },
+    )
+    .unwrap();
+    let replacement = names(&second).into_iter().find(|n| *n != kept).unwrap();
+    assert_eq!(
+        work_uid(&api, &kept),
+        kept_uid,
+        "{kept}'s Work was never touched"
+    );
+    let reasons: Vec<String> = events(&api).into_iter().map(|(r, _)| r).collect();
+    for want in ["EvictWorkloadFromCluster", "EvictionTaskDoneHealthy"] {
+        assert!(reasons.iter().any(|r| r == want), "{want}: {reasons:?}");
+    }
+
+    // The last allowed spare fails too (it runs nothing of this binding), then the
+    // replacement: nothing is left to replace it with.
+    let spare = allowed
+        .iter()
+        .find(|n| **n != failed && **n != kept && **n != replacement)
+        .unwrap()
+        .clone();
+    fail(&server, &api, &spare);
+    fail(&server, &api, &replacement);
+    // The positive signal that the scheduler looked at the binding after the failure: its
+    // Warning naming the eviction. The cluster spread constraint (minGroups 2) cannot be met
+    // by the one feasible cluster left, so the scheduler keeps the current clusters. (The
+    // Duplicated rule "replace only when at least as many new candidates fit as failed" never
+    // refuses in this scenario: maxGroups 2 with one survivor leaves one slot, which any new
+    // candidate fills; what refuses here is minGroups.)
+    let evicting = format!("Evicting from {replacement} (TaintUntolerated)");
+    let message = wait_for(
+        "the scheduler's ScheduleBindingFailed Event naming the eviction",
+        Duration::from_secs(60),
+        || {
+            assert!(names(&placement(&api)?).contains(&kept));
+            events(&api)
+                .into_iter()
+                .find(|(r, m)| r == "ScheduleBindingFailed" && m.contains(&evicting))
+                .map(|(_, m)| m)
+        },
+    )
+    .unwrap();
+    assert!(
+        message.contains("the number of feasible clusters is less than spreadConstraint.MinGroups"),
+        "{message}"
+    );
+    assert!(
+        message.contains("the current clusters and the eviction tasks are kept"),
+        "{message}"
+    );
+    assert_eq!(
+        placement(&api),
+        Some(vec![(kept.clone(), 2)]),
+        "no replacement for {replacement}"
+    );
+    let cond = scheduled_condition(&api).unwrap();
+    assert_eq!(cond["status"], "False", "{cond}");
+    assert_eq!(cond["reason"], "SchedulerError", "{cond}");
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("less than spreadConstraint.MinGroups"),
+        "{cond}"
+    );
+    assert_eq!(
+        work_uid(&api, &kept),
+        kept_uid,
+        "{kept}'s Work was never touched"
+    );
+    assert!(works_on(&api, "member4").is_empty(), "nothing on member4");
+    assert!(
+        works_on(&api, &spare).is_empty(),
+        "nothing on the failed spare"
+    );
+}
+
+#[test]
+fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_never_heals() {
+    let data = tempfile::tempdir().unwrap();
+    // A long server-wide timeout, so that only the policy's grace period can end the task.
+    let (server, api) = start(data.path(), 2, &["--graceful-eviction-timeout", "10m"]);
+    // The scenario's 100 s grace period, shortened to 8 s.
+    const GRACE: i64 = 8;
+    let text = scenario("05-configurable-cluster-failover.yaml");
+    assert!(text.contains("gracePeriodSeconds: 100"));
+    post_all(
+        &api,
+        &text.replace(
+            "gracePeriodSeconds: 100",
+            &format!("gracePeriodSeconds: {GRACE}"),
+        ),
+    );
+    let both = vec![("member1".to_string(), 2), ("member2".to_string(), 2)];
+    wait_for(
+        "Duplicated on member1 and member2, Healthy on both",
+        Duration::from_secs(60),
+        || {
+            (placement(&api) == Some(both.clone())
+                && healthy_on(&api, "member1")
+                && healthy_on(&api, "member2"))
+            .then_some(())
+        },
+    )
+    .unwrap();
+
+    // member2's copy turns Unhealthy (and stays so), then member1 fails.
+    fault(
+        &server,
+        "member2",
+        "status",
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
+                "name": "nginx", "status": {"availableReplicas": 0}}),
+    );
+    wait_for(
+        "member2 Unhealthy in the binding's aggregatedStatus",
+        Duration::from_secs(30),
+        || (health_on(&api, "member2").as_deref() == Some("Unhealthy")).then_some(()),
+    )
+    .unwrap();
+    fail(&server, &api, "member1");
+
+    let task = wait_for(
+        "member1's eviction task, stamped",
+        Duration::from_secs(30),
+        || {
+            let t = tasks(&api);
+            (t.len() == 1 && t[0]["creationTimestamp"].is_string()).then(|| t[0].clone())
+        },
+    )
+    .unwrap();
+    assert_eq!(task["fromCluster"], "member1", "{task}");
+    assert_eq!(task["purgeMode"], "Graciously", "{task}");
+    assert_eq!(task["gracePeriodSeconds"], GRACE, "{task}");
+    let created = chrono::DateTime::parse_from_rfc3339(task["creationTimestamp"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let deadline = created + chrono::Duration::seconds(GRACE);
+    assert_eq!(placement(&api), Some(vec![("member2".to_string(), 2)]));
+
+    // While the period runs the task stays, and member1's Work with it, although member2 never
+    // turns Healthy. Looked at until a second before the deadline.
+    let mut looks = 0;
+    while chrono::Utc::now() < deadline - chrono::Duration::seconds(1) {
+        let t = tasks(&api);
+        let now = chrono::Utc::now();
+        if now >= deadline {
+            break;
+        }
+        assert_eq!(t.len(), 1, "the task stays before its deadline ({now})");
+        assert_eq!(t[0]["creationTimestamp"], task["creationTimestamp"]);
+        let works = works_on(&api, "member1");
+        assert_eq!(works.len(), 1, "member1's Work stays");
+        assert!(
+            works[0].pointer("/metadata/deletionTimestamp").is_none(),
+            "member1's Work is not deleted before the deadline: {:#}",
+            works[0]
+        );
+        assert_ne!(health_on(&api, "member2").as_deref(), Some("Healthy"));
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(looks > 0, "the task was looked at before its deadline");
+
+    // The period ends: the task goes, timed out, and only then member1's Work is deleted.
+    wait_for("the task to end", Duration::from_secs(30), || {
+        tasks(&api).is_empty().then_some(())
+    })
+    .unwrap();
+    let ended = chrono::Utc::now();
+    assert!(ended >= deadline, "ended at {ended}, deadline {deadline}");
+    assert!(
+        ended < created + chrono::Duration::seconds(60),
+        "the 8 s grace period ended it, not the 10m --graceful-eviction-timeout (ended {ended}, \
+         created {created})"
+    );
+    let evs = events(&api);
+    let timed_out: Vec<&String> = evs
+        .iter()
+        .filter(|(r, _)| r == "EvictionTaskTimedOut")
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(timed_out.len(), 1, "{evs:?}");
+    assert!(
+        timed_out[0].contains("cluster member1")
+            && timed_out[0].contains("grace period passed (gracePeriodSeconds 8)"),
+        "{}",
+        timed_out[0]
+    );
+    assert!(
+        evs.iter().all(|(r, _)| r != "EvictionTaskDoneHealthy"),
+        "{evs:?}"
+    );
+    assert_eq!(health_on(&api, "member2").as_deref(), Some("Unhealthy"));
+    wait_for(
+        "member1's Work to be marked for deletion (member1 is down)",
+        Duration::from_secs(30),
+        || {
+            let works = works_on(&api, "member1");
+            (works.is_empty()
+                || works
+                    .iter()
+                    .all(|w| w.pointer("/metadata/deletionTimestamp").is_some()))
+            .then_some(())
+        },
+    )
+    .unwrap();
+    assert_eq!(placement(&api), Some(vec![("member2".to_string(), 2)]));
+}
