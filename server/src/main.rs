@@ -139,6 +139,13 @@ struct Flags {
     /// included), in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     sim_cluster_status_update_frequency_ms: u64,
+    /// How often the simulated members renew their Leases, in milliseconds (keep it well
+    /// under `--cluster-monitor-grace-period`).
+    #[arg(long, default_value_t = 10_000)]
+    sim_lease_renew_interval_ms: u64,
+    /// How often the status of Works on push members is read back from the member.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    push_status_period: Duration,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -239,6 +246,7 @@ async fn main() -> anyhow::Result<()> {
         c.taints.eviction_timeout = chrono(flags.failover_eviction_timeout);
         c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
         c.probe_timeout = flags.member_probe_timeout;
+        c.push_status_period = flags.push_status_period;
         c.taint_manager.enabled = flags.enable_taint_manager
             && flags.enable_no_execute_taint_eviction
             && flags.feature_gates.failover;
@@ -305,6 +313,8 @@ fn spawn_sim_members(
         )
         .arg("--cluster-status-update-frequency-ms")
         .arg(flags.sim_cluster_status_update_frequency_ms.to_string())
+        .arg("--lease-renew-interval-ms")
+        .arg(flags.sim_lease_renew_interval_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--exit-on-stdin-close")

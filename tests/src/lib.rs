@@ -105,17 +105,9 @@ impl Server {
     /// Starts `flotilla-server --listen 127.0.0.1:0 --data-dir <dir> <extra...>` and waits until
     /// it prints its URL.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Result<Server> {
-        Self::start_with_env(data_dir, extra, &[])
-    }
-
-    /// Like [`Server::start`], with extra environment variables; the agent a `--sim-members`
-    /// server starts inherits them (e.g. `FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS`, which the
-    /// server has no flag for).
-    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<Server> {
         let bin = binary("flotilla-server")?;
         let mut child = Command::new(bin)
             .process_group(0)
-            .envs(env.iter().copied())
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")

@@ -31,6 +31,8 @@ const ALL_WORKS: &str = "/apis/work.karmada.io/v1alpha1/works";
 const PUSH_FAST: &[&str] = &[
     "--cluster-status-update-frequency",
     "300ms",
+    "--push-status-period",
+    "1s",
     "--member-probe-timeout",
     "1s",
     "--cluster-failure-threshold",

@@ -47,18 +47,17 @@ const FAST: &[&str] = &[
     "100",
     "--sim-cluster-status-update-frequency-ms",
     "1000",
+    // Leases renewed well inside the 2 s grace period.
+    "--sim-lease-renew-interval-ms",
+    "300",
 ];
-
-/// The simulated members renew their leases every 300 ms (the server has no flag for it; the
-/// agent it starts reads this from its environment), well inside the 2 s grace period.
-const SIM_LEASE: (&str, &str) = ("FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS", "300");
 
 fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
     let n = members.to_string();
     let mut args: Vec<&str> = vec!["--sim-members", &n];
     args.extend_from_slice(FAST);
     args.extend_from_slice(extra);
-    let server = Server::start_with_env(data, &args, &[SIM_LEASE]).unwrap();
+    let server = Server::start(data, &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     flotilla_tests::wait_members_ready(&api, members).unwrap();
     (server, api)
