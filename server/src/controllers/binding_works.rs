@@ -14,7 +14,7 @@ use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
-use crate::api::registry::Registry;
+use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -249,7 +249,7 @@ fn injected_labels(
 /// The controller.
 pub struct BindingController {
     store: Arc<dyn Store>,
-    registry: Arc<Registry>,
+    registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
     clusters: ClusterCache,
 }
@@ -258,7 +258,7 @@ impl BindingController {
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         interpreter: Arc<dyn TemplateInterpreter>,
     ) -> Self {
         Self {
