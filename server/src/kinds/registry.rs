@@ -188,13 +188,18 @@ pub fn crd_name(crd: &Value) -> String {
         .to_string()
 }
 
-/// The lower-case plural under which a kind no CRD declares is stored: `y` → `ies`
-/// (`Policy` → `policies`), `s` → `ses` (`Address` → `addresses`), else `s`.
+/// The lower-case plural under which a kind no CRD declares is stored, by the English rule:
+/// consonant + `y` → `ies` (`Policy` → `policies`), vowel + `y` → `ys` (`Doohickey` →
+/// `doohickeys`), `s` → `ses` (`Address` → `addresses`), else `s` (`Widget` → `widgets`).
 pub fn plural_of_kind(kind: &str) -> String {
     let lower = kind.to_ascii_lowercase();
     if let Some(stem) = lower.strip_suffix('y') {
-        format!("{stem}ies")
-    } else if lower.ends_with('s') {
+        let after_vowel = stem.ends_with(['a', 'e', 'i', 'o', 'u']);
+        if !stem.is_empty() && !after_vowel {
+            return format!("{stem}ies");
+        }
+    }
+    if lower.ends_with('s') {
         format!("{lower}es")
     } else {
         format!("{lower}s")
@@ -373,6 +378,29 @@ mod tests {
                 (plural, namespaced, kind)
             );
         }
+    }
+
+    #[test]
+    fn kinds_pluralize_by_the_english_rule() {
+        let table = [
+            ("Policy", "policies"),
+            ("Doohickey", "doohickeys"),
+            ("Gateway", "gateways"),
+            ("Toy", "toys"),
+            ("Guy", "guys"),
+            ("Y", "ys"),
+            ("Address", "addresses"),
+            ("Widget", "widgets"),
+            ("FlinkDeployment", "flinkdeployments"),
+        ];
+        for (kind, plural) in table {
+            assert_eq!(plural_of_kind(kind), plural, "{kind}");
+        }
+        let rt = KindRegistry::new().resolve_kind("example.io/v1", "Doohickey");
+        assert_eq!(
+            (rt.plural.as_str(), rt.kind.as_str()),
+            ("doohickeys", "Doohickey")
+        );
     }
 
     #[test]
