@@ -557,4 +557,85 @@ mod tests {
         assert_eq!(event["firstTimestamp"], stamp, "{event}");
         server.shutdown().await.expect("clean shutdown");
     }
+
+    /// Whether the server's discovery serves `group/version` (polled until `want` or 20 s).
+    async fn wait_discovery(server: &ServerHandle, path: &str, want: bool) {
+        let client = reqwest::Client::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = client
+                .get(format!("{}{path}", server.url()))
+                .bearer_auth(&server.admin_token)
+                .send()
+                .await
+                .expect("discovery answers")
+                .status();
+            if status.is_success() == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} still answers {status} after 20 s (want served: {want})"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The store alone feeds the kind registry: a CRD written past the API is served, one
+    /// deleted past it is not, and a restarted server serves every stored CRD at once.
+    #[tokio::test]
+    async fn discovery_follows_the_stored_crds_across_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.tls = Tls::Plain;
+        config.controllers = None;
+        let crd = |plural: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": format!("{plural}.example.io")},
+                   "spec": {"group": "example.io", "scope": "Namespaced",
+                            "names": {"plural": plural, "kind": "Thing"},
+                            "versions": [{"name": "v1", "served": true, "storage": true}]}})
+        };
+        let crds = well_known::custom_resource_definitions();
+        let server = start(config.clone()).await.expect("server starts");
+        server
+            .store
+            .create(&crds, crd("things"))
+            .await
+            .expect("stored");
+        wait_discovery(&server, "/apis/example.io/v1", true).await;
+        server
+            .store
+            .delete(&crds, None, "things.example.io", &Default::default())
+            .await
+            .expect("deleted");
+        wait_discovery(&server, "/apis/example.io/v1", false).await;
+        server
+            .store
+            .create(&crds, crd("gadgets"))
+            .await
+            .expect("stored");
+        server.shutdown().await.expect("clean shutdown");
+
+        let server = start(config).await.expect("server restarts");
+        let client = reqwest::Client::new();
+        let list: Value = client
+            .get(format!("{}/apis/example.io/v1", server.url()))
+            .bearer_auth(&server.admin_token)
+            .send()
+            .await
+            .expect("discovery answers")
+            .json()
+            .await
+            .expect("a resource list");
+        let plurals: Vec<&str> = list["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(plurals, ["gadgets"], "{list}");
+        server.shutdown().await.expect("clean shutdown");
+    }
 }
