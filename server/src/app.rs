@@ -1,7 +1,8 @@
 //! Starting and stopping the control plane: data directory, admin token and kubeconfig, the
 //! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with
 //! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
-//! finish, the store is flushed). Tests start it on port 0 through [`start`] and stop it
+//! finish, the store is flushed). The kind registry is loaded from the stored CRDs and kept
+//! in step with them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop it
 //! through the returned [`ServerHandle`]. The controllers are a list, [`CONTROLLERS`], each
 //! built from one [`ControllerContext`] and started through one spawn path.
 
@@ -10,13 +11,11 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::controllers::context::ControllerFn;
 pub use crate::controllers::context::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
+use crate::kinds::{CrdFeed, KindRegistry};
 use crate::probes::HttpMemberClient;
-use crate::store::{
-    KvStore, ListOptions, MemoryEngine, SledEngine, Store, StoreConfig, StoreError,
-};
+use crate::store::{KvStore, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
-use flotilla_api::kinds::well_known;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -170,6 +169,7 @@ pub struct ServerHandle {
     shutdown: Option<oneshot::Sender<()>>,
     stopping: tokio::sync::watch::Sender<bool>,
     controllers: Vec<ControllerHandle>,
+    crd_feed: Option<CrdFeed>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -191,6 +191,9 @@ impl ServerHandle {
         let served = (&mut self.task)
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Some(feed) = self.crd_feed.take() {
+            feed.stop().await;
+        }
         if let Err(e) = self.store.close().await {
             tracing::error!(error = %e, "closing the store failed");
         }
@@ -306,7 +309,7 @@ pub async fn open_store(
 pub fn api_state(
     config: &ServerConfig,
     store: Arc<dyn Store>,
-    registry: Arc<api::registry::Registry>,
+    registry: Arc<KindRegistry>,
     (admin_token, join_token): (&str, &str),
     clock: SharedClock,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -383,20 +386,10 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let clock = config.clock.clone();
     let store = open_store(&config, clock.clone()).await?;
 
-    let registry = Arc::new(api::registry::Registry::new());
-    let crds = store
-        .list(
-            &well_known::custom_resource_definitions(),
-            None,
-            &ListOptions::default(),
-        )
+    // Every stored CRD is registered before anything is served; the feed keeps it so.
+    let (registry, crd_feed) = CrdFeed::start(store.clone())
         .await
         .map_err(StartError::Store)?;
-    for crd in &crds.items {
-        if let Err(e) = registry.register_crd(crd) {
-            tracing::warn!(error = %e, "a stored CRD does not register");
-        }
-    }
 
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let state = api_state(
@@ -496,6 +489,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         shutdown: Some(tx),
         stopping: stopping_tx,
         controllers,
+        crd_feed: Some(crd_feed),
         task,
     })
 }
@@ -504,7 +498,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
 mod tests {
     use super::*;
     use crate::clock::FakeClock;
+    use crate::store::ListOptions;
     use chrono::TimeZone;
+    use flotilla_api::kinds::well_known;
     use serde_json::{json, Value};
 
     /// The clock of the config reaches the store and the controllers of an in-process server.
@@ -559,6 +555,87 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert_eq!(event["firstTimestamp"], stamp, "{event}");
+        server.shutdown().await.expect("clean shutdown");
+    }
+
+    /// Whether the server's discovery serves `group/version` (polled until `want` or 20 s).
+    async fn wait_discovery(server: &ServerHandle, path: &str, want: bool) {
+        let client = reqwest::Client::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = client
+                .get(format!("{}{path}", server.url()))
+                .bearer_auth(&server.admin_token)
+                .send()
+                .await
+                .expect("discovery answers")
+                .status();
+            if status.is_success() == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{path} still answers {status} after 20 s (want served: {want})"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The store alone feeds the kind registry: a CRD written past the API is served, one
+    /// deleted past it is not, and a restarted server serves every stored CRD at once.
+    #[tokio::test]
+    async fn discovery_follows_the_stored_crds_across_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.tls = Tls::Plain;
+        config.controllers = None;
+        let crd = |plural: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": format!("{plural}.example.io")},
+                   "spec": {"group": "example.io", "scope": "Namespaced",
+                            "names": {"plural": plural, "kind": "Thing"},
+                            "versions": [{"name": "v1", "served": true, "storage": true}]}})
+        };
+        let crds = well_known::custom_resource_definitions();
+        let server = start(config.clone()).await.expect("server starts");
+        server
+            .store
+            .create(&crds, crd("things"))
+            .await
+            .expect("stored");
+        wait_discovery(&server, "/apis/example.io/v1", true).await;
+        server
+            .store
+            .delete(&crds, None, "things.example.io", &Default::default())
+            .await
+            .expect("deleted");
+        wait_discovery(&server, "/apis/example.io/v1", false).await;
+        server
+            .store
+            .create(&crds, crd("gadgets"))
+            .await
+            .expect("stored");
+        server.shutdown().await.expect("clean shutdown");
+
+        let server = start(config).await.expect("server restarts");
+        let client = reqwest::Client::new();
+        let list: Value = client
+            .get(format!("{}/apis/example.io/v1", server.url()))
+            .bearer_auth(&server.admin_token)
+            .send()
+            .await
+            .expect("discovery answers")
+            .json()
+            .await
+            .expect("a resource list");
+        let plurals: Vec<&str> = list["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(plurals, ["gadgets"], "{list}");
         server.shutdown().await.expect("clean shutdown");
     }
 }

@@ -8,6 +8,7 @@ pub mod controllers;
 pub mod events;
 pub mod feature_gates;
 pub mod interpreter;
+pub mod kinds;
 pub mod probes;
 pub mod scheduler;
 pub mod store;

@@ -768,10 +768,13 @@ async fn a_deleted_cluster_revokes_its_credential_at_once() {
 async fn restarted(store: std::sync::Arc<dyn flotilla_server::store::Store>) -> TestApi {
     use flotilla_server::app;
     let config = app::ServerConfig::new("/nonexistent");
+    let (registry, crd_feed) = flotilla_server::kinds::CrdFeed::start(store.clone())
+        .await
+        .unwrap();
     let state = app::api_state(
         &config,
         store.clone(),
-        std::sync::Arc::new(flotilla_server::api::registry::Registry::new()),
+        registry,
         (TOKEN, JOIN_TOKEN),
         std::sync::Arc::new(flotilla_server::clock::SystemClock),
         tokio::sync::watch::channel(false).1,
@@ -784,6 +787,7 @@ async fn restarted(store: std::sync::Arc<dyn flotilla_server::store::Store>) -> 
     TestApi {
         router: flotilla_server::api::router(state),
         store,
+        crd_feed,
     }
 }
 

@@ -494,7 +494,7 @@ type Snapshot = BTreeMap<(String, String, String), (String, String, Vec<String>)
 
 async fn snapshot(api: &TestApi) -> Snapshot {
     let mut rts = builtin_resources();
-    rts.push(flotilla_server::api::registry::Registry::adhoc(
+    rts.push(flotilla_server::kinds::KindRegistry::adhoc(
         "example.io",
         "v1",
         "widgets",

@@ -1,18 +1,20 @@
 //! The API's admission step, between decoding a body and writing it: object names, strict
 //! field validation, Karmada defaulting and validation (pure functions of `flotilla-api`), the
 //! decoding of what a status write stores,
-//! CustomResourceDefinition checks, and what follows a write (CRDs register their kinds).
+//! CustomResourceDefinition checks, and what follows a write (a CRD write answers once the kind
+//! registry has applied it).
 
 use super::error::{ApiError, ApiResult, Cause};
-use super::registry::kinds_of_crd;
 use super::resources::Params;
 use super::ApiState;
+use crate::kinds::kinds_of_crd;
 use crate::store::ObjectFilter;
 use flotilla_api::admission::AdmittedKind;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::validation::{strict::strict_unknown_fields, FieldError, Path, ValidationErrors};
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A field error as a `Status` cause: the field goes in `field` only (kubectl prints
 /// `field: message`, so a path in the message would show twice).
@@ -105,19 +107,30 @@ pub fn admit_status(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
         .map_err(|errors| invalid(rt, obj, &errors))
 }
 
-/// What follows a successful write: a CRD registers its kinds for discovery and routing.
-pub fn after_write(state: &ApiState, rt: &ResourceType, obj: &Value) {
-    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
-        if let Err(e) = state.registry.register_crd(obj) {
-            tracing::warn!(crd = %name_of(obj), error = %e, "stored CRD does not register");
-        }
-    }
-}
+/// How long a CRD write waits for the kind registry before answering anyway.
+pub const REGISTRY_CATCH_UP: Duration = Duration::from_secs(10);
 
-/// What follows a completed delete: a CRD's kinds are no longer served.
-pub fn after_delete(state: &ApiState, rt: &ResourceType, name: &str) {
-    if rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition" {
-        state.registry.unregister_crd(name);
+/// What follows a stored write or delete of `rt`: for a CRD, the answer waits until the kind
+/// registry (fed by the store's watch, see [`crate::kinds`]) has applied the kind's last
+/// change, so discovery right after the answer shows it.
+pub async fn after_write(state: &ApiState, rt: &ResourceType) {
+    if !(rt.group == "apiextensions.k8s.io" && rt.kind == "CustomResourceDefinition") {
+        return;
+    }
+    let revision = match state.store.kind_revision(rt).await {
+        Ok(revision) => revision,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the CRD revision; answering without waiting");
+            return;
+        }
+    };
+    if !state.registry.caught_up(revision, REGISTRY_CATCH_UP).await {
+        tracing::warn!(
+            revision,
+            applied = state.registry.applied_revision(),
+            wait_ms = REGISTRY_CATCH_UP.as_millis() as u64,
+            "the kind registry did not apply a CRD write in time; discovery may lag"
+        );
     }
 }
 

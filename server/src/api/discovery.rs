@@ -1,7 +1,7 @@
 //! Discovery documents kubectl reads before anything else: `/version`, `/api`, `/apis`,
 //! `/api/v1` and `/apis/<group>/<version>` in their plain (non-aggregated) forms.
 
-use super::registry::Registry;
+use crate::kinds::KindRegistry;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
 
@@ -35,7 +35,7 @@ pub fn core_versions() -> Value {
 }
 
 /// The `/apis` document (APIGroupList).
-pub fn group_list(registry: &Registry) -> Value {
+pub fn group_list(registry: &KindRegistry) -> Value {
     let groups: Vec<Value> = registry
         .groups()
         .into_iter()
@@ -73,7 +73,7 @@ pub const VERBS: &[&str] = &[
 ];
 
 /// The APIResourceList of one group-version (`None` when nothing is served there).
-pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(registry: &KindRegistry, group: &str, version: &str) -> Option<Value> {
     let kinds = registry.resources_in(group, version);
     if kinds.is_empty() {
         return None;

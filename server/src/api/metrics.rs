@@ -6,7 +6,7 @@
 //! subresources); every path that names none shares the value [`UNMATCHED`], so requests for
 //! made-up paths cannot grow the exposition.
 
-use super::registry::Registry;
+use crate::kinds::KindRegistry;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -161,7 +161,7 @@ pub struct RecordState {
     /// Where requests are counted.
     pub metrics: Arc<Metrics>,
     /// Which kinds are served (for the resource label).
-    pub registry: Arc<Registry>,
+    pub registry: Arc<KindRegistry>,
 }
 
 /// Middleware: counts every request and times non-watch ones.
@@ -256,7 +256,7 @@ mod tests {
             ),
             ("GET", "/apis/apps/v1", "", ("list", "")),
         ];
-        let reg = Registry::new();
+        let reg = KindRegistry::new();
         for (m, p, q, (verb, res)) in table {
             let got = classify(m, p, q, |g, v, p| reg.serves(g, v, p));
             assert_eq!((got.0, got.1.as_str()), (verb, res), "{m} {p}");

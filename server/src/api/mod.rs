@@ -17,13 +17,13 @@ pub mod options;
 pub mod patch;
 pub mod path;
 pub mod registration;
-pub mod registry;
 pub mod resources;
 pub mod scale;
 pub mod table;
 pub mod watch;
 
 use crate::clock::SharedClock;
+use crate::kinds::KindRegistry;
 use crate::store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -71,7 +71,7 @@ pub struct ApiState {
     /// The object store.
     pub store: Arc<dyn Store>,
     /// Served kinds.
-    pub registry: Arc<registry::Registry>,
+    pub registry: Arc<KindRegistry>,
     /// Token checks.
     pub auth: auth::Authenticator,
     /// Metrics registry.

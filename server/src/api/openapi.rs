@@ -3,7 +3,7 @@
 //! operations carry `x-kubernetes-group-version-kind` and a `fieldValidation` parameter. With
 //! those, kubectl sends `fieldValidation=Strict` and leaves validation to the server.
 
-use super::registry::Registry;
+use crate::kinds::KindRegistry;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Map, Value};
 
@@ -28,7 +28,7 @@ fn hash(doc: &Value) -> String {
 }
 
 /// The `/openapi/v3` index.
-pub fn index(registry: &Registry) -> Value {
+pub fn index(registry: &KindRegistry) -> Value {
     let mut paths = Map::new();
     let mut gvs: Vec<(String, String)> = vec![(String::new(), "v1".to_string())];
     for (group, versions) in registry.groups() {
@@ -47,7 +47,7 @@ pub fn index(registry: &Registry) -> Value {
 }
 
 /// The OpenAPI document of one group-version (`None` when nothing is served there).
-pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn group_version(registry: &KindRegistry, group: &str, version: &str) -> Option<Value> {
     let kinds = registry.resources_in(group, version);
     if kinds.is_empty() {
         return None;
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn index_lists_core_and_karmada_groups_with_patch_gvk() {
-        let reg = Registry::new();
+        let reg = KindRegistry::new();
         let idx = index(&reg);
         let paths = idx["paths"].as_object().unwrap();
         assert!(paths.contains_key("api/v1"));

@@ -13,11 +13,11 @@ use super::openapi;
 use super::options;
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::path;
-use super::registry::Registry;
 use super::scale;
 use super::table;
 use super::watch;
 use super::ApiState;
+use crate::kinds::KindRegistry;
 use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -185,7 +185,7 @@ pub async fn dispatch_apis(
 /// Maps the path segments after the group-version to a target. A name or namespace that no
 /// object could have is a 400 here, so it never reaches a handler.
 fn resolve(
-    registry: &Registry,
+    registry: &KindRegistry,
     group: &str,
     version: &str,
     tail: &[String],
@@ -215,7 +215,7 @@ fn resolve(
         Some(rt) => rt,
         None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
             // A free-form template of an undeclared kind.
-            Registry::adhoc(group, version, plural, namespace.is_some())
+            KindRegistry::adhoc(group, version, plural, namespace.is_some())
         }
         None => return Ok(None),
     };
@@ -566,7 +566,7 @@ async fn create_object(
         .create(&rt, obj)
         .await
         .map_err(|e| target.store_err(e))?;
-    admission::after_write(state, &rt, &created);
+    admission::after_write(state, &rt).await;
     Ok(created)
 }
 
@@ -637,7 +637,7 @@ async fn write_update(
         state.store.update(rt, obj).await
     };
     let updated = result.map_err(|e| target.store_err(e))?;
-    admission::after_write(state, rt, &updated);
+    admission::after_write(state, rt).await;
     Ok(updated)
 }
 
@@ -880,14 +880,9 @@ async fn delete(
         .map_err(|e| target.store_err(e))?;
     super::registration::revoke_on_delete(state, &target.rt, target.namespace.as_deref(), name)
         .await;
+    admission::after_write(state, &target.rt).await;
     // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
-    let obj = match outcome {
-        Deleted::Gone(obj) => {
-            admission::after_delete(state, &target.rt, name);
-            obj
-        }
-        Deleted::Pending(obj) => obj,
-    };
+    let (Deleted::Gone(obj) | Deleted::Pending(obj)) = outcome;
     Ok(respond(StatusCode::OK, &obj, encoding))
 }
 
@@ -961,15 +956,12 @@ async fn delete_collection(
             super::registration::revoke_on_delete(state, &target.rt, ns.as_deref(), &name).await;
         }
         match outcome {
-            Ok(Deleted::Gone(o)) => {
-                admission::after_delete(state, &target.rt, &name);
-                deleted.push(o)
-            }
-            Ok(Deleted::Pending(o)) => deleted.push(o),
+            Ok(Deleted::Gone(o) | Deleted::Pending(o)) => deleted.push(o),
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(target.store_err(e)),
         }
     }
+    admission::after_write(state, &target.rt).await;
     Ok(respond(
         StatusCode::OK,
         &item_list(target, deleted),

@@ -19,8 +19,8 @@ use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::queue::WorkQueue;
 use super::runtime::{Action, ReconcileError, Reconciler, Source};
-use crate::api::registry::Registry;
 use crate::clock::SharedClock;
+use crate::kinds::KindRegistry;
 use crate::store::{ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
@@ -181,7 +181,7 @@ fn ready_fingerprint(cluster: &Value) -> u64 {
 pub struct BindingStatusController {
     store: Arc<dyn Store>,
     clock: SharedClock,
-    registry: Arc<Registry>,
+    registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
     clusters: ClusterCache,
     /// The queue the controller runs on (see [`Self::queue`]): a `cluster|…` key queues the
@@ -194,7 +194,7 @@ impl BindingStatusController {
     pub fn new(
         store: Arc<dyn Store>,
         clock: SharedClock,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         interpreter: Arc<dyn TemplateInterpreter>,
     ) -> Self {
         Self {
@@ -585,7 +585,7 @@ mod tests {
         let controller = BindingStatusController::new(
             store.clone(),
             clock,
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),
         );
         let rt = well_known::resource_bindings();
@@ -643,7 +643,7 @@ mod tests {
         let controller = BindingStatusController::new(
             store.clone(),
             clock,
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),
         );
         for name in ["m1", "m2"] {

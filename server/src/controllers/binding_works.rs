@@ -17,9 +17,9 @@ use super::cluster_cache::ClusterCache;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
-use crate::api::registry::Registry;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
+use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -282,7 +282,7 @@ fn injected_labels(
 /// The controller.
 pub struct BindingController {
     store: Arc<dyn Store>,
-    registry: Arc<Registry>,
+    registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
     events: EventRecorder,
     clusters: ClusterCache,
@@ -295,7 +295,7 @@ impl BindingController {
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         interpreter: Arc<dyn TemplateInterpreter>,
         events: EventRecorder,
     ) -> Self {

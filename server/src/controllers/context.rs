@@ -10,10 +10,10 @@ use super::cluster_taints::TaintConfig;
 use super::failover_metrics::FailoverMetrics;
 use super::runtime::{spawn, Controller, ControllerHandle, ControllerMetrics};
 use super::taint_manager::TaintManagerSettings;
-use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::EventRecorder;
 use crate::interpreter::Interpreter;
+use crate::kinds::KindRegistry;
 use crate::probes::MemberClient;
 use crate::store::Store;
 use std::sync::Arc;
@@ -105,7 +105,7 @@ pub struct ControllerContext {
     /// The store.
     pub store: Arc<dyn Store>,
     /// Known kinds (built-in and CRDs).
-    pub registry: Arc<Registry>,
+    pub registry: Arc<KindRegistry>,
     /// Event recorder (use [`EventRecorder::for_component`]).
     pub events: EventRecorder,
     /// Where controllers register their metrics.
@@ -128,7 +128,7 @@ impl ControllerContext {
     /// A context whose events and controller metrics are registered in `metrics`.
     pub fn new(
         store: Arc<dyn Store>,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         clock: SharedClock,
         member: Arc<dyn MemberClient>,
         metrics: &prometheus::Registry,

@@ -38,9 +38,9 @@ use super::detector::{binding_name, is_reserved_namespace};
 use super::interpretation::TemplateInterpreter;
 use super::queue::WorkQueue;
 use super::runtime::{Action, ReconcileError, Reconciler, Source};
-use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -456,7 +456,7 @@ struct Outcome {
 pub struct DependenciesDistributor {
     store: Arc<dyn Store>,
     clock: SharedClock,
-    registry: Arc<Registry>,
+    registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
     events: EventRecorder,
     queue: WorkQueue,
@@ -472,7 +472,7 @@ impl DependenciesDistributor {
     pub fn new(
         store: Arc<dyn Store>,
         clock: SharedClock,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         interpreter: Arc<dyn TemplateInterpreter>,
         events: EventRecorder,
         queue: WorkQueue,
@@ -1447,7 +1447,7 @@ mod tests {
         let distributor = DependenciesDistributor::new(
             store.clone(),
             clock,
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(crate::interpreter::Interpreter::new()),
             events,
             WorkQueue::default(),

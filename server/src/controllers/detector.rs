@@ -19,9 +19,9 @@ use super::policy_cache::{PolicyCache, Refreshed};
 use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
 use super::queue::WorkQueue;
 use super::runtime::{feed, generation_fingerprint, Action, ReconcileError, Reconciler, Source};
-use crate::api::registry::Registry;
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::kinds::KindRegistry;
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::ReplicaRequirements;
@@ -112,7 +112,7 @@ fn policy_display(policy: &Candidate) -> String {
 pub struct Detector {
     store: Arc<dyn Store>,
     clock: SharedClock,
-    registry: Arc<Registry>,
+    registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
     events: EventRecorder,
     queue: WorkQueue,
@@ -135,7 +135,7 @@ impl Detector {
     pub fn new(
         store: Arc<dyn Store>,
         clock: SharedClock,
-        registry: Arc<Registry>,
+        registry: Arc<KindRegistry>,
         interpreter: Arc<dyn TemplateInterpreter>,
         events: EventRecorder,
         queue: WorkQueue,
@@ -821,7 +821,7 @@ mod tests {
         let detector = Detector::new(
             store.clone(),
             clock,
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),
             events,
             WorkQueue::default(),
@@ -878,7 +878,7 @@ mod tests {
         Detector::new(
             store.clone(),
             clock,
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),
             events,
             WorkQueue::default(),
@@ -1033,7 +1033,7 @@ mod tests {
             .unwrap();
         let works = BindingController::new(
             f.store.clone(),
-            Arc::new(Registry::new()),
+            Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),
             EventRecorder::new(
                 f.store.clone(),

@@ -4,9 +4,10 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use flotilla_server::api::{self, registry::Registry};
+use flotilla_server::api;
 use flotilla_server::app::{self, Engine, ServerConfig};
 use flotilla_server::clock::{SharedClock, SystemClock};
+use flotilla_server::kinds::CrdFeed;
 use flotilla_server::store::Store;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,8 @@ pub const JOIN_TOKEN: &str = "test-join-token";
 pub struct TestApi {
     pub router: Router,
     pub store: Arc<dyn Store>,
+    /// Keeps the kind registry in step with the store's CRDs, as in the server.
+    pub crd_feed: CrdFeed,
 }
 
 impl TestApi {
@@ -32,10 +35,11 @@ impl TestApi {
         tweak(&mut config);
         let clock: SharedClock = Arc::new(SystemClock);
         let store = app::open_store(&config, clock.clone()).await.unwrap();
+        let (registry, crd_feed) = CrdFeed::start(store.clone()).await.unwrap();
         let state = app::api_state(
             &config,
             store.clone(),
-            Arc::new(Registry::new()),
+            registry,
             (TOKEN, JOIN_TOKEN),
             clock,
             tokio::sync::watch::channel(false).1,
@@ -45,6 +49,7 @@ impl TestApi {
         TestApi {
             router: api::router(state),
             store,
+            crd_feed,
         }
     }
 

@@ -1,34 +1,66 @@
-//! Which kinds the API serves: the built-in table from `flotilla-api` plus the kinds that
+//! The kind table: the built-in kinds from `flotilla-api` plus the kinds that stored
 //! CustomResourceDefinitions register, as Kubernetes does. Paths of unregistered groups are
 //! still served as free-form templates (so curl can POST a custom kind directly); they appear
 //! in discovery only once a CRD names them.
+//!
+//! Only [`super::crd_feed`] changes the CRD part, from the store, and it records the store
+//! revision it has applied so far ([`KindRegistry::applied_revision`]); a writer waits for
+//! that revision with [`KindRegistry::caught_up`].
 
 use flotilla_api::kinds::{builtin_resources, ResourceType};
 use parking_lot::RwLock;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The served kinds.
 #[derive(Debug)]
-pub struct Registry {
+pub struct KindRegistry {
     builtin: Vec<ResourceType>,
     /// CRD name -> the kinds (one per served version) it registers.
     crds: RwLock<BTreeMap<String, Vec<ResourceType>>>,
+    /// The store resourceVersion up to which CRD changes are applied.
+    applied: tokio::sync::watch::Sender<u64>,
 }
 
-impl Default for Registry {
+impl Default for KindRegistry {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Registry {
+impl KindRegistry {
     /// A registry with the built-in kinds only.
     pub fn new() -> Self {
         Self {
             builtin: builtin_resources(),
             crds: RwLock::new(BTreeMap::new()),
+            applied: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// The store resourceVersion up to which CRD changes are applied.
+    pub fn applied_revision(&self) -> u64 {
+        *self.applied.borrow()
+    }
+
+    /// Records that every CRD change up to `revision` is applied (never goes back).
+    pub fn mark_applied(&self, revision: u64) {
+        self.applied.send_if_modified(|applied| {
+            let newer = revision > *applied;
+            if newer {
+                *applied = revision;
+            }
+            newer
+        });
+    }
+
+    /// Waits until CRD changes up to `revision` are applied; false when `within` passed first.
+    pub async fn caught_up(&self, revision: u64, within: Duration) -> bool {
+        let mut applied = self.applied.subscribe();
+        let reached = tokio::time::timeout(within, applied.wait_for(|r| *r >= revision)).await;
+        let caught_up = matches!(reached, Ok(Ok(_)));
+        caught_up
     }
 
     /// Every registered kind (built-in first, then CRDs by name).
@@ -92,15 +124,7 @@ impl Registry {
         if let Some(rt) = self.by_kind(group, Some(version), kind) {
             return rt;
         }
-        let lower = kind.to_ascii_lowercase();
-        let plural = if let Some(stem) = lower.strip_suffix('y') {
-            format!("{stem}ies")
-        } else if lower.ends_with('s') {
-            format!("{lower}es")
-        } else {
-            format!("{lower}s")
-        };
-        let mut rt = Self::adhoc(group, version, &plural, true);
+        let mut rt = Self::adhoc(group, version, &plural_of_kind(kind), true);
         rt.kind = kind.to_string();
         rt
     }
@@ -125,21 +149,60 @@ impl Registry {
             .collect()
     }
 
+    /// Replaces every CRD registration by those of `crds` (a fresh list of the store, read
+    /// at `revision`); a stored CRD that does not register is skipped with a warning.
+    pub fn replace_crds(&self, crds: &[Value], revision: u64) {
+        let mut fresh = BTreeMap::new();
+        for crd in crds {
+            match kinds_of_crd(crd) {
+                Ok(kinds) => {
+                    fresh.insert(crd_name(crd), kinds);
+                }
+                Err(e) => {
+                    tracing::warn!(crd = %crd_name(crd), error = %e, "a stored CRD does not register")
+                }
+            }
+        }
+        *self.crds.write() = fresh;
+        self.mark_applied(revision);
+    }
+
     /// Registers (or re-registers) the kinds of a CustomResourceDefinition object.
     pub fn register_crd(&self, crd: &Value) -> Result<Vec<ResourceType>, String> {
         let kinds = kinds_of_crd(crd)?;
-        let name = crd
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        self.crds.write().insert(name, kinds.clone());
+        self.crds.write().insert(crd_name(crd), kinds.clone());
         Ok(kinds)
     }
 
     /// Forgets the kinds of a deleted CustomResourceDefinition.
     pub fn unregister_crd(&self, name: &str) {
         self.crds.write().remove(name);
+    }
+}
+
+/// The `metadata.name` of a CRD ("" when it has none).
+pub fn crd_name(crd: &Value) -> String {
+    crd.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The lower-case plural under which a kind no CRD declares is stored, by the English rule:
+/// consonant + `y` → `ies` (`Policy` → `policies`), vowel + `y` → `ys` (`Doohickey` →
+/// `doohickeys`), `s` → `ses` (`Address` → `addresses`), else `s` (`Widget` → `widgets`).
+pub fn plural_of_kind(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y') {
+        let after_vowel = stem.ends_with(['a', 'e', 'i', 'o', 'u']);
+        if !stem.is_empty() && !after_vowel {
+            return format!("{stem}ies");
+        }
+    }
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
     }
 }
 
@@ -252,7 +315,7 @@ mod tests {
 
     #[test]
     fn crd_registers_and_unregisters_its_kind() {
-        let reg = Registry::new();
+        let reg = KindRegistry::new();
         assert!(reg
             .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
             .is_none());
@@ -295,7 +358,7 @@ mod tests {
 
     #[test]
     fn kinds_resolve_to_their_storage() {
-        let reg = Registry::new();
+        let reg = KindRegistry::new();
         let table = [
             ("apps/v1", "Deployment", "deployments", true),
             ("cluster.karmada.io/v1alpha1", "Cluster", "clusters", false),
@@ -318,8 +381,66 @@ mod tests {
     }
 
     #[test]
+    fn kinds_pluralize_by_the_english_rule() {
+        let table = [
+            ("Policy", "policies"),
+            ("Doohickey", "doohickeys"),
+            ("Gateway", "gateways"),
+            ("Toy", "toys"),
+            ("Guy", "guys"),
+            ("Y", "ys"),
+            ("Address", "addresses"),
+            ("Widget", "widgets"),
+            ("FlinkDeployment", "flinkdeployments"),
+        ];
+        for (kind, plural) in table {
+            assert_eq!(plural_of_kind(kind), plural, "{kind}");
+        }
+        let rt = KindRegistry::new().resolve_kind("example.io/v1", "Doohickey");
+        assert_eq!(
+            (rt.plural.as_str(), rt.kind.as_str()),
+            ("doohickeys", "Doohickey")
+        );
+    }
+
+    #[test]
+    fn a_relist_replaces_every_registration_and_the_revision_only_advances() {
+        let reg = KindRegistry::new();
+        reg.register_crd(&flink_crd()).unwrap();
+        let mut other = flink_crd();
+        other["metadata"]["name"] = json!("widgets.example.io");
+        other["spec"]["group"] = json!("example.io");
+        other["spec"]["names"] = json!({"plural": "widgets", "kind": "Widget"});
+        reg.replace_crds(&[other], 7);
+        assert!(reg
+            .lookup("flink.apache.org", "v1beta1", "flinkdeployments")
+            .is_none());
+        assert_eq!(
+            reg.lookup("example.io", "v1beta1", "widgets").unwrap().kind,
+            "Widget"
+        );
+        assert_eq!(reg.applied_revision(), 7);
+        reg.mark_applied(5);
+        assert_eq!(reg.applied_revision(), 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caught_up_waits_for_the_revision_or_gives_up() {
+        let reg = std::sync::Arc::new(KindRegistry::new());
+        reg.mark_applied(3);
+        assert!(reg.caught_up(3, Duration::ZERO).await);
+        assert!(!reg.caught_up(4, Duration::from_secs(1)).await);
+        let later = reg.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            later.mark_applied(4);
+        });
+        assert!(reg.caught_up(4, Duration::from_secs(5)).await);
+    }
+
+    #[test]
     fn builtins_are_found_by_plural_and_kind() {
-        let reg = Registry::new();
+        let reg = KindRegistry::new();
         assert_eq!(
             reg.lookup("apps", "v1", "deployments").unwrap().kind,
             "Deployment"
@@ -380,7 +501,7 @@ mod tests {
                 }
                 None => assert!(got.is_ok(), "{group}/{plural}: {got:?}"),
             }
-            let reg = Registry::new();
+            let reg = KindRegistry::new();
             assert_eq!(
                 reg.register_crd(&crd(group, plural, kind)).is_ok(),
                 field.is_none()
