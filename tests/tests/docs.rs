@@ -44,8 +44,15 @@ fn run_page_with(page: &str, server_args: &[&str], env: impl Fn(&Server) -> Vec<
     let server = Server::start(dir.path(), server_args).unwrap();
     let extra = env(&server);
     for (line, block) in blocks {
+        // Every command the block runs, with its arguments expanded, goes to a trace file
+        // (not to the block's own stderr, which examples may capture), shown on failure.
+        let trace = home.path().join(format!("trace-{line}"));
+        let traced = format!(
+            "exec 9>'{}'; BASH_XTRACEFD=9; set -x\n{block}",
+            trace.display()
+        );
         let out = Command::new("bash")
-            .args(["-eu", "-c", &block])
+            .args(["-eu", "-c", &traced])
             .env("FLOTILLA", &server.url)
             .env("TOKEN", &server.token)
             .env("KUBECONFIG", server.kubeconfig())
@@ -57,9 +64,10 @@ fn run_page_with(page: &str, server_args: &[&str], env: impl Fn(&Server) -> Vec<
             .unwrap();
         assert!(
             out.status.success(),
-            "{page}:{line}: example failed\n--- block ---\n{block}--- stdout ---\n{}--- stderr ---\n{}",
+            "{page}:{line}: example failed\n--- block ---\n{block}--- stdout ---\n{}--- stderr ---\n{}--- trace ---\n{}",
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&trace).unwrap_or_default()
         );
     }
 }
