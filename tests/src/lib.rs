@@ -324,6 +324,69 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
     )
 }
 
+/// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten):
+/// Deployments and PropagationPolicies, into the `default` namespace. Each must be created.
+pub fn post_manifests(api: &ApiClient, text: &str) {
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let doc: serde_json::Value = match serde::Deserialize::deserialize(doc) {
+            Ok(doc) => doc,
+            Err(e) => panic!("a manifest that is not YAML: {e}"),
+        };
+        let path = match doc["kind"].as_str() {
+            Some("Deployment") => "/apis/apps/v1/namespaces/default/deployments",
+            Some("PropagationPolicy") => {
+                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
+            }
+            other => panic!("unexpected kind {other:?}"),
+        };
+        match api.send("POST", path, Some(&doc)) {
+            Ok((201, _)) => {}
+            Ok((code, body)) => panic!("creating {path}: {code} {body}"),
+            Err(e) => panic!("creating {path}: {e:#}"),
+        }
+    }
+}
+
+/// The text of a scenario of `examples/`.
+pub fn scenario_text(file: &str) -> String {
+    let path = scenarios_dir().join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The health the binding at `binding_path` reports for `cluster` in its aggregatedStatus.
+pub fn health_on(api: &ApiClient, binding_path: &str, cluster: &str) -> Option<String> {
+    let rb = api.get(binding_path).ok()?;
+    rb["status"]["aggregatedStatus"]
+        .as_array()?
+        .iter()
+        .find(|i| i["clusterName"] == cluster)?["health"]
+        .as_str()
+        .map(String::from)
+}
+
+/// Whether the binding at `binding_path` reports `cluster` Healthy.
+pub fn healthy_on(api: &ApiClient, binding_path: &str, cluster: &str) -> bool {
+    health_on(api, binding_path, cluster).as_deref() == Some("Healthy")
+}
+
+/// The graceful eviction tasks of the binding at `binding_path` (none when unreadable).
+pub fn eviction_tasks(api: &ApiClient, binding_path: &str) -> Vec<serde_json::Value> {
+    api.get(binding_path)
+        .ok()
+        .and_then(|rb| rb["spec"]["gracefulEvictionTasks"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// The Works in `cluster`'s execution namespace (none when unreadable).
+pub fn works_on(api: &ApiClient, cluster: &str) -> Vec<serde_json::Value> {
+    api.get(&format!(
+        "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-{cluster}/works"
+    ))
+    .ok()
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
+}
+
 /// The Events in `namespace` whose involved object is named `name` (none when unreadable).
 pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_json::Value> {
     api.get(&format!(

@@ -12,12 +12,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, member_call, placement_of, push_agent, register_push_member, scenarios_dir,
-    wait_for, wait_members_ready, Agent, ApiClient, Server,
+    events_about, healthy_on, member_call, placement_of, post_manifests, push_agent,
+    register_push_member, scenario_text, wait_for, wait_members_ready, works_on, Agent, ApiClient,
+    Server,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 const RB: &str =
@@ -47,36 +47,8 @@ const PUSH_FAST: &[&str] = &[
     "0",
 ];
 
-fn post_all(api: &ApiClient, file: &Path) {
-    let text = std::fs::read_to_string(file).unwrap();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
-        let path = match doc["kind"].as_str().unwrap() {
-            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
-            "PropagationPolicy" => {
-                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
-            }
-            other => panic!("unexpected kind {other}"),
-        };
-        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
-        assert_eq!(code, 201, "{body}");
-    }
-}
-
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     placement_of(api, RB)
-}
-
-fn healthy_on(api: &ApiClient, cluster: &str) -> bool {
-    api.get(RB).ok().is_some_and(|rb| {
-        rb["status"]["aggregatedStatus"]
-            .as_array()
-            .is_some_and(|items| {
-                items
-                    .iter()
-                    .any(|i| i["clusterName"] == cluster && i["health"] == "Healthy")
-            })
-    })
 }
 
 fn tasks(api: &ApiClient) -> Option<Vec<Value>> {
@@ -87,15 +59,6 @@ fn tasks(api: &ApiClient) -> Option<Vec<Value>> {
             .cloned()
             .unwrap_or_default(),
     )
-}
-
-fn works_on(api: &ApiClient, cluster: &str) -> Vec<Value> {
-    api.get(&format!(
-        "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-{cluster}/works"
-    ))
-    .ok()
-    .and_then(|l| l["items"].as_array().cloned())
-    .unwrap_or_default()
 }
 
 fn reasons(api: &ApiClient) -> Vec<String> {
@@ -212,10 +175,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         register_push_member(&api, name, &agent.url).unwrap();
     }
     wait_members_ready(&api, 3).unwrap();
-    post_all(
-        &api,
-        &scenarios_dir().join("02-divided-weighted-failover.yaml"),
-    );
+    post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
     wait_checking(
         &api,
@@ -223,8 +183,8 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         Duration::from_secs(60),
         || {
             (placement(&api) == Some(want.clone())
-                && healthy_on(&api, "member1")
-                && healthy_on(&api, "member2"))
+                && healthy_on(&api, RB, "member1")
+                && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
     );
@@ -293,7 +253,11 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         (d["spec"]["replicas"].as_i64(), ready_replicas(&d)),
         (Some(3), 3)
     );
-    assert!(healthy_on(&api, "member2"), "{:#}", api.get(RB).unwrap());
+    assert!(
+        healthy_on(&api, RB, "member2"),
+        "{:#}",
+        api.get(RB).unwrap()
+    );
     wait_for(
         "the Events of the eviction and of the task's end",
         Duration::from_secs(30),

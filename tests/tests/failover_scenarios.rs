@@ -16,7 +16,10 @@
 //!   does member1's Work get its deletionTimestamp.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, scenarios_dir, wait_for, ApiClient, Server};
+use flotilla_tests::{
+    eviction_tasks, health_on, healthy_on, member_call, post_manifests, scenario_text, wait_for,
+    works_on, ApiClient, Server,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -25,7 +28,6 @@ use std::time::Duration;
 const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
 const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
-const WORKS: &str = "/apis/work.karmada.io/v1alpha1/namespaces";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
 /// Second-scale failure detection: a member silent for 2 s turns Ready Unknown, 1 s later it
@@ -61,26 +63,6 @@ fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
     let api = ApiClient::admin(&server).unwrap();
     flotilla_tests::wait_members_ready(&api, members).unwrap();
     (server, api)
-}
-
-/// Posts every document of a scenario's (possibly rewritten) manifest text.
-fn post_all(api: &ApiClient, text: &str) {
-    for doc in serde_yaml_ng::Deserializer::from_str(text) {
-        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
-        let path = match doc["kind"].as_str().unwrap() {
-            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
-            "PropagationPolicy" => {
-                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
-            }
-            other => panic!("unexpected kind {other}"),
-        };
-        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
-        assert_eq!(code, 201, "{body}");
-    }
-}
-
-fn scenario(file: &str) -> String {
-    std::fs::read_to_string(scenarios_dir().join(file)).unwrap()
 }
 
 /// Turns a simulated member's fault on (`unreachable`, …) through its fault API.
@@ -141,35 +123,6 @@ fn names(placement: &[(String, i64)]) -> BTreeSet<String> {
     placement.iter().map(|(n, _)| n.clone()).collect()
 }
 
-/// The health the binding's aggregatedStatus reports for `cluster`.
-fn health_on(api: &ApiClient, cluster: &str) -> Option<String> {
-    let rb = api.get(RB).ok()?;
-    rb["status"]["aggregatedStatus"]
-        .as_array()?
-        .iter()
-        .find(|i| i["clusterName"] == cluster)?["health"]
-        .as_str()
-        .map(String::from)
-}
-
-fn healthy_on(api: &ApiClient, cluster: &str) -> bool {
-    health_on(api, cluster).as_deref() == Some("Healthy")
-}
-
-fn tasks(api: &ApiClient) -> Vec<Value> {
-    api.get(RB)
-        .ok()
-        .and_then(|rb| rb["spec"]["gracefulEvictionTasks"].as_array().cloned())
-        .unwrap_or_default()
-}
-
-fn works_on(api: &ApiClient, cluster: &str) -> Vec<Value> {
-    api.get(&format!("{WORKS}/karmada-es-{cluster}/works"))
-        .ok()
-        .and_then(|l| l["items"].as_array().cloned())
-        .unwrap_or_default()
-}
-
 /// The uid of the one Work on `cluster`.
 fn work_uid(api: &ApiClient, cluster: &str) -> String {
     let works = works_on(api, cluster);
@@ -214,7 +167,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
         .collect();
     let data = tempfile::tempdir().unwrap();
     let (server, api) = start(data.path(), 5, &[]);
-    post_all(&api, &scenario("01-duplicated-failover.yaml"));
+    post_manifests(&api, &scenario_text("01-duplicated-failover.yaml"));
 
     let first = wait_for(
         "Duplicated on two allowed clusters, Healthy on both",
@@ -223,7 +176,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
             let p = placement(&api)?;
             (p.len() == 2
                 && p.iter().all(|(n, r)| allowed.contains(n) && *r == 2)
-                && p.iter().all(|(n, _)| healthy_on(&api, n)))
+                && p.iter().all(|(n, _)| healthy_on(&api, RB, n)))
             .then_some(p)
         },
     )
@@ -245,8 +198,10 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
             let replaced = p.len() == 2
                 && p.iter()
                     .all(|(n, r)| allowed.contains(n) && *n != failed && *r == 2);
-            (replaced && p.iter().all(|(n, _)| healthy_on(&api, n)) && tasks(&api).is_empty())
-                .then_some(p)
+            (replaced
+                && p.iter().all(|(n, _)| healthy_on(&api, RB, n))
+                && eviction_tasks(&api, RB).is_empty())
+            .then_some(p)
         },
     )
     .unwrap();
@@ -331,9 +286,9 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
     let (server, api) = start(data.path(), 2, &["--graceful-eviction-timeout", "10m"]);
     // The scenario's 100 s grace period, shortened to 8 s.
     const GRACE: i64 = 8;
-    let text = scenario("05-configurable-cluster-failover.yaml");
+    let text = scenario_text("05-configurable-cluster-failover.yaml");
     assert!(text.contains("gracePeriodSeconds: 100"));
-    post_all(
+    post_manifests(
         &api,
         &text.replace(
             "gracePeriodSeconds: 100",
@@ -346,8 +301,8 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         Duration::from_secs(60),
         || {
             (placement(&api) == Some(both.clone())
-                && healthy_on(&api, "member1")
-                && healthy_on(&api, "member2"))
+                && healthy_on(&api, RB, "member1")
+                && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
     )
@@ -364,7 +319,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
     wait_for(
         "member2 Unhealthy in the binding's aggregatedStatus",
         Duration::from_secs(30),
-        || (health_on(&api, "member2").as_deref() == Some("Unhealthy")).then_some(()),
+        || (health_on(&api, RB, "member2").as_deref() == Some("Unhealthy")).then_some(()),
     )
     .unwrap();
     fail(&server, &api, "member1");
@@ -373,7 +328,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         "member1's eviction task, stamped",
         Duration::from_secs(30),
         || {
-            let t = tasks(&api);
+            let t = eviction_tasks(&api, RB);
             (t.len() == 1 && t[0]["creationTimestamp"].is_string()).then(|| t[0].clone())
         },
     )
@@ -391,7 +346,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
     // turns Healthy. Looked at until a second before the deadline.
     let mut looks = 0;
     while chrono::Utc::now() < deadline - chrono::Duration::seconds(1) {
-        let t = tasks(&api);
+        let t = eviction_tasks(&api, RB);
         let now = chrono::Utc::now();
         if now >= deadline {
             break;
@@ -405,7 +360,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
             "member1's Work is not deleted before the deadline: {:#}",
             works[0]
         );
-        assert_ne!(health_on(&api, "member2").as_deref(), Some("Healthy"));
+        assert_ne!(health_on(&api, RB, "member2").as_deref(), Some("Healthy"));
         looks += 1;
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -413,7 +368,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
 
     // The period ends: the task goes, timed out, and only then member1's Work is deleted.
     wait_for("the task to end", Duration::from_secs(30), || {
-        tasks(&api).is_empty().then_some(())
+        eviction_tasks(&api, RB).is_empty().then_some(())
     })
     .unwrap();
     let ended = chrono::Utc::now();
@@ -440,7 +395,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         evs.iter().all(|(r, _)| r != "EvictionTaskDoneHealthy"),
         "{evs:?}"
     );
-    assert_eq!(health_on(&api, "member2").as_deref(), Some("Unhealthy"));
+    assert_eq!(health_on(&api, RB, "member2").as_deref(), Some("Unhealthy"));
     wait_for(
         "member1's Work to be marked for deletion (member1 is down)",
         Duration::from_secs(30),

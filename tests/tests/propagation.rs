@@ -3,30 +3,14 @@
 //! status flows back as Healthy, and the Deployment's status shows the summed ready replicas.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{scenarios_dir, wait_for, wait_members_ready, ApiClient, Server};
-use serde_json::Value;
+use flotilla_tests::{
+    post_manifests, scenario_text, wait_for, wait_members_ready, ApiClient, Server,
+};
 use std::time::Duration;
 
 const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
 const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/default/deployments/nginx";
-
-fn post_all(api: &ApiClient, file: &std::path::Path) {
-    let text = std::fs::read_to_string(file).unwrap();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
-        let kind = doc["kind"].as_str().unwrap();
-        let path = match kind {
-            "Deployment" => "/apis/apps/v1/namespaces/default/deployments",
-            "PropagationPolicy" => {
-                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
-            }
-            other => panic!("unexpected kind {other}"),
-        };
-        let (code, body) = api.send("POST", path, Some(&doc)).unwrap();
-        assert_eq!(code, 201, "{body}");
-    }
-}
 
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     let rb = api.get(RB).ok()?;
@@ -131,10 +115,9 @@ fn wait_placed(server: &Server, api: &ApiClient, what: &str, want: &[(&str, i64)
 
 #[test]
 fn scenario_01_duplicated_on_exactly_two_allowed_members() {
-    let dir = scenarios_dir();
     let data = tempfile::tempdir().unwrap();
     let (server, api) = server_with_members(data.path(), 5);
-    post_all(&api, &dir.join("01-duplicated-failover.yaml"));
+    post_manifests(&api, &scenario_text("01-duplicated-failover.yaml"));
     let placed = wait_for(
         "the binding placed on two clusters",
         Duration::from_secs(60),
@@ -179,10 +162,9 @@ fn scenario_01_duplicated_on_exactly_two_allowed_members() {
 
 #[test]
 fn scenario_02_divided_by_weight_runs_healthy_on_members() {
-    let dir = scenarios_dir();
     let data = tempfile::tempdir().unwrap();
     let (server, api) = server_with_members(data.path(), 3);
-    post_all(&api, &dir.join("02-divided-weighted-failover.yaml"));
+    post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
 
     wait_placed(
         &server,
