@@ -83,7 +83,18 @@ pub fn plan(cluster: &Cluster, policies: &[ClusterTaintPolicy], now: DateTime<Ut
         if conditions_match(conditions, &p.spec.add_on_conditions) {
             for pt in &p.spec.taints {
                 if !taints.iter().any(|t| pt.same_identity(t)) {
-                    taints.push(pt.to_taint(Time::new(now)));
+                    // A taint the cluster had when the pass began, which an older policy
+                    // removed just before, comes back as it was: its timeAdded keeps counting
+                    // toward tolerationSeconds, and two policies sharing a taint under opposite
+                    // conditions do not rewrite it (and wake each other) forever.
+                    let taint = cluster
+                        .spec
+                        .taints
+                        .iter()
+                        .find(|t| pt.same_identity(t))
+                        .cloned()
+                        .unwrap_or_else(|| pt.to_taint(Time::new(now)));
+                    taints.push(taint);
                     touched.insert((pt.key.clone(), pt.effect), name.clone());
                 }
             }
@@ -416,6 +427,42 @@ mod tests {
         Option<Vec<(&'static str, &'static str, i64)>>,
     );
 
+    /// Two policies sharing a taint: the older one's removeOnConditions match, the newer one's
+    /// addOnConditions match. The newer one wins, and the taint stays as it was (same
+    /// timeAdded), so nothing is written and tolerationSeconds keep counting.
+    #[test]
+    fn a_taint_two_policies_share_is_not_rewritten_every_pass() {
+        use ConditionStatus::{False, True};
+        use MatchConditionOperator::In;
+        use TaintEffect::NoExecute;
+        const KEY: &str = "example.com/degraded";
+        let older = policy(
+            "older",
+            0,
+            vec![test("DiskOK", In, False)],
+            vec![test("DiskOK", In, True)],
+            &[(KEY, NoExecute, "")],
+            None,
+        );
+        let newer = policy(
+            "newer",
+            10,
+            vec![test("NetworkOK", In, False)],
+            vec![test("NetworkOK", In, True)],
+            &[(KEY, NoExecute, "")],
+            None,
+        );
+        let c = cluster(
+            &[("DiskOK", True), ("NetworkOK", False)],
+            &[(KEY, NoExecute, "")],
+        );
+        let policies = [older, newer];
+        assert_eq!(desired_taints(&c, &policies, t(500)), None);
+        let plan = plan(&c, &policies, t(500));
+        assert!(plan.changes.is_empty(), "{:?}", plan.changes);
+        assert_eq!(plan.taints[0].time_added, Some(Time::new(t(-1000))));
+    }
+
     #[test]
     fn desired_taints_table() {
         use ConditionStatus::{False, True, Unknown};
@@ -576,7 +623,8 @@ mod tests {
                 None,
             ),
             (
-                "oldest first: a later policy's add wins over an earlier removal",
+                "oldest first: a later policy's add wins over an earlier removal, and the \
+                 taint stays as it was (nothing to write)",
                 cluster(&[("NetworkOK", False)], &[(NET, NoExecute, "")]),
                 vec![
                     policy(
@@ -596,7 +644,7 @@ mod tests {
                         None,
                     ),
                 ],
-                Some(vec![(NET, "NoExecute", 100)]),
+                None,
             ),
         ];
         for (what, c, policies, want) in table {
