@@ -387,6 +387,26 @@ pub fn works_on(api: &ApiClient, cluster: &str) -> Vec<serde_json::Value> {
     .unwrap_or_default()
 }
 
+/// Sets a fault of a simulated member of a `--sim-members` server through its fault API
+/// (`POST <member>/faults/<which>`, docs/members.md), and answers what the member said.
+pub fn sim_fault(
+    server: &Server,
+    member: &str,
+    which: &str,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    let base = match server.sim_members_url() {
+        Ok(url) => url,
+        Err(e) => panic!("no simulated members: {e:#}"),
+    };
+    let url = format!("{base}/members/{member}/faults/{which}");
+    match member_call("POST", &url, Some(body)) {
+        Ok((200, answer)) => answer,
+        Ok((code, answer)) => panic!("{which} on {member}: {code} {answer}"),
+        Err(e) => panic!("{which} on {member}: {e:#}"),
+    }
+}
+
 /// The Events in `namespace` whose involved object is named `name` (none when unreadable).
 pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_json::Value> {
     api.get(&format!(

@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    eviction_tasks, health_on, healthy_on, member_call, post_manifests, scenario_text, wait_for,
+    eviction_tasks, health_on, healthy_on, post_manifests, scenario_text, sim_fault, wait_for,
     works_on, ApiClient, Server,
 };
 use serde_json::{json, Value};
@@ -65,20 +65,10 @@ fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
     (server, api)
 }
 
-/// Turns a simulated member's fault on (`unreachable`, …) through its fault API.
-fn fault(server: &Server, member: &str, which: &str, body: &Value) {
-    let url = format!(
-        "{}/members/{member}/faults/{which}",
-        server.sim_members_url().unwrap()
-    );
-    let (code, answer) = member_call("POST", &url, Some(body)).unwrap();
-    assert_eq!(code, 200, "{which} on {member}: {answer}");
-}
-
 /// Makes `member` unreachable and waits until the server sees it: Ready is no longer True and
 /// the unreachable NoExecute taint is on the Cluster.
 fn fail(server: &Server, api: &ApiClient, member: &str) {
-    fault(server, member, "unreachable", &json!({"enabled": true}));
+    sim_fault(server, member, "unreachable", &json!({"enabled": true}));
     wait_for(
         &format!("{member} not Ready, with the unreachable NoExecute taint"),
         Duration::from_secs(30),
@@ -309,7 +299,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
     .unwrap();
 
     // member2's copy turns Unhealthy (and stays so), then member1 fails.
-    fault(
+    sim_fault(
         &server,
         "member2",
         "status",
