@@ -324,21 +324,31 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
     )
 }
 
-/// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten):
-/// Deployments and PropagationPolicies, into the `default` namespace. Each must be created.
+/// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten)
+/// into the `default` namespace, each to the collection of its apiVersion and kind (plural:
+/// the lower-case kind plus `s`, `-y` → `-ies`). Each must be created.
 pub fn post_manifests(api: &ApiClient, text: &str) {
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let doc: serde_json::Value = match serde::Deserialize::deserialize(doc) {
             Ok(doc) => doc,
             Err(e) => panic!("a manifest that is not YAML: {e}"),
         };
-        let path = match doc["kind"].as_str() {
-            Some("Deployment") => "/apis/apps/v1/namespaces/default/deployments",
-            Some("PropagationPolicy") => {
-                "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies"
-            }
-            other => panic!("unexpected kind {other:?}"),
+        let (Some(api_version), Some(kind)) = (doc["apiVersion"].as_str(), doc["kind"].as_str())
+        else {
+            panic!("a manifest without apiVersion and kind: {doc}");
         };
+        let lower = kind.to_ascii_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{lower}s"),
+        };
+        let root = if api_version.contains('/') {
+            "apis"
+        } else {
+            "api"
+        };
+        let path = format!("/{root}/{api_version}/namespaces/default/{plural}");
+        let path = path.as_str();
         match api.send("POST", path, Some(&doc)) {
             Ok((201, _)) => {}
             Ok((code, body)) => panic!("creating {path}: {code} {body}"),
