@@ -364,3 +364,79 @@ fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_
         "still running on member1"
     );
 }
+
+/// A failover interrupted by a crash finishes after restart: the server (and the simulated
+/// members it started) is SIGKILLed while the eviction task waits for member2's new replicas,
+/// then started again on the same data directory. The task, the new placement and member1's
+/// old Work were durable; the restarted controllers pick them up, the task ends once member2
+/// is Healthy, and member1's copy goes.
+#[test]
+fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
+    flotilla_tests::require_kubectl();
+    let data = tempfile::tempdir().unwrap();
+    // Pods take 3 s to start: the task is still waiting when the server dies.
+    let flags = ["--sim-members", "3", "--sim-pod-startup-delay-ms", "3000"];
+    let mut server = Server::start(data.path(), &flags).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    nginx_with_policy(
+        &api,
+        serde_json::json!({"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+            "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": [
+                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                    {"targetCluster": {"clusterNames": ["member2"]}, "weight": 2}]}}}),
+        serde_json::json!({"cluster": {"purgeMode": "Graciously"}}),
+    );
+    wait_for(
+        "the 1:2 placement, Healthy on both",
+        Duration::from_secs(60),
+        || {
+            (placement(&api) == Some(vec![("member1".into(), 1), ("member2".into(), 2)])
+                && healthy_on(&api, RB, "member1")
+                && healthy_on(&api, RB, "member2"))
+            .then_some(())
+        },
+    )
+    .unwrap();
+    taint_member1(&flotilla_tests::Kubectl::new(&server).unwrap());
+    let moved = vec![("member2".to_string(), 3)];
+    wait_for(
+        "the task, with member2 given all 3 replicas",
+        Duration::from_secs(30),
+        || {
+            (placement(&api) == Some(moved.clone()) && eviction_tasks(&api, RB).len() == 1)
+                .then_some(())
+        },
+    )
+    .unwrap();
+
+    // Crash mid-failover: member2's third replica is not running yet.
+    server.process.kill();
+    let server = Server::start(data.path(), &flags).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    assert_eq!(
+        placement(&api),
+        Some(moved.clone()),
+        "the placement was durable"
+    );
+    wait_for("the task to end", Duration::from_secs(60), || {
+        eviction_tasks(&api, RB).is_empty().then_some(())
+    })
+    .unwrap();
+    wait_for("member1's Work to go", Duration::from_secs(30), || {
+        works_on(&api, "member1").is_empty().then_some(())
+    })
+    .unwrap();
+    assert!(event_reasons(&api)
+        .iter()
+        .any(|r| r == "EvictionTaskDoneHealthy"));
+    let url = format!(
+        "{}/members/member2/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
+        server.sim_members_url().unwrap()
+    );
+    let (code, d) = member_call("GET", &url, None).unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(placement(&api), Some(moved));
+}

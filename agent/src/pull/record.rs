@@ -29,6 +29,10 @@ pub struct AppliedObject {
     pub object: ObjectRef,
     /// [`crate::hashing::canonical_hash`] of the manifest last applied.
     pub hash: String,
+    /// The object's `metadata.generation` right after that apply. A runtime found behind it
+    /// (a simulated member that lost its last writes in a crash) gets the manifest again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
 }
 
 /// What was applied from one Work.
@@ -311,6 +315,7 @@ mod tests {
 
     fn applied(kind: &str, name: &str, hash: &str) -> AppliedObject {
         AppliedObject {
+            generation: None,
             object: r(kind, name),
             hash: hash.into(),
         }

@@ -457,11 +457,18 @@ impl WorksController {
         let mut to_apply = plan.apply.clone();
         for idx in &plan.unchanged {
             let (_, r, h) = &valid[*idx];
+            let recorded = previous
+                .as_ref()
+                .and_then(|p| p.objects.iter().find(|o| o.object.same_object(r)))
+                .and_then(|o| o.generation);
             match self.ctx.member.runtime.get(r).await {
-                Ok(Some(_)) => {
+                // Still there, and not behind what was applied (a runtime that lost its last
+                // writes holds an older generation: it gets the manifest again).
+                Ok(Some(o)) if !is_behind(&o, recorded) => {
                     objects[*idx] = Some(AppliedObject {
                         object: r.clone(),
                         hash: h.clone(),
+                        generation: recorded,
                     })
                 }
                 _ => to_apply.push(*idx),
@@ -473,13 +480,14 @@ impl WorksController {
             let (ordinal, r, h) = &valid[idx];
             let manifest = work.spec.workload.manifests[*ordinal].clone();
             match self.ctx.member.runtime.apply(manifest).await {
-                Ok(_) => {
+                Ok(applied) => {
                     applied_any = true;
                     tracing::info!(cluster = %self.ctx.cluster(), work = %key, object = %r,
                         "applied");
                     objects[idx] = Some(AppliedObject {
                         object: r.clone(),
                         hash: h.clone(),
+                        generation: generation_of(&applied),
                     });
                 }
                 Err(e) => {
@@ -865,6 +873,49 @@ impl WorksController {
         if let Err(e) = self.ctx.client.post(&path, &event).await {
             tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&work.metadata.name),
                 error = %crate::error_chain(&e), "recording an event failed");
+        }
+    }
+}
+
+/// An object's `metadata.generation`.
+fn generation_of(object: &Value) -> Option<i64> {
+    object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+}
+
+/// Whether a runtime object holds an older generation than the one recorded after the last
+/// apply (nothing recorded: never behind).
+fn is_behind(object: &Value, recorded: Option<i64>) -> bool {
+    match (generation_of(object), recorded) {
+        (Some(now), Some(then)) => now < then,
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_object_behind_the_recorded_generation_is_applied_again() {
+        let at = |g: Option<i64>| match g {
+            Some(g) => json!({"metadata": {"name": "x", "generation": g}}),
+            None => json!({"metadata": {"name": "x"}}),
+        };
+        let table = [
+            (Some(1), Some(2), true),
+            (Some(2), Some(2), false),
+            // Edited on the member since (or by its own controllers): not behind.
+            (Some(3), Some(2), false),
+            (None, Some(2), true),
+            // Nothing recorded (an older record, or a kind without generations).
+            (Some(1), None, false),
+            (None, None, false),
+        ];
+        for (i, (now, recorded, want)) in table.into_iter().enumerate() {
+            assert_eq!(is_behind(&at(now), recorded), want, "row {i}");
         }
     }
 }
