@@ -24,7 +24,9 @@
 //! Run: `cargo bench -p flotilla-tests --bench failover`. Knobs (environment):
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
 //! pods' startup delay, 0: the figure is the control plane's), `STORE` (`sled`; `memory` to
-//! compare). Figures go to docs/performance.md.
+//! compare), `PERF_RECORD` (a file: `perf record --call-graph dwarf` of the server from the taint to the end).
+//! It prints the figure, the per-stage table, the CPU spent and the server's counters during
+//! the failover. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::bench::{cpu_seconds, env_or};
@@ -233,6 +235,23 @@ fn loadavg() -> String {
         .join(" ")
 }
 
+/// The server's Prometheus samples (`name{labels}` → value).
+fn scrape(server: &Server) -> HashMap<String, f64> {
+    let text = http_client(server, Some(Duration::from_secs(30)))
+        .get(format!("{}/metrics", server.url))
+        .bearer_auth(&server.token)
+        .send()
+        .and_then(|r| r.text())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
 /// Watches `path` from `rv` in a thread, handing each event's object to `on`.
 fn watch(
     server: &Server,
@@ -329,21 +348,15 @@ fn main() {
         }
     });
     let settle = Duration::from_secs(60 + n / 5);
-    wait_for(
-        &format!("{n} bindings Healthy on member1"),
-        settle,
-        || {
-            let list = api.get(RBS).ok()?;
-            let items = list["items"].as_array()?;
-            let ok = items
-                .iter()
-                .filter(|rb| {
-                    cluster_names(rb) == [DEAD] && healthy_everywhere(rb, &cluster_names(rb))
-                })
-                .count() as u64;
-            (ok == n).then_some(())
-        },
-    )
+    wait_for(&format!("{n} bindings Healthy on member1"), settle, || {
+        let list = api.get(RBS).ok()?;
+        let items = list["items"].as_array()?;
+        let ok = items
+            .iter()
+            .filter(|rb| cluster_names(rb) == [DEAD] && healthy_everywhere(rb, &cluster_names(rb)))
+            .count() as u64;
+        (ok == n).then_some(())
+    })
     .unwrap();
     println!(
         "{n} Deployments ({replicas} replicas each, pod startup {startup_ms} ms) Healthy on {DEAD} after {:.1} s",
@@ -351,7 +364,9 @@ fn main() {
     );
 
     // Watches from now on: the taint, the bindings, the Works.
-    let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").unwrap();
+    let list = api
+        .get("/apis/cluster.karmada.io/v1alpha1/clusters")
+        .unwrap();
     let rv = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -455,6 +470,7 @@ fn main() {
     let survivors: Vec<u32> = agents[1..].iter().map(|a| a.process.child.id()).collect();
     let agents_cpu = || survivors.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
     let load_before = loadavg();
+    let before = scrape(&server);
 
     // Kill member1 and wait for the taint.
     let killed = Instant::now();
@@ -466,6 +482,24 @@ fn main() {
     )
     .unwrap();
     let (cpu0, agents0, machine0) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
+    // PERF_RECORD=<file>: a `perf record` (DWARF call graphs) of the server from the taint to the end.
+    let mut perf = std::env::var("PERF_RECORD").ok().map(|out| {
+        std::process::Command::new("perf")
+            .args([
+                "record",
+                "--call-graph",
+                "dwarf,16384",
+                "-F",
+                "199",
+                "-o",
+                &out,
+                "-p",
+                &pid.to_string(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("starting perf record")
+    });
     let done = wait_for(
         "every binding Healthy on member2 and member3",
         Duration::from_secs(600),
@@ -478,6 +512,12 @@ fn main() {
     );
     let end = Instant::now();
     let (cpu1, agents1, machine1) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
+    if let Some(perf) = perf.as_mut() {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &perf.id().to_string()])
+            .status();
+        let _ = perf.wait();
+    }
     // The old copies are released after the new ones are Healthy; wait for that too (not
     // part of the figure).
     let _ = wait_for(
@@ -544,19 +584,30 @@ fn main() {
         loadavg()
     );
     drop(st);
-    let metrics = http_client(&server, Some(Duration::from_secs(30)))
-        .get(format!("{}/metrics", server.url))
-        .bearer_auth(&server.token)
-        .send()
-        .and_then(|r| r.text())
-        .unwrap_or_default();
-    for line in metrics.lines().filter(|l| {
-        l.starts_with("flotilla_controller_reconciles_total")
-            || l.starts_with("flotilla_evictions_total")
-            || (l.starts_with("flotilla_eviction_") && !l.contains("_bucket"))
-            || (l.starts_with("flotilla_taint_to_eviction") && !l.contains("_bucket"))
-    }) {
-        println!("  {line}");
+    // What the server did for the failover: counters from just before the kill to the end.
+    let after = scrape(&server);
+    let mut lines: Vec<(&String, f64)> = after
+        .iter()
+        .filter(|(k, _)| {
+            [
+                "flotilla_controller_reconciles_total",
+                "flotilla_apiserver_requests_total",
+                "flotilla_store_",
+                "flotilla_events_total",
+                "flotilla_evictions_total",
+                "flotilla_eviction_tasks_dropped_total",
+            ]
+            .iter()
+            .any(|p| k.starts_with(p))
+                && !k.contains("_bucket")
+        })
+        .map(|(k, v)| (k, v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d != 0.0)
+        .collect();
+    lines.sort_by(|a, b| a.0.cmp(b.0));
+    println!("server counters during the failover (from the kill to the last task ended):");
+    for (k, d) in lines {
+        println!("  {k} +{d}");
     }
     drop(agents);
     drop(server);
