@@ -106,7 +106,14 @@ impl Assessment<'_> {
             return TaskFate::Stamp;
         };
         if self.spec.clusters.is_empty() {
-            return TaskFate::KeepLastCopy;
+            // Right after an eviction the placement is empty because the scheduler has not
+            // looked yet: keep the task quietly (its write wakes this controller). Only an
+            // empty placement the scheduler chose holds the last copy.
+            return if self.scheduled {
+                TaskFate::KeepLastCopy
+            } else {
+                TaskFate::Keep(None)
+            };
         }
         if self.scheduled && self.new_placement_healthy() {
             return TaskFate::Drop(DropReason::NewPlacementHealthy);
@@ -321,14 +328,25 @@ impl Reconciler for GracefulEvictionController {
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let clusters = self.clusters.get().await?;
-        let works = owned_works(self.store.as_ref(), &object).await?;
-        let assigned = |c: &str| spec.workload_replicas_on(c);
-        let items = aggregate(
-            &works,
-            &|c: &str| clusters.is_ready(c),
-            &assigned,
-            self.interpreter.as_ref(),
-        );
+        let scheduled = status.scheduler_observed_generation == generation;
+        // Health is asked only of a scheduled placement whose clusters are all Ready: until
+        // then the Works (and their manifests) are not read, so the passes that follow an
+        // eviction (the taint manager's write, the scheduler's) stay cheap.
+        let items = if scheduled
+            && !spec.clusters.is_empty()
+            && spec.clusters.iter().all(|c| clusters.is_ready(&c.name))
+        {
+            let works = owned_works(self.store.as_ref(), &object).await?;
+            let assigned = |c: &str| spec.workload_replicas_on(c);
+            aggregate(
+                &works,
+                &|c: &str| clusters.is_ready(c),
+                &assigned,
+                self.interpreter.as_ref(),
+            )
+        } else {
+            Vec::new()
+        };
         let now = self.clock.now();
         let outcome = {
             let ready = |name: &str| clusters.is_ready(name);
@@ -341,7 +359,7 @@ impl Reconciler for GracefulEvictionController {
             let world = Assessment {
                 spec: &spec,
                 health: &health,
-                scheduled: status.scheduler_observed_generation == generation,
+                scheduled,
                 ready: &ready,
                 default_timeout: self.default_timeout,
                 now,
@@ -610,6 +628,16 @@ mod tests {
                 task(Some(0), Some(10), None),
                 100_000,
                 KeepLastCopy,
+            ),
+            (
+                "evicted, not yet rescheduled: kept, and no claim that nothing fits",
+                &nowhere,
+                status(&[]),
+                false,
+                &all_ready,
+                task(Some(0), Some(10), None),
+                100_000,
+                Keep(None),
             ),
         ];
         for (what, spec, st, scheduled, ready, t, now, want) in cases {
