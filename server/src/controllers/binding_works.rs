@@ -704,20 +704,87 @@ mod tests {
         assert_eq!(plan.apply.len(), 1);
     }
 
+    /// §10.3 as a table: the last task's preserved state goes into the manifest only when it
+    /// was an Immediately/Directly eviction, exactly one cluster is targeted, and that cluster
+    /// is not one the workload ran on before the failover.
     #[test]
-    fn no_injection_back_to_a_previous_cluster_or_with_several_targets() {
-        let task = json!([{"fromCluster": "m1", "purgeMode": "Directly", "reason": "ApplicationFailure", "producer": "x",
-                           "preservedLabelState": {"k": "v"}, "clustersBeforeFailover": ["m1", "m2"]}]);
-        let (b, spec) = binding(
-            json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
-            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}], "gracefulEvictionTasks": task}),
-        );
-        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
-        assert!(
-            plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"]
-                .get("k")
-                .is_none()
-        );
+    fn label_injection_table() {
+        let task = |from: &str, mode: &str, state: Value, before: Value| {
+            json!({"fromCluster": from, "purgeMode": mode, "reason": "ApplicationFailure",
+                   "producer": "resource-binding-application-failover-controller",
+                   "preservedLabelState": state, "clustersBeforeFailover": before})
+        };
+        let jobid = json!({"application.karmada.io/failover-jobid": "abc"});
+        let rows: Vec<(&str, Value, Value, bool)> = vec![
+            (
+                "Immediately, one new cluster",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Immediately", jobid.clone(), json!(["m1"]))]),
+                true,
+            ),
+            (
+                "Directly, one new cluster",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Directly", jobid.clone(), json!(["m1"]))]),
+                true,
+            ),
+            (
+                "not back to a cluster it ran on before",
+                json!([{"name": "m1", "replicas": 3}]),
+                json!([task("m2", "Directly", jobid.clone(), json!(["m1", "m2"]))]),
+                false,
+            ),
+            (
+                "several targets: none gets it",
+                json!([{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 2}]),
+                json!([task("m1", "Directly", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "Graciously records the state but does not inject it",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Graciously", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "Never records the state but does not inject it",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Never", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "the last task decides",
+                json!([{"name": "m3", "replicas": 3}]),
+                json!([
+                    task("m1", "Directly", jobid.clone(), json!(["m1"])),
+                    task("m2", "Directly", json!({}), json!(["m2"]))
+                ]),
+                false,
+            ),
+            (
+                "no task",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([]),
+                false,
+            ),
+        ];
+        for (what, clusters, tasks, want) in rows {
+            let (b, spec) = binding(
+                json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                "replicas": 3, "clusters": clusters, "gracefulEvictionTasks": tasks}),
+            );
+            let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+            assert!(!plan.apply.is_empty(), "{what}");
+            for w in &plan.apply {
+                let labels = &w["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
+                assert_eq!(
+                    labels.get("application.karmada.io/failover-jobid"),
+                    want.then(|| json!("abc")).as_ref(),
+                    "{what}"
+                );
+                assert_eq!(labels["app"], "nginx", "{what}: the template's labels stay");
+            }
+        }
     }
 
     #[test]
