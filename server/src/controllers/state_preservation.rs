@@ -351,7 +351,8 @@ mod tests {
             assert_eq!(extract(path, &status()).as_deref(), Ok(*want), "{path}");
         }
         let no_match = |p: &RuleProblem| matches!(p, RuleProblem::NoMatch { .. });
-        let cases: &[(&str, &dyn Fn(&RuleProblem) -> bool)] = &[
+        type Check<'a> = &'a dyn Fn(&RuleProblem) -> bool;
+        let cases: &[(&str, Check)] = &[
             ("{.jobStatus.missing}", &no_match),
             ("{.missing.jobID}", &no_match),
             ("{.items[5].id}", &no_match),
