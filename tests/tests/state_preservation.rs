@@ -4,7 +4,7 @@
 //! matches nothing. A NoExecute taint on its member evicts it: the old copy goes first, the
 //! Work for the new member carries the label of the rule that matched, and the rule that did
 //! not is a Warning Event and the binding condition `StatePreserved=False` — the eviction was
-//! not held back.
+//! not held back. The label stays on the workload after the eviction task ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{wait_for, ApiClient, Server};
@@ -158,5 +158,39 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
         .as_str()
         .unwrap_or("")
         .contains(MISSING_LABEL));
+    // The new copy turns Healthy and the task ends; the Work is rewritten afterwards (here by a
+    // template change, the positive signal that the binding controller planned it again
+    // without the task) and still carries the state it started from.
+    wait_for("the eviction task to end", Duration::from_secs(60), || {
+        api.get(RB)
+            .ok()
+            .filter(|rb| {
+                rb["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .is_none_or(|t| t.is_empty())
+            })
+            .map(|_| ())
+    })
+    .unwrap();
+    let (code, answer) = api
+        .send(
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/deployments/nginx",
+            Some(&json!({"metadata": {"labels": {"revision": "2"}}})),
+        )
+        .unwrap();
+    assert_eq!(code, 200, "{answer}");
+    let labels = wait_for(
+        "the new member's Work rewritten with the template change",
+        Duration::from_secs(30),
+        || {
+            works_on(&api, new)
+                .first()
+                .map(|w| w["spec"]["workload"]["manifests"][0]["metadata"]["labels"].clone())
+                .filter(|l| l["revision"] == "2")
+        },
+    )
+    .unwrap();
+    assert_eq!(labels[READY_LABEL], "1", "{labels}");
     drop(server);
 }
