@@ -645,6 +645,60 @@ fn policy_rows_that_are_allowed() {
     }
 }
 
+/// Both purge-mode spellings (Part 1) through admission, for cluster and application failover,
+/// in PropagationPolicies and ClusterPropagationPolicies: each is accepted and kept as written,
+/// and a graceful application mode gets its 600 s grace period.
+#[test]
+fn every_purge_mode_spelling_is_admitted_and_kept_for_both_failovers() {
+    let modes = [
+        "Immediately",
+        "Directly",
+        "Graciously",
+        "Gracefully",
+        "Never",
+    ];
+    for (policy, base) in [
+        ("PropagationPolicy", pp()),
+        ("ClusterPropagationPolicy", cpp()),
+    ] {
+        for mode in modes {
+            for side in ["cluster", "application"] {
+                let obj = patched(
+                    &base,
+                    &json!({"spec": {"failover": {side: {"purgeMode": mode}}}}),
+                );
+                let admitted = admit_create(&obj)
+                    .unwrap_or_else(|e| panic!("{policy} {side} {mode}: rejected: {e}"));
+                let failover = &admitted["spec"]["failover"][side];
+                assert_eq!(failover["purgeMode"], mode, "{policy} {side} {mode}");
+                if side == "application" {
+                    let graceful = matches!(mode, "Graciously" | "Gracefully");
+                    assert_eq!(
+                        failover.get("gracePeriodSeconds"),
+                        graceful.then(|| json!(600)).as_ref(),
+                        "{policy} {side} {mode}"
+                    );
+                    assert_eq!(
+                        admitted["spec"]["propagateDeps"], true,
+                        "{policy} {side} {mode}: propagateDeps defaulted"
+                    );
+                }
+            }
+        }
+        // An explicit false is refused, naming the field.
+        let obj = patched(
+            &base,
+            &json!({"spec": {"propagateDeps": false, "failover": {"application": {"purgeMode": "Directly"}}}}),
+        );
+        let errs = admit_create(&obj).expect_err("propagateDeps false").0;
+        assert!(
+            errs.iter().any(|e| e.path == "spec.propagateDeps"
+                && e.message == "application failover is set, propagateDeps must be true"),
+            "{policy}: {errs:#?}"
+        );
+    }
+}
+
 #[test]
 fn graceful_purge_mode_without_grace_period_is_rejected_by_validation() {
     // Defaulting always fills the grace period, so this is reachable only by calling

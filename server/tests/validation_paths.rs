@@ -304,3 +304,40 @@ async fn policy_label_selectors_are_checked_by_kubernetes_rules() {
     let (_, list) = api.call("GET", CPP, None).await;
     assert_eq!(list["items"], json!([]));
 }
+
+/// Application failover needs propagateDeps (Part 1): absent it is defaulted to true; an
+/// explicit false is a 422 naming `spec.propagateDeps`, on create and on a patch of a stored
+/// policy, and the stored policy stays as it was.
+#[tokio::test]
+async fn application_failover_with_propagate_deps_false_is_422_naming_the_field() {
+    let api = TestApi::new().await;
+    let mut p = policy("app");
+    p["spec"]["failover"] = json!({"application": {"purgeMode": "Directly"}});
+    let mut refused = p.clone();
+    refused["spec"]["propagateDeps"] = json!(false);
+    let (s, body) = api.call("POST", PP, Some(refused)).await;
+    assert_invalid(s, &body, "spec.propagateDeps", "POST propagateDeps false");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("application failover is set, propagateDeps must be true"),
+        "{body}"
+    );
+    let (s, created) = api.call("POST", PP, Some(p)).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["propagateDeps"], true, "{created}");
+    let path = format!("{PP}/app");
+    let (s, body) = api
+        .patch(&path, MERGE, json!({"spec": {"propagateDeps": false}}))
+        .await;
+    assert_invalid(
+        s,
+        &body,
+        "spec.propagateDeps",
+        "merge patch propagateDeps false",
+    );
+    let (s, stored) = api.call("GET", &path, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(stored["spec"]["propagateDeps"], true, "{stored}");
+}

@@ -7,6 +7,10 @@
 //! reported (applied, status) but says health `Unknown`: a dead copy never reads as healthy,
 //! so graceful eviction cannot count it as a healthy placement.
 //!
+//! With `failover.application`, it also says whether that failover can act at all: the
+//! condition `ApplicationFailoverActive` and, when it turns False (no health rule for the
+//! kind, Karmada #7843), a Warning Event (failover_preconditions).
+//!
 //! Besides the binding keys (`rb|…`, `crb|…`), the controller is woken by `cluster|<name>` when a
 //! Cluster's Ready condition changes ([`BindingStatusController::cluster_source`]); that key
 //! fans out, through the Works in the cluster's execution namespace, to the bindings placed
@@ -15,11 +19,16 @@
 use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
 use super::binding_works::{BindingController, ASSIGNED_REPLICAS_ANNOTATION};
 use super::cluster_cache::ClusterCache;
+use super::failover_preconditions::{
+    application_failover_condition, warrants_event, CONDITION_APPLICATION_FAILOVER_ACTIVE,
+    EVENT_APPLICATION_FAILOVER_INACTIVE,
+};
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::queue::WorkQueue;
 use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::store::{ListOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -29,7 +38,9 @@ use flotilla_api::binding::{
 };
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace, CONDITION_READY};
 use flotilla_api::kinds::well_known;
-use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
+use flotilla_api::meta::{
+    find_condition, remove_condition, set_condition, Condition, ConditionStatus,
+};
 use flotilla_api::work::{ResourceHealth, CONDITION_APPLIED};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -187,6 +198,9 @@ pub struct BindingStatusController {
     /// The queue the controller runs on (see [`Self::queue`]): a `cluster|…` key queues the
     /// keys of its bindings here.
     queue: WorkQueue,
+    /// Where the Warning Event of an application failover that cannot act goes (none: not
+    /// recorded, as in tests that do not look).
+    events: Option<EventRecorder>,
 }
 
 impl BindingStatusController {
@@ -204,7 +218,14 @@ impl BindingStatusController {
             registry,
             interpreter,
             queue: WorkQueue::default(),
+            events: None,
         }
+    }
+
+    /// Records Events (an application failover that cannot act) with `events`.
+    pub fn with_events(mut self, events: EventRecorder) -> Self {
+        self.events = Some(events.for_component("binding-status"));
+        self
     }
 
     /// The queue to run the controller on (`Controller::with_queue`), so that a
@@ -264,7 +285,8 @@ pub fn controller(
         ctx.clock.clone(),
         ctx.registry.clone(),
         ctx.interpreter.clone(),
-    );
+    )
+    .with_events(ctx.events.clone());
     let mut sources = super::binding_works::binding_sources();
     sources.push(Source::mapped(
         flotilla_api::kinds::well_known::works(),
@@ -320,11 +342,43 @@ impl Reconciler for BindingStatusController {
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default();
         set_condition(&mut conditions, fully_applied(&spec, &items), now);
+        // No silent no-ops: can application failover act on this kind at all?
+        let kind = json!({"apiVersion": spec.resource.api_version, "kind": spec.resource.kind});
+        let failover =
+            application_failover_condition(&spec, self.interpreter.has_health_rule(&kind));
+        let warn = match &failover {
+            Some(c) => {
+                let warn = warrants_event(
+                    find_condition(&conditions, CONDITION_APPLICATION_FAILOVER_ACTIVE),
+                    c,
+                )
+                .then(|| c.message.clone());
+                set_condition(&mut conditions, c.clone(), now);
+                warn
+            }
+            None => {
+                remove_condition(&mut conditions, CONDITION_APPLICATION_FAILOVER_ACTIVE);
+                None
+            }
+        };
         let mut updated = binding.clone();
         set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
         set_path(&mut updated, &["status", "conditions"], json!(conditions));
         if updated != binding {
             self.store.update_status(&rt, updated).await?;
+        }
+        if let Some(message) = warn {
+            tracing::warn!(binding = key, %message, "application failover cannot act");
+            if let Some(events) = &self.events {
+                events
+                    .record(
+                        &binding,
+                        EventType::Warning,
+                        EVENT_APPLICATION_FAILOVER_INACTIVE,
+                        &message,
+                    )
+                    .await;
+            }
         }
         // Fold into the template's status.
         let r = &spec.resource;
@@ -626,6 +680,90 @@ mod tests {
                 "{name}: {b}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn application_failover_on_a_kind_without_health_rule_is_a_condition_and_one_event() {
+        use crate::clock::FakeClock;
+        use crate::store::{KvStore, StoreConfig};
+        use chrono::TimeZone;
+        use flotilla_api::kinds::well_known;
+        let clock: SharedClock = Arc::new(FakeClock::new(
+            chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+        ));
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let controller = BindingStatusController::new(
+            store.clone(),
+            clock,
+            Arc::new(KindRegistry::new()),
+            Arc::new(crate::interpreter::Interpreter::new()),
+        )
+        .with_events(events);
+        let rt = well_known::resource_bindings();
+        for (name, api_version, kind) in
+            [("job", "batch/v1", "Job"), ("web", "apps/v1", "Deployment")]
+        {
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": name, "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": api_version, "kind": kind,
+                                              "namespace": "default", "name": name},
+                                 "propagateDeps": true,
+                                 "failover": {"application": {"purgeMode": "Never"}},
+                                 "clusters": [{"name": "m1", "replicas": 1}]}}),
+                )
+                .await
+                .unwrap();
+        }
+        let condition = |b: &Value| {
+            b["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c["type"] == CONDITION_APPLICATION_FAILOVER_ACTIVE)
+                })
+                .map(|c| (c["status"].clone(), c["reason"].clone()))
+        };
+        // Twice: the second pass must not repeat the Event.
+        for _ in 0..2 {
+            controller.reconcile("rb|default|job").await.unwrap();
+            controller.reconcile("rb|default|web").await.unwrap();
+        }
+        let job = store.get(&rt, Some("default"), "job").await.unwrap();
+        assert_eq!(
+            condition(&job),
+            Some((json!("False"), json!("NoHealthRule"))),
+            "{job}"
+        );
+        let web = store.get(&rt, Some("default"), "web").await.unwrap();
+        assert_eq!(
+            condition(&web),
+            Some((json!("True"), json!("HealthRuleFound"))),
+            "{web}"
+        );
+        let list = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        let warnings: Vec<&Value> = list
+            .items
+            .iter()
+            .filter(|e| e["reason"] == EVENT_APPLICATION_FAILOVER_INACTIVE)
+            .collect();
+        assert_eq!(warnings.len(), 1, "{:?}", list.items);
+        assert_eq!(warnings[0]["type"], "Warning");
+        assert_eq!(warnings[0]["involvedObject"]["name"], "job");
+        // Failover taken off the binding: the condition goes with it.
+        let mut job = job;
+        job["spec"]["failover"] = Value::Null;
+        store.update(&rt, job).await.unwrap();
+        controller.reconcile("rb|default|job").await.unwrap();
+        let job = store.get(&rt, Some("default"), "job").await.unwrap();
+        assert_eq!(condition(&job), None, "{job}");
     }
 
     /// Clusters m1 and m2 (both Ready) and binding `default/web` with a healthy Work on each.

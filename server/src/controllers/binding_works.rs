@@ -7,7 +7,8 @@
 //! copy — are deleted. While an Immediately/Directly eviction task's old copy still exists on a
 //! Ready cluster, no new Work is dispatched (a stateful app never runs twice); when that cluster
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
-//! eviction, the task's preserved label state is injected into the manifest (§10.3).
+//! eviction, the task's preserved label state is injected into the manifest (§10.3), and it
+//! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
 //! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
 //! that cluster's Work is left as it is — never written with the template's full count — the
 //! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
@@ -39,6 +40,9 @@ pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
 /// Work was written. The status aggregation compares it with the binding's current placement,
 /// so a Work that has not caught up with a new placement never reads as a Healthy copy of it.
 pub const ASSIGNED_REPLICAS_ANNOTATION: &str = "flotilla.io/assigned-replicas";
+/// Annotation of a Work whose manifest got preserved state (§10.3): the injected label keys,
+/// comma-separated, so that they stay on the manifest after the eviction task ends.
+pub const PRESERVED_LABELS_ANNOTATION: &str = "flotilla.io/preserved-labels";
 /// Annotation on a Work naming its binding's namespace.
 pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
 /// How long to wait before looking again at a gated dispatch.
@@ -192,7 +196,13 @@ pub fn plan_works(
         } else {
             base.clone()
         };
-        if let Some(labels) = &injected {
+        // Injected now, or injected earlier into this cluster's Work: the preserved state stays
+        // on the workload after its eviction task ends (dropping it would rewrite the running
+        // workload a second time, without the state it started from).
+        let preserved = injected
+            .clone()
+            .or_else(|| previously_injected(existing, &cluster));
+        if let Some(labels) = &preserved {
             for (k, v) in labels {
                 set_path(&mut manifest, &["metadata", "labels", k], json!(v));
             }
@@ -209,6 +219,10 @@ pub fn plan_works(
             );
         }
         let mut annotations = Map::new();
+        if let Some(labels) = preserved.as_ref().filter(|l| !l.is_empty()) {
+            let keys: Vec<&str> = labels.keys().map(String::as_str).collect();
+            annotations.insert(PRESERVED_LABELS_ANNOTATION.into(), json!(keys.join(",")));
+        }
         annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
         if is_workload {
             annotations.insert(
@@ -257,6 +271,28 @@ pub fn plan_works(
         plan.apply.push(work);
     }
     plan
+}
+
+/// The preserved labels an existing Work of `cluster` carries from an earlier injection: the
+/// keys its [`PRESERVED_LABELS_ANNOTATION`] names, with the values its manifest has.
+fn previously_injected(existing: &[Value], cluster: &str) -> Option<BTreeMap<String, String>> {
+    let ns = execution_namespace(cluster);
+    let work = existing.iter().find(|w| {
+        w.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str())
+            && w.pointer("/metadata/deletionTimestamp").is_none()
+    })?;
+    let keys = work
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            PRESERVED_LABELS_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)?;
+    let labels = work.pointer("/spec/workload/manifests/0/metadata/labels")?;
+    let found: BTreeMap<String, String> = keys
+        .split(',')
+        .filter_map(|k| Some((k.to_string(), labels.get(k)?.as_str()?.to_string())))
+        .collect();
+    (!found.is_empty()).then_some(found)
 }
 
 /// §10.3: labels to inject when exactly one cluster is targeted after an immediate-purge
@@ -704,20 +740,132 @@ mod tests {
         assert_eq!(plan.apply.len(), 1);
     }
 
+    /// §10.3 as a table: the last task's preserved state goes into the manifest only when it
+    /// was an Immediately/Directly eviction, exactly one cluster is targeted, and that cluster
+    /// is not one the workload ran on before the failover.
     #[test]
-    fn no_injection_back_to_a_previous_cluster_or_with_several_targets() {
-        let task = json!([{"fromCluster": "m1", "purgeMode": "Directly", "reason": "ApplicationFailure", "producer": "x",
-                           "preservedLabelState": {"k": "v"}, "clustersBeforeFailover": ["m1", "m2"]}]);
+    fn label_injection_table() {
+        let task = |from: &str, mode: &str, state: Value, before: Value| {
+            json!({"fromCluster": from, "purgeMode": mode, "reason": "ApplicationFailure",
+                   "producer": "resource-binding-application-failover-controller",
+                   "preservedLabelState": state, "clustersBeforeFailover": before})
+        };
+        let jobid = json!({"application.karmada.io/failover-jobid": "abc"});
+        let rows: Vec<(&str, Value, Value, bool)> = vec![
+            (
+                "Immediately, one new cluster",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Immediately", jobid.clone(), json!(["m1"]))]),
+                true,
+            ),
+            (
+                "Directly, one new cluster",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Directly", jobid.clone(), json!(["m1"]))]),
+                true,
+            ),
+            (
+                "not back to a cluster it ran on before",
+                json!([{"name": "m1", "replicas": 3}]),
+                json!([task("m2", "Directly", jobid.clone(), json!(["m1", "m2"]))]),
+                false,
+            ),
+            (
+                "several targets: none gets it",
+                json!([{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 2}]),
+                json!([task("m1", "Directly", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "Graciously records the state but does not inject it",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Graciously", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "Never records the state but does not inject it",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([task("m1", "Never", jobid.clone(), json!(["m1"]))]),
+                false,
+            ),
+            (
+                "the last task decides",
+                json!([{"name": "m3", "replicas": 3}]),
+                json!([
+                    task("m1", "Directly", jobid.clone(), json!(["m1"])),
+                    task("m2", "Directly", json!({}), json!(["m2"]))
+                ]),
+                false,
+            ),
+            (
+                "no task",
+                json!([{"name": "m2", "replicas": 3}]),
+                json!([]),
+                false,
+            ),
+        ];
+        for (what, clusters, tasks, want) in rows {
+            let (b, spec) = binding(
+                json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                "replicas": 3, "clusters": clusters, "gracefulEvictionTasks": tasks}),
+            );
+            let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+            assert!(!plan.apply.is_empty(), "{what}");
+            for w in &plan.apply {
+                let labels = &w["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
+                assert_eq!(
+                    labels.get("application.karmada.io/failover-jobid"),
+                    want.then(|| json!("abc")).as_ref(),
+                    "{what}"
+                );
+                assert_eq!(labels["app"], "nginx", "{what}: the template's labels stay");
+            }
+        }
+    }
+
+    #[test]
+    fn injected_state_stays_on_the_new_clusters_work_after_the_task_ends() {
+        let with_task = json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}],
+            "gracefulEvictionTasks": [{"fromCluster": "m1", "purgeMode": "Directly", "reason": "ApplicationFailure", "producer": "x",
+                                       "preservedLabelState": {"a.io/job": "abc"}, "clustersBeforeFailover": ["m1"]}]});
+        let (b, spec) = binding(with_task);
+        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        let injected = plan.apply[0].clone();
+        assert_eq!(
+            injected["metadata"]["annotations"][PRESERVED_LABELS_ANNOTATION],
+            "a.io/job"
+        );
+        // The task ended: the Work is planned again from the binding without it.
         let (b, spec) = binding(
             json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
-            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}], "gracefulEvictionTasks": task}),
+            "replicas": 3, "clusters": [{"name": "m2", "replicas": 3}]}),
         );
-        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
-        assert!(
-            plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"]
-                .get("k")
-                .is_none()
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            std::slice::from_ref(&injected),
+            &SpecReplicas,
+            &all_ready,
         );
+        let labels = &plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
+        assert_eq!(labels["a.io/job"], "abc", "{labels}");
+        assert_eq!(labels["app"], "nginx");
+        // A Work that never got state gets none.
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[work_in("m2", false)],
+            &SpecReplicas,
+            &all_ready,
+        );
+        let labels = &plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
+        assert!(labels.get("a.io/job").is_none(), "{labels}");
+        assert!(plan.apply[0]["metadata"]["annotations"]
+            .get(PRESERVED_LABELS_ANNOTATION)
+            .is_none());
     }
 
     #[test]

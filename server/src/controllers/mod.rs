@@ -17,6 +17,7 @@ pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
 pub mod failover_metrics;
+pub mod failover_preconditions;
 pub mod fan_out;
 pub mod graceful_eviction;
 pub mod interpretation;
@@ -28,6 +29,7 @@ pub mod push_execution;
 pub mod queue;
 pub mod runtime;
 pub mod scheduling;
+pub mod state_preservation;
 pub mod taint_manager;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -18,9 +18,9 @@ use super::cluster_cache::ClusterCache;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
+use super::state_preservation::{preserve, report, Preservation};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
-use crate::interpreter::jsonpath;
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -30,11 +30,9 @@ use flotilla_api::binding::{
 };
 use flotilla_api::cluster::{Taint, TaintEffect};
 use flotilla_api::meta::Time;
-use flotilla_api::policy::{PurgeMode, StatePreservation, Toleration};
+use flotilla_api::policy::{PurgeMode, Toleration};
 use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
 use std::sync::Arc;
-
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The taint manager's settings, from the server's flags.
@@ -141,10 +139,10 @@ pub struct Eviction {
     pub cause: EvictionCause,
     /// The task to add (`None`: graceful eviction is off, the cluster is only removed).
     pub task: Option<EvictionOptions>,
-    /// State-preservation rules that could not be read from the cluster's last status: the
-    /// eviction goes on without those labels (a dead member must not keep its workload hostage)
-    /// and the controller reports each (rule label, error).
-    pub state_errors: Vec<(String, String)>,
+    /// What the policy's state-preservation rules gave (`None`: it has none). Rules that gave
+    /// no label do not hold the eviction back (a dead member must not keep its workload
+    /// hostage); the controller reports them (state_preservation::report).
+    pub preservation: Option<Preservation>,
 }
 
 /// The taint manager's decision for one binding.
@@ -194,7 +192,7 @@ pub fn decide<'t>(
                 decision.requeue_after = Some(decision.requeue_after.map_or(d, |r| r.min(d)));
             }
             Verdict::Evict(cause) => {
-                let (labels, state_errors) = preserved_state(
+                let preservation = preserve(
                     cluster_failover.and_then(|c| c.state_preservation.as_ref()),
                     status,
                     &target.name,
@@ -206,53 +204,22 @@ pub fn decide<'t>(
                     message: cause.message(&target.name),
                     grace_period_seconds: cluster_failover.and_then(|c| c.grace_period_seconds),
                     suppress_deletion: purge_mode.is_never().then_some(true),
-                    preserved_label_state: labels,
+                    preserved_label_state: preservation
+                        .as_ref()
+                        .map(|p| p.labels.clone())
+                        .unwrap_or_default(),
                     clusters_before_failover: before.clone(),
                 });
                 decision.evictions.push(Eviction {
                     cluster: target.name.clone(),
                     cause,
                     task,
-                    state_errors,
+                    preservation,
                 });
             }
         }
     }
     decision
-}
-
-/// The labels a cluster failover carries to the new placement: each rule's JSONPath on the
-/// evicted cluster's last reported status. Rules that cannot be read are returned as errors.
-pub fn preserved_state(
-    rules: Option<&StatePreservation>,
-    status: &ResourceBindingStatus,
-    cluster: &str,
-) -> (BTreeMap<String, String>, Vec<(String, String)>) {
-    let mut labels = BTreeMap::new();
-    let mut errors = Vec::new();
-    let Some(rules) = rules else {
-        return (labels, errors);
-    };
-    let reported = status
-        .aggregated_status
-        .iter()
-        .find(|i| i.cluster_name == cluster)
-        .and_then(|i| i.status.as_ref());
-    for rule in &rules.rules {
-        match reported {
-            None => errors.push((
-                rule.alias_label_name.clone(),
-                format!("the status of the workload on cluster {cluster} was never collected"),
-            )),
-            Some(s) => match jsonpath::eval(&rule.json_path, s) {
-                Ok(v) => {
-                    labels.insert(rule.alias_label_name.clone(), v);
-                }
-                Err(e) => errors.push((rule.alias_label_name.clone(), e.to_string())),
-            },
-        }
-    }
-    (labels, errors)
 }
 
 /// Writes a decision into the binding's spec: each evicted cluster leaves `spec.clusters`;
@@ -370,7 +337,7 @@ impl Reconciler for TaintManagerController {
                 serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
             );
             // A conflict retries the whole decision on the new binding.
-            self.store.update(&rt, updated).await?;
+            let written = self.store.update(&rt, updated).await?;
             for e in &decision.evictions {
                 let taint = match &e.cause {
                     EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,
@@ -409,18 +376,21 @@ impl Reconciler for TaintManagerController {
                         ),
                     )
                     .await;
-                for (label, error) in &e.state_errors {
-                    self.events
-                        .record(
-                            &object,
-                            EventType::Warning,
-                            "StatePreservationFailed",
-                            &format!(
-                                "State for label {label} could not be read from cluster {}: {error}; the workload moves without it",
-                                e.cluster
-                            ),
-                        )
-                        .await;
+                if let Some(p) = &e.preservation {
+                    // The eviction is written; a failed status write only loses the report.
+                    if let Err(err) = report(
+                        self.store.as_ref(),
+                        &self.events,
+                        &rt,
+                        &written,
+                        p,
+                        e.task.as_ref().and_then(|t| t.purge_mode),
+                        now,
+                    )
+                    .await
+                    {
+                        tracing::warn!(binding = key, cluster = %e.cluster, error = %err, "writing the StatePreserved condition failed");
+                    }
                 }
             }
         }
@@ -437,7 +407,8 @@ mod tests {
     use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
     use flotilla_api::policy::TolerationOperator;
     use flotilla_api::policy::{
-        ClusterFailoverBehavior, FailoverBehavior, Placement, StatePreservationRule,
+        ClusterFailoverBehavior, FailoverBehavior, Placement, StatePreservation,
+        StatePreservationRule,
     };
     use serde_json::json;
 
@@ -700,41 +671,62 @@ mod tests {
     }
 
     #[test]
-    fn state_preservation_reads_the_evicted_clusters_last_status() {
-        let rules = StatePreservation {
-            rules: vec![
-                StatePreservationRule {
-                    alias_label_name: "failover.example.io/job".into(),
-                    json_path: "{ .jobStatus.jobID }".into(),
-                },
-                StatePreservationRule {
-                    alias_label_name: "failover.example.io/missing".into(),
-                    json_path: "{ .nope }".into(),
-                },
-            ],
-        };
+    fn cluster_failover_preserves_state_through_the_shared_rules() {
+        let dead = vec![taint(NOT_READY, TaintEffect::NoExecute, Some(0))];
+        let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
+        let mut spec = binding(Some(PurgeMode::Directly), vec![]);
+        if let Some(c) = spec.failover.as_mut().and_then(|f| f.cluster.as_mut()) {
+            c.grace_period_seconds = None;
+            c.state_preservation = Some(StatePreservation {
+                rules: vec![
+                    StatePreservationRule {
+                        alias_label_name: "failover.example.io/job".into(),
+                        json_path: "{ .jobStatus.jobID }".into(),
+                    },
+                    StatePreservationRule {
+                        alias_label_name: "failover.example.io/pods".into(),
+                        json_path: "{ .pods[*].name }".into(),
+                    },
+                ],
+            });
+        }
         let status = ResourceBindingStatus {
             aggregated_status: vec![AggregatedStatusItem {
                 cluster_name: "member1".into(),
-                status: Some(json!({"jobStatus": {"jobID": "abc"}})),
+                status: Some(
+                    json!({"jobStatus": {"jobID": "abc"}, "pods": [{"name": "a"}, {"name": "b"}]}),
+                ),
                 ..Default::default()
             }],
             ..Default::default()
         };
-        let (labels, errors) = preserved_state(Some(&rules), &status, "member1");
-        assert_eq!(
-            labels.get("failover.example.io/job").map(String::as_str),
-            Some("abc")
+        let d = decide(
+            &spec,
+            &status,
+            taints,
+            &TaintManagerSettings::default(),
+            at(0),
         );
-        assert_eq!(errors.len(), 1);
-        assert_eq!(errors[0].0, "failover.example.io/missing");
-        let (labels, errors) = preserved_state(Some(&rules), &status, "member2");
-        assert!(labels.is_empty());
-        assert_eq!(errors.len(), 2, "never collected: both rules fail");
+        let e = &d.evictions[0];
+        let task = e.task.as_ref().expect("a task");
+        // The eviction goes on with the label that could be read, and says which could not.
         assert_eq!(
-            preserved_state(None, &status, "member1"),
-            (BTreeMap::new(), vec![])
+            task.preserved_label_state,
+            [("failover.example.io/job".to_string(), "abc".to_string())].into()
         );
+        let p = e.preservation.as_ref().expect("rules were evaluated");
+        assert_eq!(p.failures.len(), 1);
+        assert_eq!(p.failures[0].label, "failover.example.io/pods");
+        // No rules: nothing evaluated, nothing to report.
+        let plain = binding(Some(PurgeMode::Directly), vec![]);
+        let d = decide(
+            &plain,
+            &status,
+            taints,
+            &TaintManagerSettings::default(),
+            at(0),
+        );
+        assert_eq!(d.evictions[0].preservation, None);
     }
 
     mod controller {
@@ -841,6 +833,66 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(again["metadata"]["resourceVersion"], rv);
+        }
+
+        #[tokio::test]
+        async fn a_rule_that_matches_nothing_is_an_event_and_a_condition_not_silence() {
+            let (store, _, tm) = world(serde_json::json!([])).await;
+            let rt = well_known::resource_bindings();
+            let mut b = store
+                .get(&rt, Some("default"), "nginx-deployment")
+                .await
+                .unwrap();
+            b["spec"]["failover"] = serde_json::json!({"cluster": {"purgeMode": "Immediately",
+                "statePreservation": {"rules": [
+                    {"aliasLabelName": "failover.example.io/job", "jsonPath": "{.jobStatus.jobID}"}]}}});
+            let b = store.update(&rt, b).await.unwrap();
+            let mut with_status = b.clone();
+            with_status["status"] = serde_json::json!({"aggregatedStatus": [
+                {"clusterName": "member1", "applied": true, "health": "Unknown",
+                 "status": {"readyReplicas": 1}}]});
+            store.update_status(&rt, with_status).await.unwrap();
+            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
+            let b = store
+                .get(&rt, Some("default"), "nginx-deployment")
+                .await
+                .unwrap();
+            // Evicted all the same, without the label.
+            let task = &b["spec"]["gracefulEvictionTasks"][0];
+            assert_eq!(task["fromCluster"], "member1");
+            assert!(
+                task.get("preservedLabelState")
+                    .is_none_or(|l| l == &serde_json::json!({})),
+                "{task}"
+            );
+            let cond = b["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "StatePreserved"))
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(cond["status"], "False", "{b}");
+            assert_eq!(cond["reason"], "StatePreservationFailed");
+            assert!(
+                cond["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("label failover.example.io/job"),
+                "{cond}"
+            );
+            let events = store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(
+                events
+                    .items
+                    .iter()
+                    .filter(|e| e["reason"] == "StatePreservationFailed" && e["type"] == "Warning")
+                    .count(),
+                1,
+                "{:?}",
+                events.items
+            );
         }
 
         #[tokio::test]

@@ -11,6 +11,9 @@
 //! `[?(@.x)]`) and quoted text `{"\n"}`. `range`/`end` are not supported. The `jsonpath-rust`
 //! crate implements RFC 9535 rather than this template syntax, hence this small evaluator.
 //!
+//! [`eval_pieces`] keeps each path's results apart (state preservation needs exactly one),
+//! and [`relaxed`] reads a brace-less `$.a.b` / `.a.b` as kubectl does.
+//!
 //! One deviation from Karmada, on purpose: Karmada decodes the status into float64 before
 //! evaluating, so an integer above a million prints as `1.234567e+06`; here integers print as
 //! written.
@@ -70,6 +73,44 @@ pub fn eval(template: &str, data: &Value) -> Result<String, JsonPathError> {
         }
     }
     Ok(out)
+}
+
+/// One piece of an evaluated template: text copied as written, or the printed results of one
+/// `{}` path action (none, one or several).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Evaluated {
+    /// Text outside `{}` or a quoted `{"..."}`.
+    Text(String),
+    /// The printed results of one path action.
+    Values(Vec<String>),
+}
+
+/// Evaluates `template` against `data` piece by piece, so that a caller that needs exactly
+/// one value per path (state preservation) can tell "nothing" and "several" from one.
+pub fn eval_pieces(template: &str, data: &Value) -> Result<Vec<Evaluated>, JsonPathError> {
+    let pieces = parse_template(template)?;
+    let mut out = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        out.push(match piece {
+            Piece::Text(t) => Evaluated::Text(t),
+            Piece::Path(steps) => {
+                Evaluated::Values(evaluate(&steps, data)?.into_iter().map(print).collect())
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// kubectl's relaxed form: a path written without braces (`$.a.b`, `.a.b`) is read as
+/// `{$.a.b}` / `{.a.b}`; anything else (a template with `{}`, or plain text) is returned as
+/// written.
+pub fn relaxed(template: &str) -> std::borrow::Cow<'_, str> {
+    let t = template.trim();
+    if !t.contains('{') && (t.starts_with('$') || t.starts_with('.')) {
+        std::borrow::Cow::Owned(format!("{{{t}}}"))
+    } else {
+        std::borrow::Cow::Borrowed(template)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -930,6 +971,58 @@ mod tests {
                 eval(bad, &status())
             );
         }
+    }
+
+    #[test]
+    fn pieces_keep_the_count_of_each_paths_results() {
+        let rows: &[(&str, Vec<Evaluated>)] = &[
+            (
+                "{.jobStatus.jobID}",
+                vec![Evaluated::Values(vec!["a1b2c3".into()])],
+            ),
+            ("{.empty[*]}", vec![Evaluated::Values(vec![])]),
+            (
+                "{.items[*].name}",
+                vec![Evaluated::Values(vec!["x".into(), "y".into(), "z".into()])],
+            ),
+            (
+                "job-{.availableReplicas}",
+                vec![
+                    Evaluated::Text("job-".into()),
+                    Evaluated::Values(vec!["2".into()]),
+                ],
+            ),
+        ];
+        for (template, want) in rows {
+            assert_eq!(
+                eval_pieces(template, &status()).as_ref(),
+                Ok(want),
+                "{template}"
+            );
+        }
+        assert_eq!(
+            eval_pieces("{.missing}", &status()),
+            Err(JsonPathError::NotFound("missing".into()))
+        );
+    }
+
+    #[test]
+    fn relaxed_paths_without_braces() {
+        let rows = [
+            ("$.jobStatus.jobID", "{$.jobStatus.jobID}"),
+            (".jobStatus.jobID", "{.jobStatus.jobID}"),
+            ("  .a.b  ", "{.a.b}"),
+            ("{ .jobStatus.jobID }", "{ .jobStatus.jobID }"),
+            ("id-{.x}", "id-{.x}"),
+            ("plain", "plain"),
+        ];
+        for (template, want) in rows {
+            assert_eq!(relaxed(template), want, "{template}");
+        }
+        assert_eq!(
+            eval(&relaxed("$.jobStatus.jobID"), &status()).as_deref(),
+            Ok("a1b2c3")
+        );
     }
 
     #[test]
