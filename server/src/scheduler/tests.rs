@@ -108,6 +108,7 @@ fn run(
         status,
         clusters: &snap,
         options: ScheduleOptions::default(),
+        blocked: &[],
     })
 }
 
@@ -574,6 +575,7 @@ fn non_workloads_and_empty_workload_propagation() {
         status: &status,
         clusters: &snap,
         options,
+        blocked: &[],
     };
     let out = schedule(&input(ScheduleOptions::default())).unwrap();
     assert!(out.clusters.is_empty());
