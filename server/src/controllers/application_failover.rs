@@ -744,3 +744,671 @@ impl ApplicationFailoverController {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use flotilla_api::binding::{AggregatedStatusItem, GracefulEvictionTask, TargetCluster};
+    use flotilla_api::policy::{
+        DecisionConditions, FailoverBehavior, StatePreservation, StatePreservationRule,
+    };
+    use serde_json::json;
+    use ResourceHealth::{Healthy, Unhealthy, Unknown};
+
+    const RB: &str = EVICTION_PRODUCER_RB_APPLICATION_FAILOVER;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn app(mode: Option<PurgeMode>, toleration: Option<i32>) -> ApplicationFailoverBehavior {
+        ApplicationFailoverBehavior {
+            decision_conditions: DecisionConditions {
+                toleration_seconds: toleration,
+            },
+            purge_mode: mode,
+            grace_period_seconds: None,
+            state_preservation: None,
+        }
+    }
+
+    fn spec(app: Option<ApplicationFailoverBehavior>, clusters: &[&str]) -> ResourceBindingSpec {
+        ResourceBindingSpec {
+            replicas: 2,
+            clusters: clusters.iter().map(|c| TargetCluster::new(c, 1)).collect(),
+            failover: app.map(|a| FailoverBehavior {
+                application: Some(a),
+                cluster: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
+        ResourceBindingStatus {
+            aggregated_status: health
+                .iter()
+                .map(|(c, h)| AggregatedStatusItem {
+                    cluster_name: c.to_string(),
+                    applied: true,
+                    health: Some(*h),
+                    status: Some(json!({"jobStatus": {"jobID": format!("job-on-{c}")}})),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Runs `decide` over a sequence of (seconds, health on m1) readings with m2 Healthy, and
+    /// returns at which reading (seconds) m1 was evicted, if it was.
+    fn evicted_at(toleration: i32, readings: &[(i64, ResourceHealth)]) -> Option<i64> {
+        let spec = spec(Some(app(None, Some(toleration))), &["m1", "m2"]);
+        let settings = ApplicationFailoverSettings::default();
+        let mut state = FailoverState::default();
+        for (secs, h) in readings {
+            let d = decide(
+                &spec,
+                &status(&[("m1", *h), ("m2", Healthy)]),
+                &state,
+                &settings,
+                RB,
+                at(*secs),
+            );
+            if !d.evictions.is_empty() {
+                return Some(*secs);
+            }
+            state = d.state;
+        }
+        None
+    }
+
+    #[test]
+    fn unhealthy_timing_with_flapping_and_unknown() {
+        let cases: Vec<(&str, Vec<(i64, ResourceHealth)>, Option<i64>)> = vec![
+            (
+                "continuously Unhealthy: evicted at the toleration",
+                vec![(0, Unhealthy), (299, Unhealthy), (300, Unhealthy)],
+                Some(300),
+            ),
+            (
+                "Unknown in between neither resets the timer nor counts as recovery",
+                vec![
+                    (0, Unhealthy),
+                    (100, Unknown),
+                    (250, Unknown),
+                    (300, Unhealthy),
+                ],
+                Some(300),
+            ),
+            (
+                "Unknown at the deadline does not trigger; the next Unhealthy does",
+                vec![
+                    (0, Unhealthy),
+                    (300, Unknown),
+                    (400, Unknown),
+                    (401, Unhealthy),
+                ],
+                Some(401),
+            ),
+            (
+                "Unknown alone never starts a timer",
+                vec![(0, Unknown), (300, Unknown), (600, Unknown)],
+                None,
+            ),
+            (
+                "Healthy resets the timer",
+                vec![
+                    (0, Unhealthy),
+                    (200, Healthy),
+                    (250, Unhealthy),
+                    (500, Unhealthy),
+                ],
+                None,
+            ),
+            (
+                "flapping restarts the timer each time",
+                vec![
+                    (0, Unhealthy),
+                    (200, Healthy),
+                    (250, Unhealthy),
+                    (449, Healthy),
+                    (450, Unhealthy),
+                    (749, Unhealthy),
+                    (750, Unhealthy),
+                ],
+                Some(750),
+            ),
+            (
+                "toleration 0: evicted on the first Unhealthy reading",
+                vec![(0, Healthy), (5, Unhealthy)],
+                Some(5),
+            ),
+        ];
+        for (what, readings, want) in cases {
+            let tol = if what.starts_with("toleration 0") {
+                0
+            } else {
+                300
+            };
+            assert_eq!(evicted_at(tol, &readings), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_timer_requeues_at_its_deadline_and_survives_in_the_state() {
+        let spec = spec(Some(app(None, None)), &["m1", "m2"]);
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(10));
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(300)));
+        assert_eq!(d.state.unhealthy_since.get("m1"), Some(&Time::new(at(10))));
+        // The state goes through the annotation and back (a restart reads it there).
+        let binding = with_state(&json!({"metadata": {"name": "b"}}), &d.state);
+        let read = FailoverState::of(&binding);
+        assert_eq!(read, d.state);
+        let d = decide(&spec, &st, &read, &settings, RB, at(110));
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(200)));
+        // A fraction of a second never starts a timer early.
+        let late = at(10) + chrono::Duration::milliseconds(400);
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, late);
+        assert_eq!(d.state.unhealthy_since.get("m1"), Some(&Time::new(at(11))));
+    }
+
+    #[test]
+    fn each_purge_mode_builds_its_task() {
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        // (mode, purge mode in the task, grace period, suppressDeletion)
+        let cases = [
+            (None, PurgeMode::Graciously, Some(600), None),
+            (
+                Some(PurgeMode::Graciously),
+                PurgeMode::Graciously,
+                Some(600),
+                None,
+            ),
+            (
+                Some(PurgeMode::Gracefully),
+                PurgeMode::Gracefully,
+                Some(600),
+                None,
+            ),
+            (
+                Some(PurgeMode::Immediately),
+                PurgeMode::Immediately,
+                None,
+                None,
+            ),
+            (Some(PurgeMode::Directly), PurgeMode::Directly, None, None),
+            (Some(PurgeMode::Never), PurgeMode::Never, None, Some(true)),
+        ];
+        for (mode, want_mode, want_grace, want_suppress) in cases {
+            let spec = spec(Some(app(mode, Some(0))), &["m1", "m2"]);
+            let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(0));
+            assert_eq!(d.evictions.len(), 1, "{mode:?}");
+            let task = &d.evictions[0].task;
+            assert_eq!(task.purge_mode, Some(want_mode), "{mode:?}");
+            assert_eq!(task.grace_period_seconds, want_grace, "{mode:?}");
+            assert_eq!(task.suppress_deletion, want_suppress, "{mode:?}");
+            assert_eq!(task.producer, RB);
+            assert_eq!(task.reason, EVICTION_REASON_APPLICATION_FAILURE);
+            assert_eq!(task.clusters_before_failover, ["m1", "m2"]);
+            let mut applied = spec.clone();
+            apply(&mut applied, &d, at(3));
+            assert_eq!(applied.clusters, vec![TargetCluster::new("m2", 1)]);
+            let t = &applied.graceful_eviction_tasks[0];
+            assert_eq!(t.from_cluster, "m1");
+            assert_eq!(t.creation_timestamp, Some(Time::new(at(3))));
+        }
+        // The policy's grace period wins over the default.
+        let mut a = app(Some(PurgeMode::Gracefully), Some(0));
+        a.grace_period_seconds = Some(42);
+        let d = decide(
+            &spec(Some(a), &["m1", "m2"]),
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        assert_eq!(d.evictions[0].task.grace_period_seconds, Some(42));
+    }
+
+    #[test]
+    fn state_preservation_reads_the_old_clusters_status() {
+        let mut a = app(Some(PurgeMode::Directly), Some(0));
+        a.state_preservation = Some(StatePreservation {
+            rules: vec![
+                StatePreservationRule {
+                    alias_label_name: "application.karmada.io/failover-jobid".into(),
+                    json_path: "{ .jobStatus.jobID }".into(),
+                },
+                StatePreservationRule {
+                    alias_label_name: "example.io/none".into(),
+                    json_path: "{ .nothing }".into(),
+                },
+            ],
+        });
+        let d = decide(
+            &spec(Some(a), &["m1", "m2"]),
+            &status(&[("m1", Unhealthy), ("m2", Healthy)]),
+            &FailoverState::default(),
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(0),
+        );
+        let e = &d.evictions[0];
+        assert_eq!(
+            e.task
+                .preserved_label_state
+                .get("application.karmada.io/failover-jobid")
+                .map(String::as_str),
+            Some("job-on-m1")
+        );
+        assert_eq!(e.state_errors.len(), 1);
+        assert_eq!(e.state_errors[0].0, "example.io/none");
+    }
+
+    #[test]
+    fn nothing_without_application_failover_or_with_the_gate_off() {
+        let st = status(&[("m1", Unhealthy)]);
+        let mut state = FailoverState::default();
+        state.unhealthy_since.insert("m1".into(), Time::new(at(0)));
+        let d = decide(
+            &spec(None, &["m1"]),
+            &st,
+            &state,
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(1_000),
+        );
+        assert_eq!(d, Decision::default(), "the state is dropped too");
+        let off = ApplicationFailoverSettings {
+            enabled: false,
+            ..Default::default()
+        };
+        let d = decide(
+            &spec(Some(app(None, Some(0))), &["m1"]),
+            &st,
+            &FailoverState::default(),
+            &off,
+            RB,
+            at(0),
+        );
+        assert!(d.evictions.is_empty());
+        assert!(
+            d.state.unhealthy_since.contains_key("m1"),
+            "timers still run"
+        );
+        // A cluster already being evicted (by anyone) is left alone.
+        let mut evicting = spec(Some(app(None, Some(0))), &["m1"]);
+        evicting.graceful_eviction_tasks.push(GracefulEvictionTask {
+            from_cluster: "m1".into(),
+            producer: "TaintManager".into(),
+            ..Default::default()
+        });
+        let d = decide(
+            &evicting,
+            &st,
+            &FailoverState::default(),
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(0),
+        );
+        assert!(d.evictions.is_empty());
+        assert!(d.state.unhealthy_since.is_empty());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let s = ApplicationFailoverSettings {
+            backoff: Duration::from_secs(60),
+            max_backoff: Duration::from_secs(200),
+            ..Default::default()
+        };
+        let table = [(0, 0), (1, 60), (2, 120), (3, 200), (40, 200)];
+        for (streak, want) in table {
+            assert_eq!(backoff(streak, &s), Duration::from_secs(want), "{streak}");
+        }
+    }
+
+    /// One failover step of a binding over three clusters: `on` is where it runs now (and is
+    /// Unhealthy); returns the decision.
+    fn step(
+        state: &FailoverState,
+        on: &str,
+        tasks: &[&str],
+        settings: &ApplicationFailoverSettings,
+        now: i64,
+    ) -> Decision {
+        let mut spec = spec(Some(app(None, Some(10))), &[on]);
+        spec.graceful_eviction_tasks = tasks
+            .iter()
+            .map(|c| GracefulEvictionTask {
+                from_cluster: c.to_string(),
+                producer: RB.into(),
+                ..Default::default()
+            })
+            .collect();
+        decide(
+            &spec,
+            &status(&[(on, Unhealthy)]),
+            state,
+            settings,
+            RB,
+            at(now),
+        )
+    }
+
+    #[test]
+    fn repeated_failovers_back_off_block_and_stop_at_the_bound() {
+        let settings = ApplicationFailoverSettings {
+            block_period: Duration::from_secs(1_000),
+            backoff: Duration::from_secs(100),
+            max_backoff: Duration::from_secs(10_000),
+            max_moves: 3,
+            enabled: true,
+        };
+        // m1 unhealthy from 0, evicted at 10.
+        let d = step(&FailoverState::default(), "m1", &[], &settings, 0);
+        let d = step(&d.state, "m1", &[], &settings, 10);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.streak, 1);
+        assert_eq!(d.state.blocked(at(10)), vec![("m1".to_string(), None)]);
+        // Now on m2 with m1's task pending: m1 stays blocked with no end yet.
+        let d = step(&d.state, "m2", &["m1"], &settings, 20);
+        assert!(d.evictions.is_empty());
+        // m2 due at 30, but the second move of the streak waits until 10 + 100.
+        let d = step(&d.state, "m2", &["m1"], &settings, 30);
+        assert!(d.evictions.is_empty());
+        assert_eq!(
+            d.backing_off,
+            Some((vec!["m2".to_string()], Time::new(at(110))))
+        );
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(80)));
+        // m1's task goes: its block ends 1000 s later.
+        let d = step(&d.state, "m2", &[], &settings, 50);
+        assert_eq!(
+            d.state.blocked(at(50)),
+            vec![("m1".to_string(), Some(Time::new(at(1_050))))]
+        );
+        let d = step(&d.state, "m2", &[], &settings, 110);
+        assert_eq!(d.evictions.len(), 1, "the back-off is over");
+        assert_eq!(d.state.streak, 2);
+        // On m3, due at 130; the third move waits 200 s after 110.
+        let d = step(&d.state, "m3", &["m2"], &settings, 120);
+        let d = step(&d.state, "m3", &["m2"], &settings, 309);
+        assert_eq!(d.state.backoff_until, Some(Time::new(at(310))));
+        assert!(d.evictions.is_empty());
+        let d = step(&d.state, "m3", &["m2"], &settings, 310);
+        assert_eq!(d.state.backoff_until, None);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.streak, 3);
+        // Back on m1 after its block: Unhealthy again, but three moves in a row is the bound.
+        let d = step(&d.state, "m1", &["m3"], &settings, 2_000);
+        let d = step(&d.state, "m1", &["m3"], &settings, 2_100);
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.halted, vec!["m1".to_string()]);
+        assert_eq!(d.requeue_after, None);
+        // Healthy on the whole placement with no move under way ends the streak.
+        let mut healthy = spec(Some(app(None, Some(10))), &["m1"]);
+        healthy.graceful_eviction_tasks.clear();
+        let d = decide(
+            &healthy,
+            &status(&[("m1", Healthy)]),
+            &d.state,
+            &settings,
+            RB,
+            at(2_200),
+        );
+        assert!(d.recovered);
+        assert_eq!(d.state.streak, 0);
+        // Expired blocks are forgotten.
+        assert!(d.state.left.iter().all(|l| l.cluster != "m1"));
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_bindings_without_application_failover() {
+        let plain = json!({"metadata": {"generation": 3}, "spec": {}, "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
+        assert_eq!(judged_fingerprint(&plain), 0);
+        let with = json!({"metadata": {"generation": 3}, "spec": {"failover": {"application": {}}},
+            "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
+        let mut healthier = with.clone();
+        healthier["status"]["aggregatedStatus"][0]["health"] = json!("Healthy");
+        assert_ne!(judged_fingerprint(&with), judged_fingerprint(&healthier));
+        let mut other_status = with.clone();
+        other_status["status"]["aggregatedStatus"][0]["status"] = json!({"x": 1});
+        assert_eq!(judged_fingerprint(&with), judged_fingerprint(&other_status));
+    }
+
+    mod controller {
+        use super::*;
+        use crate::clock::{Clock, FakeClock};
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use flotilla_api::kinds::well_known;
+
+        const KEY: &str = "rb|default|nginx-deployment";
+
+        struct World {
+            store: Arc<dyn Store>,
+            clock: Arc<FakeClock>,
+            registry: prometheus::Registry,
+            af: ApplicationFailoverController,
+        }
+
+        impl World {
+            async fn new() -> Self {
+                let clock = Arc::new(FakeClock::new(at(0)));
+                let shared: SharedClock = clock.clone();
+                let store: Arc<dyn Store> =
+                    KvStore::memory(StoreConfig::with_clock(shared.clone()));
+                let registry = prometheus::Registry::new();
+                let events =
+                    EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+                let metrics = FailoverMetrics::register(&registry).unwrap();
+                store
+                    .create(
+                        &well_known::resource_bindings(),
+                        json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                            "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                     "replicas": 2, "propagateDeps": true,
+                                     "placement": {},
+                                     "failover": {"application": {"decisionConditions": {"tolerationSeconds": 300}}},
+                                     "clusters": [{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]}}),
+                    )
+                    .await
+                    .unwrap();
+                let af = ApplicationFailoverController::new(
+                    store.clone(),
+                    shared,
+                    events,
+                    metrics,
+                    ApplicationFailoverSettings::default(),
+                );
+                World {
+                    store,
+                    clock,
+                    registry,
+                    af,
+                }
+            }
+
+            async fn binding(&self) -> Value {
+                self.store
+                    .get(
+                        &well_known::resource_bindings(),
+                        Some("default"),
+                        "nginx-deployment",
+                    )
+                    .await
+                    .unwrap()
+            }
+
+            /// What the binding status controller reports: member1's health, member2 Healthy.
+            async fn report(&self, member1: &str) {
+                let mut b = self.binding().await;
+                b["status"]["aggregatedStatus"] = json!([
+                    {"clusterName": "member1", "applied": true, "health": member1},
+                    {"clusterName": "member2", "applied": true, "health": "Healthy"},
+                ]);
+                self.store
+                    .update_status(&well_known::resource_bindings(), b)
+                    .await
+                    .unwrap();
+            }
+
+            fn at(&self, secs: i64) {
+                let now = self.clock.now();
+                self.clock.advance(at(secs) - now);
+            }
+
+            async fn reconcile(&self) -> Action {
+                self.af.reconcile(KEY).await.unwrap()
+            }
+        }
+
+        fn requeue(a: &Action) -> Option<Duration> {
+            match a {
+                Action::RequeueAfter(d) => Some(*d),
+                _ => None,
+            }
+        }
+
+        #[tokio::test]
+        async fn unhealthy_past_toleration_evicts_and_unknown_in_between_does_not_reset() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            assert_eq!(
+                requeue(&w.reconcile().await),
+                Some(Duration::from_secs(300))
+            );
+            let b = w.binding().await;
+            assert_eq!(
+                FailoverState::of(&b).unhealthy_since.get("member1"),
+                Some(&Time::new(at(0))),
+                "the timer is on the binding"
+            );
+            // Unknown for a while: the timer stays, nothing happens.
+            w.at(100);
+            w.report("Unknown").await;
+            w.reconcile().await;
+            w.at(299);
+            w.report("Unhealthy").await;
+            assert_eq!(requeue(&w.reconcile().await), Some(Duration::from_secs(1)));
+            assert_eq!(
+                w.binding().await["spec"]["clusters"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(2)
+            );
+            w.at(300);
+            assert!(matches!(w.reconcile().await, Action::Done));
+            let b = w.binding().await;
+            assert_eq!(
+                b["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 1}])
+            );
+            let task = &b["spec"]["gracefulEvictionTasks"][0];
+            assert_eq!(task["fromCluster"], "member1");
+            assert_eq!(task["producer"], EVICTION_PRODUCER_RB_APPLICATION_FAILOVER);
+            assert_eq!(task["reason"], "ApplicationFailure");
+            assert_eq!(task["purgeMode"], "Graciously");
+            assert_eq!(task["gracePeriodSeconds"], 600);
+            assert_eq!(
+                task["clustersBeforeFailover"],
+                json!(["member1", "member2"])
+            );
+            assert!(task["creationTimestamp"].is_string(), "{task}");
+            let state = FailoverState::of(&b);
+            assert_eq!(state.streak, 1);
+            assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
+            let events = w
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            assert!(
+                events
+                    .items
+                    .iter()
+                    .any(|e| e["reason"] == "EvictWorkloadFromCluster"
+                        && e["message"].as_str().unwrap_or("").contains("member1")),
+                "{:?}",
+                events.items
+            );
+            let text = prometheus::TextEncoder::new()
+                .encode_to_string(&w.registry.gather())
+                .unwrap();
+            assert!(
+                text.contains(
+                    "flotilla_evictions_total{producer=\"resource-binding-application-failover-controller\",reason=\"ApplicationFailure\"} 1"
+                ),
+                "{text}"
+            );
+            // Evicted once: another pass writes nothing.
+            let rv = b["metadata"]["resourceVersion"].clone();
+            w.reconcile().await;
+            assert_eq!(w.binding().await["metadata"]["resourceVersion"], rv);
+            // The task goes: the block period starts, and the scheduler would keep member1 out.
+            let mut b = w.binding().await;
+            b["spec"]["gracefulEvictionTasks"] = json!([]);
+            w.store
+                .update(&well_known::resource_bindings(), b)
+                .await
+                .unwrap();
+            w.at(400);
+            w.reconcile().await;
+            let b = w.binding().await;
+            assert_eq!(
+                blocked_clusters(&b, at(400)),
+                vec![("member1".to_string(), Some(Time::new(at(400 + 1_800))))]
+            );
+            assert!(blocked_clusters(&b, at(400 + 1_800)).is_empty());
+        }
+
+        #[tokio::test]
+        async fn healthy_resets_the_timer_and_a_restart_keeps_it() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            w.reconcile().await;
+            w.at(200);
+            w.report("Healthy").await;
+            assert!(matches!(w.reconcile().await, Action::Done));
+            assert!(!w
+                .binding()
+                .await
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(STATE_ANNOTATION))
+                .is_some_and(|s| s.as_str().unwrap_or("").contains("member1")));
+            w.at(250);
+            w.report("Unhealthy").await;
+            assert_eq!(
+                requeue(&w.reconcile().await),
+                Some(Duration::from_secs(300))
+            );
+            w.at(500);
+            assert_eq!(requeue(&w.reconcile().await), Some(Duration::from_secs(50)));
+            // A new controller (a restarted server) reads the timer from the binding.
+            let registry = prometheus::Registry::new();
+            let shared: SharedClock = w.clock.clone();
+            let restarted = ApplicationFailoverController::new(
+                w.store.clone(),
+                shared.clone(),
+                EventRecorder::new(w.store.clone(), shared, "test", &registry).unwrap(),
+                FailoverMetrics::register(&registry).unwrap(),
+                ApplicationFailoverSettings::default(),
+            );
+            w.at(550);
+            assert!(matches!(restarted.reconcile(KEY).await, Ok(Action::Done)));
+            assert_eq!(
+                w.binding().await["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 1}])
+            );
+        }
+    }
+}
