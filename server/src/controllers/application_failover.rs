@@ -158,7 +158,7 @@ impl FailoverState {
                     .as_ref()
                     .is_none_or(|u| u.as_datetime() > now)
             })
-            .map(|l| (l.cluster.clone(), l.blocked_until.clone()))
+            .map(|l| (l.cluster.clone(), l.blocked_until))
             .collect()
     }
 }
@@ -355,7 +355,7 @@ pub fn decide(
         }
         let deadline = since.as_datetime() + tolerate;
         if now >= deadline {
-            due.push((cluster.clone(), since.clone()));
+            due.push((cluster.clone(), *since));
         } else if let Ok(wait) = (deadline - now).to_std() {
             d.requeue(wait);
         }
@@ -827,6 +827,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn unhealthy_timing_with_flapping_and_unknown() {
         let cases: Vec<(&str, Vec<(i64, ResourceHealth)>, Option<i64>)> = vec![
             (

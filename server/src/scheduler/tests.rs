@@ -1185,7 +1185,7 @@ fn application_failover_tasks_and_blocks_keep_a_cluster_out() {
     let until = Some(Time::new(chrono::DateTime::UNIX_EPOCH));
     let blocked = vec![
         ("member1".to_string(), None),
-        ("member2".to_string(), until.clone()),
+        ("member2".to_string(), until),
         ("member3".to_string(), until),
     ];
     let input = |blocked| ScheduleInput {
