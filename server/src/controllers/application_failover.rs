@@ -1411,5 +1411,143 @@ mod tests {
                 json!([{"name": "member2", "replicas": 1}])
             );
         }
+
+        /// The scheduler and application failover together on two members: the workload
+        /// leaves member1, then member2; member1 is blocked, so nothing fits until its block
+        /// ends, and then the scheduler places it there again.
+        #[tokio::test]
+        async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
+            use crate::controllers::scheduling::SchedulerController;
+            let clock = Arc::new(FakeClock::new(at(0)));
+            let shared: SharedClock = clock.clone();
+            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+            let registry = prometheus::Registry::new();
+            let events =
+                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+            let settings = ApplicationFailoverSettings {
+                block_period: Duration::from_secs(1_000),
+                backoff: Duration::from_secs(60),
+                ..Default::default()
+            };
+            let af = ApplicationFailoverController::new(
+                store.clone(),
+                shared.clone(),
+                events.clone(),
+                FailoverMetrics::register(&registry).unwrap(),
+                settings,
+            );
+            let scheduler =
+                SchedulerController::new(store.clone(), shared.clone(), events, &registry).unwrap();
+            for name in ["member1", "member2"] {
+                let mut c = store
+                    .create(
+                        &well_known::clusters(),
+                        json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                            "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
+                    )
+                    .await
+                    .unwrap();
+                c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+                store
+                    .update_status(&well_known::clusters(), c)
+                    .await
+                    .unwrap();
+            }
+            let rt = well_known::resource_bindings();
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                 "replicas": 2, "propagateDeps": true,
+                                 "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                                               "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+                                               "replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
+                                 "failover": {"application": {"decisionConditions": {"tolerationSeconds": 0}, "purgeMode": "Immediately"}}}}),
+                )
+                .await
+                .unwrap();
+            let get = || async {
+                store
+                    .get(&rt, Some("default"), "nginx-deployment")
+                    .await
+                    .unwrap()
+            };
+            let placed = |b: &Value| -> Vec<String> {
+                b["spec"]["clusters"]
+                    .as_array()
+                    .map(|cs| {
+                        cs.iter()
+                            .filter_map(|c| c["name"].as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let unhealthy_on = |cluster: &str| {
+                let cluster = cluster.to_string();
+                let store = store.clone();
+                let rt = rt.clone();
+                async move {
+                    let mut b = store
+                        .get(&rt, Some("default"), "nginx-deployment")
+                        .await
+                        .unwrap();
+                    b["status"]["aggregatedStatus"] =
+                        json!([{"clusterName": cluster, "applied": true, "health": "Unhealthy"}]);
+                    store.update_status(&rt, b).await.unwrap();
+                }
+            };
+            // What graceful eviction does when the old copy is gone: the task ends.
+            let drop_tasks = || async {
+                let mut b = get().await;
+                b["spec"]["gracefulEvictionTasks"] = json!([]);
+                store.update(&rt, b).await.unwrap();
+            };
+            const KEY: &str = "rb|default|nginx-deployment";
+            scheduler.reconcile(KEY).await.unwrap();
+            let first = placed(&get().await);
+            assert_eq!(first.len(), 1, "{first:?}");
+            let (from, to) = if first[0] == "member1" {
+                ("member1", "member2")
+            } else {
+                ("member2", "member1")
+            };
+            // Unhealthy with tolerationSeconds 0: evicted at once, placed on the other.
+            unhealthy_on(from).await;
+            af.reconcile(KEY).await.unwrap();
+            scheduler.reconcile(KEY).await.unwrap();
+            assert_eq!(placed(&get().await), [to]);
+            drop_tasks().await;
+            clock.advance(chrono::Duration::seconds(100));
+            af.reconcile(KEY).await.unwrap();
+            // Unhealthy there too: after the back-off it leaves; `from` is blocked, nothing fits.
+            unhealthy_on(to).await;
+            af.reconcile(KEY).await.unwrap();
+            scheduler.reconcile(KEY).await.unwrap();
+            let b = get().await;
+            assert!(placed(&b).is_empty(), "{b}");
+            let scheduled = b["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled"))
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(scheduled["reason"], "NoClusterFit", "{b}");
+            assert!(
+                scheduled["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("recently failed this application"),
+                "{scheduled}"
+            );
+            // The block of `from` ends 1000 s after its task went (at 100): then it fits.
+            clock.advance(chrono::Duration::seconds(999));
+            scheduler.reconcile(KEY).await.unwrap();
+            assert!(placed(&get().await).is_empty());
+            clock.advance(chrono::Duration::seconds(1));
+            scheduler.reconcile(KEY).await.unwrap();
+            assert_eq!(placed(&get().await), [from]);
+        }
     }
 }
