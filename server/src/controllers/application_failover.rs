@@ -23,6 +23,7 @@
 //! the binding, calls [`decide`] and writes the result back with compare-and-swap.
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
+use super::cluster_cache::ClusterCache;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -54,6 +55,8 @@ pub const CONDITION_APPLICATION_FAILOVER: &str = "ApplicationFailover";
 pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
 /// `gracePeriodSeconds` of a graceful task when the policy has none (Karmada's webhook).
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i32 = 600;
+/// How soon a held Immediately/Directly eviction (no other cluster fits) is tried again.
+pub const NO_TARGET_RETRY: Duration = Duration::from_secs(30);
 
 /// Application failover's settings, from the server's flags.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +115,9 @@ pub struct FailoverState {
     /// A due failover waits for the back-off until then.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff_until: Option<Time>,
+    /// A due Immediately/Directly failover has been held since then: no other cluster fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_target_since: Option<Time>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -215,6 +221,9 @@ pub struct Decision {
     pub evictions: Vec<AppEviction>,
     /// Clusters due for eviction that stay because the streak reached `max_moves`.
     pub halted: Vec<String>,
+    /// Clusters due for an Immediately/Directly eviction that is held because no other
+    /// cluster could take the workload (the only copy would go with nothing in its place).
+    pub no_target: Vec<String>,
     /// Clusters due for eviction that wait for the back-off, and until when.
     pub backing_off: Option<(Vec<String>, Time)>,
     /// The streak ended (the workload is Healthy on its whole placement).
@@ -278,6 +287,23 @@ pub fn decide(
     producer: &str,
     now: DateTime<Utc>,
 ) -> Decision {
+    decide_with(spec, status, previous, settings, producer, now, true)
+}
+
+/// [`decide`], where `immediate_possible` false means no other cluster can take the workload
+/// now: an Immediately/Directly eviction would delete the only copy with nothing to replace
+/// it, so it is held ([`Decision::no_target`]) and looked at again after
+/// [`NO_TARGET_RETRY`]. (Graceful and Never evictions keep the old copy while nothing fits, so
+/// they go ahead and the scheduler says why the binding has no new cluster.)
+pub fn decide_with(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    previous: &FailoverState,
+    settings: &ApplicationFailoverSettings,
+    producer: &str,
+    now: DateTime<Utc>,
+    immediate_possible: bool,
+) -> Decision {
     let mut d = Decision::default();
     let Some(app) = spec.failover.as_ref().and_then(|f| f.application.as_ref()) else {
         // No application failover (any more): nothing to keep.
@@ -285,6 +311,7 @@ pub fn decide(
     };
     let mut state = previous.clone();
     state.backoff_until = None;
+    state.no_target_since = None;
 
     // Clusters left: their block runs from the moment their task is gone.
     let block = chrono::Duration::from_std(settings.block_period).unwrap_or(chrono::Duration::MAX);
@@ -372,8 +399,13 @@ pub fn decide(
             })
             .filter(|_| state.streak > 0);
         let names = || due.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>();
+        let immediate = app.purge_mode.is_some_and(|m| m.is_immediate());
         if settings.max_moves > 0 && state.streak >= settings.max_moves {
             d.halted = names();
+        } else if immediate && !immediate_possible {
+            d.no_target = names();
+            state.no_target_since = previous.no_target_since.or(Some(Time::new(now)));
+            d.requeue(NO_TARGET_RETRY);
         } else if let Some(gate) = gate.filter(|g| now < *g) {
             state.backoff_until = Some(ceil_second(gate));
             d.backing_off = Some((names(), ceil_second(gate)));
@@ -449,6 +481,7 @@ fn with_state(binding: &Value, state: &FailoverState) -> Value {
 /// it evicts what [`decide`] says and looks again when the earliest timer runs out.
 pub struct ApplicationFailoverController {
     store: Arc<dyn Store>,
+    clusters: ClusterCache,
     clock: SharedClock,
     events: EventRecorder,
     metrics: FailoverMetrics,
@@ -465,6 +498,7 @@ impl ApplicationFailoverController {
         settings: ApplicationFailoverSettings,
     ) -> Self {
         Self {
+            clusters: ClusterCache::new(store.clone()),
             store,
             clock,
             events: events.for_component("application-failover"),
@@ -542,7 +576,25 @@ impl Reconciler for ApplicationFailoverController {
             EVICTION_PRODUCER_RB_APPLICATION_FAILOVER
         };
         let now = self.clock.now();
-        let decision = decide(&spec, &status, &previous, &self.settings, producer, now);
+        let mut decision = decide(&spec, &status, &previous, &self.settings, producer, now);
+        if decision
+            .evictions
+            .iter()
+            .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
+            && !self
+                .another_cluster_fits(&spec, &status, &decision, now)
+                .await?
+        {
+            decision = decide_with(
+                &spec,
+                &status,
+                &previous,
+                &self.settings,
+                producer,
+                now,
+                false,
+            );
+        }
         let mut updated = with_state(&object, &decision.state);
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
@@ -571,6 +623,29 @@ impl Reconciler for ApplicationFailoverController {
 }
 
 impl ApplicationFailoverController {
+    /// Whether the scheduler would find a cluster for the binding once `decision`'s evictions
+    /// are applied (the evicted and blocked clusters left out).
+    async fn another_cluster_fits(
+        &self,
+        spec: &ResourceBindingSpec,
+        status: &ResourceBindingStatus,
+        decision: &Decision,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ReconcileError> {
+        let mut after = spec.clone();
+        apply(&mut after, decision, now);
+        let clusters = self.clusters.get().await?;
+        let blocked = decision.state.blocked(now);
+        let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
+            spec: &after,
+            status,
+            clusters: &clusters.snapshot,
+            options: crate::scheduler::ScheduleOptions::default(),
+            blocked: &blocked,
+        });
+        Ok(result.is_ok_and(|o| !o.clusters.is_empty()))
+    }
+
     /// Events, metrics and the condition of a decision already written.
     async fn report(
         &self,
@@ -665,6 +740,24 @@ impl ApplicationFailoverController {
                     )
                     .await;
             }
+        }
+        if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
+            self.metrics
+                .application_failovers_held
+                .with_label_values(&["NoTarget"])
+                .inc();
+            tracing::warn!(binding = key, clusters = ?decision.no_target, "application failover held: no other cluster fits");
+            self.events
+                .record(
+                    &binding,
+                    EventType::Warning,
+                    "ApplicationFailoverHeld",
+                    &format!(
+                        "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
+                        decision.no_target.join(", ")
+                    ),
+                )
+                .await;
         }
         if let Some((clusters, until)) = &decision.backing_off {
             if previous.backoff_until.as_ref() != Some(until) {
@@ -1065,6 +1158,47 @@ mod tests {
     }
 
     #[test]
+    fn an_immediate_eviction_with_nowhere_to_go_is_held() {
+        let st = status(&[("m1", Unhealthy)]);
+        let settings = ApplicationFailoverSettings::default();
+        let immediate = spec(Some(app(Some(PurgeMode::Directly), Some(0))), &["m1"]);
+        let d = decide_with(
+            &immediate,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+            false,
+        );
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.no_target, vec!["m1".to_string()]);
+        assert_eq!(d.requeue_after, Some(NO_TARGET_RETRY));
+        assert_eq!(d.state.no_target_since, Some(Time::new(at(0))));
+        assert_eq!(d.state.streak, 0, "nothing moved");
+        // Still held later: the first time is kept (one Event, not one per retry).
+        let d = decide_with(&immediate, &st, &d.state, &settings, RB, at(30), false);
+        assert_eq!(d.state.no_target_since, Some(Time::new(at(0))));
+        // A cluster fits again: the eviction goes ahead.
+        let d = decide_with(&immediate, &st, &d.state, &settings, RB, at(60), true);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.no_target_since, None);
+        // Graceful and Never keep the old copy while nothing fits: never held.
+        for mode in [PurgeMode::Graciously, PurgeMode::Never] {
+            let d = decide_with(
+                &spec(Some(app(Some(mode), Some(0))), &["m1"]),
+                &st,
+                &FailoverState::default(),
+                &settings,
+                RB,
+                at(0),
+                false,
+            );
+            assert_eq!(d.evictions.len(), 1, "{mode:?}");
+        }
+    }
+
+    #[test]
     fn backoff_doubles_up_to_its_cap() {
         let s = ApplicationFailoverSettings {
             backoff: Duration::from_secs(60),
@@ -1413,8 +1547,8 @@ mod tests {
         }
 
         /// The scheduler and application failover together on two members: the workload
-        /// leaves member1, then member2; member1 is blocked, so nothing fits until its block
-        /// ends, and then the scheduler places it there again.
+        /// leaves the first, then is due to leave the second; the first is blocked, so the
+        /// Immediately eviction is held until the block ends, and then it moves back.
         #[tokio::test]
         async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
             use crate::controllers::scheduling::SchedulerController;
@@ -1522,30 +1656,36 @@ mod tests {
             drop_tasks().await;
             clock.advance(chrono::Duration::seconds(100));
             af.reconcile(KEY).await.unwrap();
-            // Unhealthy there too: after the back-off it leaves; `from` is blocked, nothing fits.
+            // Unhealthy there too, past the back-off; but `from` is blocked and nothing else
+            // fits, so the Immediately eviction (which would delete the only copy) is held.
             unhealthy_on(to).await;
-            af.reconcile(KEY).await.unwrap();
-            scheduler.reconcile(KEY).await.unwrap();
-            let b = get().await;
-            assert!(placed(&b).is_empty(), "{b}");
-            let scheduled = b["status"]["conditions"]
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled"))
-                .cloned()
-                .unwrap_or_default();
-            assert_eq!(scheduled["reason"], "NoClusterFit", "{b}");
-            assert!(
-                scheduled["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains("recently failed this application"),
-                "{scheduled}"
+            assert_eq!(
+                af.reconcile(KEY).await.unwrap(),
+                Action::RequeueAfter(NO_TARGET_RETRY)
             );
-            // The block of `from` ends 1000 s after its task went (at 100): then it fits.
-            clock.advance(chrono::Duration::seconds(999));
             scheduler.reconcile(KEY).await.unwrap();
-            assert!(placed(&get().await).is_empty());
+            assert_eq!(placed(&get().await), [to]);
+            let held = store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|e| e["reason"] == "ApplicationFailoverHeld")
+                .count();
+            assert_eq!(held, 1);
+            // The block of `from` ends 1000 s after its task went (at 100): then it fits, the
+            // eviction goes ahead and the scheduler places the workload there again.
+            clock.advance(chrono::Duration::seconds(999));
+            af.reconcile(KEY).await.unwrap();
+            assert_eq!(
+                placed(&get().await),
+                [to],
+                "still blocked one second before"
+            );
             clock.advance(chrono::Duration::seconds(1));
+            af.reconcile(KEY).await.unwrap();
+            assert!(placed(&get().await).is_empty());
             scheduler.reconcile(KEY).await.unwrap();
             assert_eq!(placed(&get().await), [from]);
         }

@@ -23,7 +23,8 @@ pub struct FailoverMetrics {
     /// a workload on a cluster to its application failover.
     pub unhealthy_to_eviction: HistogramVec,
     /// `flotilla_application_failovers_held_total{reason}`: due application failovers held back
-    /// (`Backoff`: repeated moves wait; `FailoverLimitReached`: the workload stays).
+    /// (`Backoff`: repeated moves wait; `FailoverLimitReached`: the workload stays;
+    /// `NoTarget`: an Immediately eviction with no other cluster to go to).
     pub application_failovers_held: IntCounterVec,
 }
 
@@ -78,7 +79,7 @@ impl FailoverMetrics {
         let application_failovers_held = IntCounterVec::new(
             Opts::new(
                 "flotilla_application_failovers_held_total",
-                "Due application failovers held back, by why (Backoff, FailoverLimitReached).",
+                "Due application failovers held back, by why (Backoff, FailoverLimitReached, NoTarget).",
             ),
             &["reason"],
         )?;
