@@ -210,6 +210,7 @@ fn measure(specs: &[ResourceBindingSpec], snap: &ClusterSnapshot, threads: usize
                             status,
                             clusters: snap,
                             options: ScheduleOptions::default(),
+                            blocked: &[],
                         });
                         lat.push(t.elapsed());
                         if let Ok(out) = r {

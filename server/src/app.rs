@@ -337,6 +337,7 @@ pub const CONTROLLERS: &[ControllerFn] = &[
     controllers::dependencies_distributor::controller,
     controllers::scheduling::controller,
     controllers::taint_manager::controller,
+    controllers::application_failover::controller,
     controllers::graceful_eviction::controller,
     controllers::binding_works::controller,
     controllers::binding_status::controller,

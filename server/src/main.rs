@@ -120,6 +120,21 @@ struct Flags {
     /// How long an eviction task keeps the old copy when its policy sets no grace period.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
     graceful_eviction_timeout: Duration,
+    /// Application failover: a cluster the workload left is not chosen again for it this long
+    /// after the old copy went.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
+    application_failover_block_period: Duration,
+    /// Application failover: the second move in a row waits this long after the first, each
+    /// further one twice as long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    application_failover_backoff: Duration,
+    /// Application failover: the longest wait between two moves in a row.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1h")]
+    application_failover_max_backoff: Duration,
+    /// Application failover: moves in a row without the workload turning Healthy, after which
+    /// it stays where it is and the binding says so (0: no bound).
+    #[arg(long, default_value_t = 3)]
+    application_failover_max_moves: u32,
     /// Purge mode of cluster failovers whose policy has no `failover.cluster`: Graciously
     /// (alias Gracefully), Immediately (alias Directly) or Never.
     #[arg(long, default_value = "Graciously", value_parser = parse_purge_mode)]
@@ -253,6 +268,11 @@ async fn main() -> anyhow::Result<()> {
         c.taint_manager.graceful_eviction = flags.feature_gates.graceful_eviction;
         c.taint_manager.default_purge_mode = flags.no_execute_taint_eviction_purge_mode;
         c.graceful_eviction_timeout = flags.graceful_eviction_timeout;
+        c.application_failover.enabled = flags.feature_gates.failover;
+        c.application_failover.block_period = flags.application_failover_block_period;
+        c.application_failover.backoff = flags.application_failover_backoff;
+        c.application_failover.max_backoff = flags.application_failover_max_backoff;
+        c.application_failover.max_moves = flags.application_failover_max_moves;
         Some(c)
     };
     let data_dir = config.data_dir.clone();

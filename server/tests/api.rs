@@ -981,3 +981,71 @@ async fn delete_collection_and_dry_run() {
         .collect();
     assert_eq!(names, ["c"]);
 }
+
+#[tokio::test]
+async fn explain_shows_a_cluster_blocked_by_application_failover() {
+    use flotilla_api::kinds::well_known;
+    let api = TestApi::new().await;
+    for name in ["member1", "member2"] {
+        let mut c = api
+            .store
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+            "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+        api.store
+            .update_status(&well_known::clusters(), c)
+            .await
+            .unwrap();
+    }
+    let state = json!({"left": [{"cluster": "member1", "evictedAt": "2026-01-01T00:00:00Z",
+                                  "blockedUntil": "2999-01-01T00:00:00Z"}],
+                       "streak": 1, "lastFailover": "2026-01-01T00:00:00Z"});
+    api.store
+        .create(
+            &well_known::resource_bindings(),
+            json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": "nginx-deployment", "namespace": "default",
+                             "annotations": {"applicationfailover.flotilla.io/state": state.to_string()}},
+                "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                         "replicas": 1,
+                         "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}},
+                         "failover": {"application": {"decisionConditions": {"tolerationSeconds": 60}}},
+                         "clusters": [{"name": "member2", "replicas": 1}]}}),
+        )
+        .await
+        .unwrap();
+    let (code, out) = api
+        .call(
+            "GET",
+            "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment/explain",
+            None,
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{out}");
+    let member1 = out["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "member1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(member1["filter"], "FailoverBlock", "{out}");
+    assert_eq!(out["failover"]["blocked"][0]["cluster"], "member1", "{out}");
+    assert_eq!(
+        out["failover"]["blocked"][0]["until"], "2999-01-01T00:00:00Z",
+        "{out}"
+    );
+    assert_eq!(out["failover"]["applicationFailoverStreak"], 1, "{out}");
+    assert!(
+        out["arithmetic"]
+            .as_array()
+            .is_some_and(|ls| ls.iter().any(|l| l
+                .as_str()
+                .is_some_and(|l| l.contains("failed over from member1")))),
+        "{out}"
+    );
+}

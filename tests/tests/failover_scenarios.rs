@@ -368,7 +368,18 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         "the 8 s grace period ended it, not the 10m --graceful-eviction-timeout (ended {ended}, \
          created {created})"
     );
-    let evs = events(&api);
+    // The Event is recorded just after the task's removal is written: wait for it.
+    let evs = wait_for(
+        "the EvictionTaskTimedOut Event",
+        Duration::from_secs(10),
+        || {
+            let evs = events(&api);
+            evs.iter()
+                .any(|(r, _)| r == "EvictionTaskTimedOut")
+                .then_some(evs)
+        },
+    )
+    .unwrap();
     let timed_out: Vec<&String> = evs
         .iter()
         .filter(|(r, _)| r == "EvictionTaskTimedOut")

@@ -6,6 +6,7 @@
 
 use super::error::{ApiError, ApiResult};
 use super::ApiState;
+use crate::controllers::application_failover::FailoverState;
 use crate::controllers::cluster_cache;
 use crate::scheduler::{
     condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
@@ -75,11 +76,15 @@ pub async fn explain(
         ))
         .and_then(Value::as_str);
     let would_schedule = needs_scheduling(&spec, &status, applied, &snapshot);
+    let now = state.clock.now();
+    let failover = FailoverState::of(&binding);
+    let blocked = failover.blocked(now);
     let result = schedule(&ScheduleInput {
         spec: &spec,
         status: &status,
         clusters: &snapshot,
         options: ScheduleOptions::default(),
+        blocked: &blocked,
     });
     let (cond, reason, message) = condition_for(&result);
     let mut out = json!({
@@ -90,6 +95,16 @@ pub async fn explain(
         "wouldReschedule": would_schedule.map(|r| format!("{r:?}")),
         "result": {"status": cond.as_str(), "reason": reason, "message": message},
     });
+    // Application failover: evictions in progress, blocked clusters, timers and the streak.
+    if !failover.is_empty() || !spec.graceful_eviction_tasks.is_empty() {
+        out["failover"] = json!({
+            "evictionTasks": spec.graceful_eviction_tasks,
+            "blocked": blocked.iter().map(|(c, until)| json!({"cluster": c, "until": until})).collect::<Vec<_>>(),
+            "unhealthySince": failover.unhealthy_since,
+            "applicationFailoverStreak": failover.streak,
+            "backoffUntil": failover.backoff_until,
+        });
+    }
     let explanation = match &result {
         Ok(o) => {
             out["proposed"] = json!(o.clusters);

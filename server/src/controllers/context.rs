@@ -5,6 +5,7 @@
 //! list of those functions and starts them through [`ControllerContext::start`], the one spawn
 //! path.
 
+use super::application_failover::ApplicationFailoverSettings;
 use super::cluster_status::HealthConfig;
 use super::cluster_taints::TaintConfig;
 use super::failover_metrics::FailoverMetrics;
@@ -49,6 +50,8 @@ pub struct ControllerSettings {
     /// `--graceful-eviction-timeout`: how long an eviction task keeps the old copy when its
     /// policy sets no grace period.
     pub graceful_eviction_timeout: Duration,
+    /// Application failover: block period, back-off and the bound on moves.
+    pub application_failover: ApplicationFailoverSettings,
 }
 
 impl Default for ControllerSettings {
@@ -67,6 +70,7 @@ impl Default for ControllerSettings {
             status_coalesce: Duration::from_millis(100),
             taint_manager: TaintManagerSettings::default(),
             graceful_eviction_timeout: Duration::from_secs(600),
+            application_failover: ApplicationFailoverSettings::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The metrics every failover decision leaves, shared by the controllers that evict (taint
-//! manager, and application failover later) and the graceful eviction controller, so that
+//! manager, application failover) and the graceful eviction controller, so that
 //! "why did my app move, and how long did it take" can be read from `/metrics`.
 
 use chrono::{DateTime, Utc};
@@ -19,6 +19,13 @@ pub struct FailoverMetrics {
     pub taint_to_eviction: HistogramVec,
     /// `flotilla_eviction_to_healthy_seconds`: from an eviction to its new placement Healthy.
     pub eviction_to_healthy: HistogramVec,
+    /// `flotilla_unhealthy_to_eviction_seconds{producer}`: from the first Unhealthy report of
+    /// a workload on a cluster to its application failover.
+    pub unhealthy_to_eviction: HistogramVec,
+    /// `flotilla_application_failovers_held_total{reason}`: due application failovers held back
+    /// (`Backoff`: repeated moves wait; `FailoverLimitReached`: the workload stays;
+    /// `NoTarget`: an Immediately eviction with no other cluster to go to).
+    pub application_failovers_held: IntCounterVec,
 }
 
 impl FailoverMetrics {
@@ -58,20 +65,39 @@ impl FailoverMetrics {
                 "flotilla_eviction_to_healthy_seconds",
                 "Seconds from an eviction to every cluster of the new placement Healthy.",
             )
+            .buckets(buckets.clone()),
+            &["producer"],
+        )?;
+        let unhealthy_to_eviction = HistogramVec::new(
+            HistogramOpts::new(
+                "flotilla_unhealthy_to_eviction_seconds",
+                "Seconds from a workload's first Unhealthy report on a cluster to its application failover.",
+            )
             .buckets(buckets),
             &["producer"],
+        )?;
+        let application_failovers_held = IntCounterVec::new(
+            Opts::new(
+                "flotilla_application_failovers_held_total",
+                "Due application failovers held back, by why (Backoff, FailoverLimitReached, NoTarget).",
+            ),
+            &["reason"],
         )?;
         registry.register(Box::new(evictions.clone()))?;
         registry.register(Box::new(tasks_dropped.clone()))?;
         registry.register(Box::new(tasks_pending.clone()))?;
         registry.register(Box::new(taint_to_eviction.clone()))?;
         registry.register(Box::new(eviction_to_healthy.clone()))?;
+        registry.register(Box::new(unhealthy_to_eviction.clone()))?;
+        registry.register(Box::new(application_failovers_held.clone()))?;
         Ok(Self {
             evictions,
             tasks_dropped,
             tasks_pending,
             taint_to_eviction,
             eviction_to_healthy,
+            unhealthy_to_eviction,
+            application_failovers_held,
         })
     }
 }

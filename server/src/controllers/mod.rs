@@ -4,6 +4,7 @@
 //! builds its [`Controller`] from one [`ControllerContext`]; `app::CONTROLLERS` lists them, and
 //! the server starts them all through [`spawn`].
 
+pub mod application_failover;
 pub mod binding_keys;
 pub mod binding_status;
 pub mod binding_works;

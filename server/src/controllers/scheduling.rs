@@ -252,12 +252,14 @@ impl Reconciler for SchedulerController {
         let clusters = self.clusters.get().await?;
         let snapshot = &clusters.snapshot;
         let reason = needs_scheduling(&spec, &status, applied.as_deref(), snapshot);
+        let blocked = super::application_failover::blocked_clusters(&binding, self.clock.now());
         let result = reason.map(|_| {
             schedule(&ScheduleInput {
                 spec: &spec,
                 status: &status,
                 clusters: snapshot,
                 options: ScheduleOptions::default(),
+                blocked: &blocked,
             })
         });
         let step = match (reason, &result) {

@@ -235,6 +235,8 @@ pub struct BindingContext<'a> {
     pub scheduled: Vec<(usize, i32)>,
     /// Snapshot index of the `fromCluster` of every graceful eviction task.
     pub evicting: Vec<usize>,
+    /// Snapshot index of every cluster application failover blocks for this binding.
+    pub blocked: Vec<usize>,
     /// The affinity in force.
     pub affinity: AffinityTiers<'a>,
     /// The interned id of the resource's API (`None`: no cluster serves it).
@@ -278,6 +280,7 @@ impl<'a> BindingContext<'a> {
                 .iter()
                 .filter_map(|t| snapshot.index_of(&t.from_cluster))
                 .collect(),
+            blocked: Vec::new(),
             affinity,
             api: snapshot.api_id(&spec.resource.api_version, &spec.resource.kind),
             spread_fields,
@@ -300,6 +303,11 @@ impl<'a> BindingContext<'a> {
     /// True when a graceful eviction task names the cluster.
     pub fn is_evicting(&self, cluster: &ClusterInfo) -> bool {
         self.evicting.contains(&cluster.index)
+    }
+
+    /// True when application failover keeps the cluster out of this binding.
+    pub fn is_blocked(&self, cluster: &ClusterInfo) -> bool {
+        self.blocked.contains(&cluster.index)
     }
 }
 

@@ -9,7 +9,8 @@
 //! | TaintToleration | it is not in `spec.clusters` and has a NoSchedule or NoExecute taint the placement does not tolerate (PreferNoSchedule is ignored) |
 //! | ClusterAffinity | it does not match `clusterAffinity`, or the observed `clusterAffinities` term and its overflow tiers |
 //! | SpreadConstraint | a constraint spreads by region/provider/zone and the cluster has no such property |
-//! | ClusterEviction | a graceful eviction task of the binding has it as `fromCluster` |
+//! | ClusterEviction | a graceful eviction task of the binding has it as `fromCluster` (whoever evicted: taint manager or application failover) |
+//! | FailoverBlock | it is not in `spec.clusters` and application failover moved the workload off it: while its task exists and for the block period after (Flotilla's ping-pong guard) |
 
 use std::fmt;
 
@@ -35,6 +36,8 @@ pub enum Rejection {
     MissingSpreadProperty(SpreadByField),
     /// ClusterEviction: the binding is being evicted from the cluster.
     Evicting,
+    /// FailoverBlock: the workload failed over from the cluster a short while ago.
+    Blocked,
 }
 
 impl Rejection {
@@ -47,6 +50,7 @@ impl Rejection {
             Rejection::AffinityMismatch => ClusterAffinityFilter.name(),
             Rejection::MissingSpreadProperty(_) => SpreadConstraintFilter.name(),
             Rejection::Evicting => ClusterEviction.name(),
+            Rejection::Blocked => FailoverBlock.name(),
         }
     }
 
@@ -86,6 +90,9 @@ impl fmt::Display for Rejection {
                 write!(f, "cluster(s) didn't have {} property", field.as_str())
             }
             Rejection::Evicting => f.write_str("cluster(s) is in the process of eviction"),
+            Rejection::Blocked => {
+                f.write_str("cluster(s) recently failed this application (failover block period)")
+            }
         }
     }
 }
@@ -194,13 +201,31 @@ impl Filter for ClusterEviction {
     }
 }
 
+/// FailoverBlock: application failover did not just move the workload off the cluster. A
+/// cluster the binding runs on now is never rejected (the block keeps out, it does not evict).
+pub struct FailoverBlock;
+
+impl Filter for FailoverBlock {
+    fn name(&self) -> &'static str {
+        "FailoverBlock"
+    }
+    fn filter(&self, binding: &BindingContext<'_>, cluster: &ClusterInfo) -> Result<(), Rejection> {
+        if binding.is_blocked(cluster) && !binding.is_scheduled(cluster) {
+            Err(Rejection::Blocked)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// The filters, in the order they run.
-pub const FILTERS: [&dyn Filter; 5] = [
+pub const FILTERS: [&dyn Filter; 6] = [
     &ApiEnablement,
     &TaintToleration,
     &ClusterAffinityFilter,
     &SpreadConstraintFilter,
     &ClusterEviction,
+    &FailoverBlock,
 ];
 
 /// Runs every filter; the first rejection wins. Deleting clusters are rejected up front.

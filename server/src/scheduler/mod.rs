@@ -8,7 +8,7 @@
 //! The pipeline (§8.2) — each step in its own module:
 //! 1. candidates: every cluster not being deleted ([`snapshot`]);
 //! 2. [`filters`]: APIEnablement, TaintToleration, ClusterAffinity, SpreadConstraint,
-//!    ClusterEviction; none left ⇒ [`ScheduleError::FitError`];
+//!    ClusterEviction, FailoverBlock; none left ⇒ [`ScheduleError::FitError`];
 //! 3. [`scores`]: ClusterLocality + ClusterAffinity;
 //! 4. [`estimator`]: available replicas per cluster;
 //! 5. [`spread`]: selection under the spread constraints;
@@ -37,7 +37,7 @@ use flotilla_api::binding::{
     ResourceBindingSpec, ResourceBindingStatus, TargetCluster, REASON_NO_CLUSTER_FIT,
     REASON_SCHEDULER_ERROR, REASON_SUCCESS, REASON_UNSCHEDULABLE,
 };
-use flotilla_api::meta::ConditionStatus;
+use flotilla_api::meta::{ConditionStatus, Time};
 use flotilla_api::policy::{
     Placement, ReplicaDivisionPreference, ReplicaSchedulingType, SpreadByField,
 };
@@ -75,6 +75,9 @@ pub struct ScheduleInput<'a> {
     pub clusters: &'a ClusterSnapshot,
     /// Settings.
     pub options: ScheduleOptions,
+    /// Clusters application failover keeps out of this binding now (the workload just left
+    /// them), each with the end of its block (`None`: while its eviction task exists).
+    pub blocked: &'a [(String, Option<Time>)],
 }
 
 /// A successful scheduling decision.
@@ -257,7 +260,12 @@ pub(crate) fn attempt<'a>(
 ) -> Result<(Vec<TargetCluster>, Explanation), ScheduleError> {
     let spec = input.spec;
     let snap = input.clusters;
-    let ctx = BindingContext::new(spec, placement, affinity, snap);
+    let mut ctx = BindingContext::new(spec, placement, affinity, snap);
+    ctx.blocked = input
+        .blocked
+        .iter()
+        .filter_map(|(name, _)| snap.index_of(name))
+        .collect();
     let estimator = Estimator::new(spec, snap);
     let overflow = ctx.affinity.has_overflow();
     let strategy = Strategy::of(placement);
@@ -275,6 +283,17 @@ pub(crate) fn attempt<'a>(
         explanation.lines.push(format!(
             "being evicted from {} ({}, by {}): left out by ClusterEviction while the task exists",
             task.from_cluster, task.reason, task.producer
+        ));
+    }
+    for (cluster, until) in input.blocked {
+        let until = match until {
+            Some(t) => t
+                .as_datetime()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            None => "its eviction task is gone, then for the block period".to_string(),
+        };
+        explanation.lines.push(format!(
+            "blocked: the workload failed over from {cluster}; left out by FailoverBlock until {until}"
         ));
     }
     let mut candidates: Vec<Candidate<'_>> = Vec::new();

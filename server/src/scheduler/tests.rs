@@ -108,6 +108,7 @@ fn run(
         status,
         clusters: &snap,
         options: ScheduleOptions::default(),
+        blocked: &[],
     })
 }
 
@@ -574,6 +575,7 @@ fn non_workloads_and_empty_workload_propagation() {
         status: &status,
         clusters: &snap,
         options,
+        blocked: &[],
     };
     let out = schedule(&input(ScheduleOptions::default())).unwrap();
     assert!(out.clusters.is_empty());
@@ -1157,4 +1159,67 @@ proptest! {
         prop_assert_eq!(&webster(seats, &reversed, tie).seats, &a.seats);
         prop_assert_eq!(&webster(seats, &parties, tie), &a);
     }
+}
+
+#[test]
+fn application_failover_tasks_and_blocks_keep_a_cluster_out() {
+    let clusters: Vec<Cluster> = (1..=3)
+        .map(|i| member(&format!("member{i}"), 100))
+        .collect();
+    let snap = ClusterSnapshot::new(&clusters);
+    let status = ResourceBindingStatus::default();
+    let mut spec = deployment(Placement::default(), 1);
+    spec.clusters = vec![
+        TargetCluster::new("member1", 1),
+        TargetCluster::new("member2", 1),
+    ];
+    // An application failover task is filtered like a taint manager's.
+    spec.graceful_evict_cluster(
+        "member1",
+        flotilla_api::binding::EvictionOptions {
+            producer: flotilla_api::binding::EVICTION_PRODUCER_RB_APPLICATION_FAILOVER.into(),
+            reason: flotilla_api::binding::EVICTION_REASON_APPLICATION_FAILURE.into(),
+            ..Default::default()
+        },
+    );
+    let until = Some(Time::new(chrono::DateTime::UNIX_EPOCH));
+    let blocked = vec![
+        ("member1".to_string(), None),
+        ("member2".to_string(), until),
+        ("member3".to_string(), until),
+    ];
+    let input = |blocked| ScheduleInput {
+        spec: &spec,
+        status: &status,
+        clusters: &snap,
+        options: ScheduleOptions::default(),
+        blocked,
+    };
+    let out = schedule(&input(&blocked)).unwrap();
+    let e = &out.explanation;
+    assert_eq!(
+        e.cluster("member1")
+            .and_then(|c| c.rejected.as_ref())
+            .map(|r| r.filter()),
+        Some("ClusterEviction")
+    );
+    // member2 runs the binding now: a block keeps out, it never evicts.
+    assert!(e.cluster("member2").is_some_and(|c| c.rejected.is_none()));
+    assert_eq!(
+        e.cluster("member3")
+            .and_then(|c| c.rejected.as_ref())
+            .map(|r| r.filter()),
+        Some("FailoverBlock")
+    );
+    assert!(e
+        .lines
+        .iter()
+        .any(|l| l.contains("failed over from member3")));
+    assert_eq!(pairs(&out.clusters), want(&[("member2", 1)]));
+    // Without the block member3 is a candidate again.
+    let out = schedule(&input(&[])).unwrap();
+    assert!(out
+        .explanation
+        .cluster("member3")
+        .is_some_and(|c| c.rejected.is_none()));
 }

@@ -1,0 +1,1701 @@
+//! Application failover: moves a workload off a cluster where it has stayed Unhealthy for
+//! `spec.failover.application.decisionConditions.tolerationSeconds` (karmada-semantics.md §11,
+//! with Part 1's changes). Per binding and per cluster of its placement, the time the workload
+//! first read Unhealthy in `status.aggregatedStatus` is kept; Healthy clears it, Unknown
+//! neither clears it nor counts as recovery (Karmada #7431), and an eviction only happens on a
+//! pass that reads Unhealthy. A due cluster is evicted through the one eviction path: an
+//! eviction task (producer `resource-binding-application-failover-controller`, or the
+//! `cluster-…` one for ClusterResourceBindings, reason `ApplicationFailure`) carrying the
+//! policy's purge mode, grace period (graceful modes, default 600 s), `suppressDeletion`
+//! (Never), `clustersBeforeFailover` and the state-preservation labels; the cluster leaves
+//! `spec.clusters` and the ordinary scheduler places the workload elsewhere.
+//!
+//! Where the state lives: Karmada keeps the unhealthy timers in memory, so a restart of the
+//! controller starts every timer again (and a crash-looping control plane never fails over).
+//! Flotilla keeps them in the binding, in the annotation [`STATE_ANNOTATION`]: an annotation
+//! because it bumps no generation (a timer starting does not make the scheduler look again),
+//! no other controller owns it (the status is rebuilt by the scheduler and the status
+//! controller), and `kubectl get -o yaml` shows it. The same annotation records the clusters
+//! the application left (the scheduler keeps them out for a block period after their task is
+//! gone: no ping-pong) and the failover streak that backs off repeated moves and bounds them.
+//!
+//! Everything here is a pure function of (binding, state, settings, now); the controller reads
+//! the binding, calls [`decide`] and writes the result back with compare-and-swap.
+
+use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
+use super::cluster_cache::ClusterCache;
+use super::failover_metrics::{seconds_since, FailoverMetrics};
+use super::json_edit::set_path;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use super::state_preservation::{preserve, report as report_preservation, Preservation};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::store::Store;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use flotilla_api::binding::{
+    EvictionOptions, ResourceBindingSpec, ResourceBindingStatus,
+    EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
+    EVICTION_REASON_APPLICATION_FAILURE,
+};
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::policy::{ApplicationFailoverBehavior, PurgeMode};
+use flotilla_api::work::ResourceHealth;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The binding annotation holding application failover's durable state ([`FailoverState`]).
+pub const STATE_ANNOTATION: &str = "applicationfailover.flotilla.io/state";
+/// The binding condition set when application failover stops moving a workload.
+pub const CONDITION_APPLICATION_FAILOVER: &str = "ApplicationFailover";
+/// `tolerationSeconds` when the policy has none (Karmada's CRD default).
+pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
+/// `gracePeriodSeconds` of a graceful task when the policy has none (Karmada's webhook).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i32 = 600;
+/// How soon a held Immediately/Directly eviction (no other cluster fits) is tried again.
+pub const NO_TARGET_RETRY: Duration = Duration::from_secs(30);
+
+/// Application failover's settings, from the server's flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplicationFailoverSettings {
+    /// The `Failover` feature gate: off, nothing is evicted (timers are still kept).
+    pub enabled: bool,
+    /// `--application-failover-block-period`: how long a cluster the application left stays
+    /// out of its placement after its eviction task is gone.
+    pub block_period: Duration,
+    /// `--application-failover-backoff`: the second failover of a streak waits this long
+    /// after the first, the third twice as long, and so on.
+    pub backoff: Duration,
+    /// `--application-failover-max-backoff`: the cap of that wait.
+    pub max_backoff: Duration,
+    /// `--application-failover-max-moves`: failovers in one streak (without the workload
+    /// turning Healthy in between); past it the workload stays where it is and the binding
+    /// says so. 0 = unbounded.
+    pub max_moves: u32,
+}
+
+impl Default for ApplicationFailoverSettings {
+    /// A cluster that failed an application is left alone for half an hour (a node pool or
+    /// quota problem is rarely fixed in minutes, and the default failover itself takes 5 min
+    /// of toleration plus up to 10 min of grace); a second move in a row waits 5 min more (one
+    /// default toleration), doubling up to an hour; three moves in a row without recovery
+    /// mean the fault travels with the application, and moving it on does not help.
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            block_period: Duration::from_secs(30 * 60),
+            backoff: Duration::from_secs(5 * 60),
+            max_backoff: Duration::from_secs(60 * 60),
+            max_moves: 3,
+        }
+    }
+}
+
+/// Application failover's durable state, kept in the binding's [`STATE_ANNOTATION`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FailoverState {
+    /// Per cluster of the placement: since when the workload has read Unhealthy (kept through
+    /// Unknown).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unhealthy_since: BTreeMap<String, Time>,
+    /// Clusters the application left, blocked while their task exists and until
+    /// `blockedUntil` after.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftCluster>,
+    /// Failovers since the workload was last Healthy on its whole placement.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub streak: u32,
+    /// When the last failover happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failover: Option<Time>,
+    /// A due failover waits for the back-off until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<Time>,
+    /// A due Immediately/Directly failover has been held since then: no other cluster fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_target_since: Option<Time>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A cluster the application left.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LeftCluster {
+    /// The cluster.
+    pub cluster: String,
+    /// When it was evicted.
+    pub evicted_at: Option<Time>,
+    /// End of the block period; absent while the eviction task exists (blocked until it goes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_until: Option<Time>,
+}
+
+impl FailoverState {
+    /// The state recorded on a binding (empty when absent or unreadable: a hand-edited
+    /// annotation costs the timers, never a failover).
+    pub fn of(binding: &Value) -> Self {
+        binding
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(STATE_ANNOTATION))
+            .and_then(Value::as_str)
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default()
+    }
+
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        *self == FailoverState::default()
+    }
+
+    /// Clusters the scheduler must keep out at `now`, with the end of their block (`None`:
+    /// while the eviction task exists).
+    pub fn blocked(&self, now: DateTime<Utc>) -> Vec<(String, Option<Time>)> {
+        self.left
+            .iter()
+            .filter(|l| {
+                l.blocked_until
+                    .as_ref()
+                    .is_none_or(|u| u.as_datetime() > now)
+            })
+            .map(|l| (l.cluster.clone(), l.blocked_until))
+            .collect()
+    }
+}
+
+/// The clusters a binding's application failover blocks at `now` (for the scheduler and
+/// `explain`).
+pub fn blocked_clusters(binding: &Value, now: DateTime<Utc>) -> Vec<(String, Option<Time>)> {
+    FailoverState::of(binding).blocked(now)
+}
+
+/// The wait before the next failover of a streak of `streak` failovers.
+pub fn backoff(streak: u32, settings: &ApplicationFailoverSettings) -> Duration {
+    if streak == 0 {
+        return Duration::ZERO;
+    }
+    let factor = 1u32.checked_shl(streak - 1).unwrap_or(u32::MAX);
+    settings
+        .backoff
+        .checked_mul(factor)
+        .unwrap_or(settings.max_backoff)
+        .min(settings.max_backoff)
+}
+
+/// `now` rounded up to the second (timestamps keep seconds: a timer must never start early).
+fn ceil_second(now: DateTime<Utc>) -> Time {
+    let truncated = Time::new(now);
+    if truncated.as_datetime() < now {
+        Time::new(now + chrono::Duration::seconds(1))
+    } else {
+        truncated
+    }
+}
+
+/// One cluster the application leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppEviction {
+    /// The cluster.
+    pub cluster: String,
+    /// Since when the workload was Unhealthy there.
+    pub unhealthy_since: Time,
+    /// The task to add.
+    pub task: EvictionOptions,
+    /// What the policy's state-preservation rules gave (`None` without rules); rules that
+    /// could not be read do not hold the move back, and are reported.
+    pub preservation: Option<Preservation>,
+}
+
+/// Application failover's decision for one binding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The state to record.
+    pub state: FailoverState,
+    /// Clusters to evict now.
+    pub evictions: Vec<AppEviction>,
+    /// Clusters due for eviction that stay because the streak reached `max_moves`.
+    pub halted: Vec<String>,
+    /// Clusters due for an Immediately/Directly eviction that is held because no other
+    /// cluster could take the workload (the only copy would go with nothing in its place).
+    pub no_target: Vec<String>,
+    /// Clusters due for eviction that wait for the back-off, and until when.
+    pub backing_off: Option<(Vec<String>, Time)>,
+    /// The streak ended (the workload is Healthy on its whole placement).
+    pub recovered: bool,
+    /// When to look again.
+    pub requeue_after: Option<Duration>,
+}
+
+impl Decision {
+    fn requeue(&mut self, d: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(d, |r| r.min(d)));
+    }
+}
+
+/// The health the binding's status reports for a cluster (absent = Unknown).
+fn health_on(status: &ResourceBindingStatus, cluster: &str) -> ResourceHealth {
+    status
+        .aggregated_status
+        .iter()
+        .find(|i| i.cluster_name == cluster)
+        .and_then(|i| i.health)
+        .unwrap_or(ResourceHealth::Unknown)
+}
+
+/// The eviction task options for a cluster the application leaves.
+fn task_options(
+    app: &ApplicationFailoverBehavior,
+    producer: &str,
+    cluster: &str,
+    since: &Time,
+    toleration: i32,
+    before: &[String],
+    labels: BTreeMap<String, String>,
+) -> EvictionOptions {
+    let mode = app.purge_mode.unwrap_or(PurgeMode::Graciously);
+    EvictionOptions {
+        purge_mode: Some(mode),
+        producer: producer.to_string(),
+        reason: EVICTION_REASON_APPLICATION_FAILURE.into(),
+        message: format!(
+            "the workload on cluster {cluster} has been Unhealthy since {} (tolerationSeconds {toleration})",
+            since.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        grace_period_seconds: mode
+            .is_graceful()
+            .then(|| app.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)),
+        suppress_deletion: mode.is_never().then_some(true),
+        preserved_label_state: labels,
+        clusters_before_failover: before.to_vec(),
+    }
+}
+
+/// Decides, for one binding at `now`: the unhealthy timers, which clusters to evict, whether
+/// the back-off or the move limit holds an eviction back, and when to look again.
+/// `producer` names the controller in the tasks (RB or CRB spelling).
+pub fn decide(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    previous: &FailoverState,
+    settings: &ApplicationFailoverSettings,
+    producer: &str,
+    now: DateTime<Utc>,
+) -> Decision {
+    decide_with(spec, status, previous, settings, producer, now, true)
+}
+
+/// [`decide`], where `immediate_possible` false means no other cluster can take the workload
+/// now: an Immediately/Directly eviction would delete the only copy with nothing to replace
+/// it, so it is held ([`Decision::no_target`]) and looked at again after
+/// [`NO_TARGET_RETRY`]. (Graceful and Never evictions keep the old copy while nothing fits, so
+/// they go ahead and the scheduler says why the binding has no new cluster.)
+pub fn decide_with(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    previous: &FailoverState,
+    settings: &ApplicationFailoverSettings,
+    producer: &str,
+    now: DateTime<Utc>,
+    immediate_possible: bool,
+) -> Decision {
+    let mut d = Decision::default();
+    let Some(app) = spec.failover.as_ref().and_then(|f| f.application.as_ref()) else {
+        // No application failover (any more): nothing to keep.
+        return d;
+    };
+    let mut state = previous.clone();
+    state.backoff_until = None;
+    state.no_target_since = None;
+
+    // Clusters left: their block runs from the moment their task is gone.
+    let block = chrono::Duration::from_std(settings.block_period).unwrap_or(chrono::Duration::MAX);
+    for l in &mut state.left {
+        if l.blocked_until.is_none() && !spec.is_evicting(&l.cluster) {
+            l.blocked_until = Some(ceil_second(now + block));
+        }
+    }
+    state.left.retain(|l| {
+        l.blocked_until
+            .as_ref()
+            .is_none_or(|u| u.as_datetime() > now)
+    });
+
+    // Timers: Unhealthy starts (or keeps) one, Healthy ends it, Unknown keeps what is there.
+    let mut timers = BTreeMap::new();
+    for target in &spec.clusters {
+        if spec.is_evicting(&target.name) {
+            continue;
+        }
+        let kept = previous.unhealthy_since.get(&target.name).cloned();
+        match health_on(status, &target.name) {
+            ResourceHealth::Unhealthy => {
+                timers.insert(
+                    target.name.clone(),
+                    kept.unwrap_or_else(|| ceil_second(now)),
+                );
+            }
+            ResourceHealth::Unknown => {
+                if let Some(since) = kept {
+                    timers.insert(target.name.clone(), since);
+                }
+            }
+            ResourceHealth::Healthy => {}
+        }
+    }
+    state.unhealthy_since = timers;
+
+    // The streak ends when the workload is Healthy on its whole placement and no move of ours
+    // is still under way.
+    let ours_pending = spec
+        .graceful_eviction_tasks
+        .iter()
+        .any(|t| t.producer == producer);
+    if state.streak > 0
+        && !spec.clusters.is_empty()
+        && !ours_pending
+        && spec
+            .clusters
+            .iter()
+            .all(|c| health_on(status, &c.name) == ResourceHealth::Healthy)
+    {
+        state.streak = 0;
+        d.recovered = true;
+    }
+
+    // Which timers have run out, on a pass that reads Unhealthy.
+    let toleration = app
+        .decision_conditions
+        .toleration_seconds
+        .unwrap_or(DEFAULT_TOLERATION_SECONDS)
+        .max(0);
+    let tolerate = chrono::Duration::seconds(i64::from(toleration));
+    let mut due: Vec<(String, Time)> = Vec::new();
+    for (cluster, since) in &state.unhealthy_since {
+        if health_on(status, cluster) != ResourceHealth::Unhealthy {
+            continue;
+        }
+        let deadline = since.as_datetime() + tolerate;
+        if now >= deadline {
+            due.push((cluster.clone(), *since));
+        } else if let Ok(wait) = (deadline - now).to_std() {
+            d.requeue(wait);
+        }
+    }
+
+    if !due.is_empty() && settings.enabled {
+        let gate = state
+            .last_failover
+            .as_ref()
+            .map(|t| {
+                t.as_datetime()
+                    + chrono::Duration::from_std(backoff(state.streak, settings))
+                        .unwrap_or(chrono::Duration::MAX)
+            })
+            .filter(|_| state.streak > 0);
+        let names = || due.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>();
+        let immediate = app.purge_mode.is_some_and(|m| m.is_immediate());
+        if settings.max_moves > 0 && state.streak >= settings.max_moves {
+            d.halted = names();
+        } else if immediate && !immediate_possible {
+            d.no_target = names();
+            state.no_target_since = previous.no_target_since.or(Some(Time::new(now)));
+            d.requeue(NO_TARGET_RETRY);
+        } else if let Some(gate) = gate.filter(|g| now < *g) {
+            state.backoff_until = Some(ceil_second(gate));
+            d.backing_off = Some((names(), ceil_second(gate)));
+            if let Ok(wait) = (gate - now).to_std() {
+                d.requeue(wait);
+            }
+        } else {
+            let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+            let rules = app.state_preservation.as_ref();
+            for (cluster, since) in due {
+                let preservation = preserve(rules, status, &cluster);
+                let labels = preservation
+                    .as_ref()
+                    .map(|p| p.labels.clone())
+                    .unwrap_or_default();
+                d.evictions.push(AppEviction {
+                    task: task_options(
+                        app, producer, &cluster, &since, toleration, &before, labels,
+                    ),
+                    cluster: cluster.clone(),
+                    unhealthy_since: since,
+                    preservation,
+                });
+                state.unhealthy_since.remove(&cluster);
+                state.left.retain(|l| l.cluster != cluster);
+                state.left.push(LeftCluster {
+                    cluster,
+                    evicted_at: Some(Time::new(now)),
+                    blocked_until: None,
+                });
+            }
+            state.streak = state.streak.saturating_add(1);
+            state.last_failover = Some(Time::new(now));
+        }
+    }
+    d.state = state;
+    d
+}
+
+/// Writes the evictions of a decision into the binding's spec: each cluster leaves
+/// `spec.clusters` and its task is added, stamped `now`.
+pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
+    for e in &decision.evictions {
+        spec.graceful_evict_cluster(&e.cluster, e.task.clone());
+        if let Some(task) = spec
+            .graceful_eviction_tasks
+            .iter_mut()
+            .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
+        {
+            task.creation_timestamp = Some(Time::new(now));
+        }
+    }
+}
+
+/// `binding` with `state` in its annotation (removed when empty).
+fn with_state(binding: &Value, state: &FailoverState) -> Value {
+    let mut updated = binding.clone();
+    if state.is_empty() {
+        if let Some(annotations) = updated
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove(STATE_ANNOTATION);
+        }
+    } else {
+        set_path(
+            &mut updated,
+            &["metadata", "annotations", STATE_ANNOTATION],
+            Value::String(serde_json::to_string(state).unwrap_or_default()),
+        );
+    }
+    updated
+}
+
+/// The application failover controller: one reconcile per binding (`rb|ns|name`,
+/// `crb|name`), woken when its failover, placement, tasks, per-cluster health or state change;
+/// it evicts what [`decide`] says and looks again when the earliest timer runs out.
+pub struct ApplicationFailoverController {
+    store: Arc<dyn Store>,
+    clusters: ClusterCache,
+    clock: SharedClock,
+    events: EventRecorder,
+    metrics: FailoverMetrics,
+    settings: ApplicationFailoverSettings,
+}
+
+impl ApplicationFailoverController {
+    /// An application failover controller over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        events: EventRecorder,
+        metrics: FailoverMetrics,
+        settings: ApplicationFailoverSettings,
+    ) -> Self {
+        Self {
+            clusters: ClusterCache::new(store.clone()),
+            store,
+            clock,
+            events: events.for_component("application-failover"),
+            metrics,
+            settings,
+        }
+    }
+}
+
+/// What of a binding application failover judges. Bindings without application failover and
+/// without recorded state have one constant fingerprint, so they never wake it.
+fn judged_fingerprint(binding: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let has_failover = binding.pointer("/spec/failover/application").is_some();
+    let state = binding
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(STATE_ANNOTATION));
+    if !has_failover && state.is_none() {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    state.map(Value::to_string).hash(&mut h);
+    if let Some(items) = binding
+        .pointer("/status/aggregatedStatus")
+        .and_then(Value::as_array)
+    {
+        for i in items {
+            i.get("clusterName").map(Value::to_string).hash(&mut h);
+            i.get("health").map(Value::to_string).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// Application failover as the server runs it.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let reconciler = ApplicationFailoverController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.events.clone(),
+        ctx.failover_metrics.clone(),
+        ctx.settings.application_failover.clone(),
+    );
+    let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources)
+            .workers(ctx.propagation_workers())
+            .resync(ctx.settings.resync),
+    ))
+}
+
+#[async_trait]
+impl Reconciler for ApplicationFailoverController {
+    fn name(&self) -> &'static str {
+        "application-failover"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let span = tracing::debug_span!("application_failover", binding = key);
+        let _guard = span.enter();
+        let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
+            return Ok(Action::Done);
+        };
+        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let status = status_or_default(&object, key);
+        let previous = FailoverState::of(&object);
+        let producer = if key.starts_with("crb|") {
+            EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER
+        } else {
+            EVICTION_PRODUCER_RB_APPLICATION_FAILOVER
+        };
+        let now = self.clock.now();
+        let mut decision = decide(&spec, &status, &previous, &self.settings, producer, now);
+        if decision
+            .evictions
+            .iter()
+            .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
+            && !self
+                .another_cluster_fits(&spec, &status, &decision, now)
+                .await?
+        {
+            decision = decide_with(
+                &spec,
+                &status,
+                &previous,
+                &self.settings,
+                producer,
+                now,
+                false,
+            );
+        }
+        let mut updated = with_state(&object, &decision.state);
+        if !decision.evictions.is_empty() {
+            apply(&mut spec, &decision, now);
+            set_path(
+                &mut updated,
+                &["spec", "clusters"],
+                serde_json::to_value(&spec.clusters).unwrap_or_default(),
+            );
+            set_path(
+                &mut updated,
+                &["spec", "gracefulEvictionTasks"],
+                serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
+            );
+        }
+        let mut current = object.clone();
+        if updated != object {
+            // A conflict retries the whole decision on the new binding.
+            current = self.store.update(&rt, updated).await?;
+        }
+        self.report(&rt, current, key, &decision, &previous, now)
+            .await?;
+        Ok(decision
+            .requeue_after
+            .map_or(Action::Done, Action::RequeueAfter))
+    }
+}
+
+impl ApplicationFailoverController {
+    /// Whether the scheduler would find a cluster for the binding once `decision`'s evictions
+    /// are applied (the evicted and blocked clusters left out).
+    async fn another_cluster_fits(
+        &self,
+        spec: &ResourceBindingSpec,
+        status: &ResourceBindingStatus,
+        decision: &Decision,
+        now: DateTime<Utc>,
+    ) -> Result<bool, ReconcileError> {
+        let mut after = spec.clone();
+        apply(&mut after, decision, now);
+        let clusters = self.clusters.get().await?;
+        let blocked = decision.state.blocked(now);
+        let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
+            spec: &after,
+            status,
+            clusters: &clusters.snapshot,
+            options: crate::scheduler::ScheduleOptions::default(),
+            blocked: &blocked,
+        });
+        Ok(result.is_ok_and(|o| !o.clusters.is_empty()))
+    }
+
+    /// Events, metrics and the condition of a decision already written.
+    async fn report(
+        &self,
+        rt: &flotilla_api::kinds::ResourceType,
+        binding: Value,
+        key: &str,
+        decision: &Decision,
+        previous: &FailoverState,
+        now: DateTime<Utc>,
+    ) -> Result<(), ReconcileError> {
+        for (cluster, since) in &decision.state.unhealthy_since {
+            if !previous.unhealthy_since.contains_key(cluster) {
+                tracing::info!(binding = key, cluster = %cluster, "workload unhealthy, timer started");
+                self.events
+                    .record(
+                        &binding,
+                        EventType::Normal,
+                        "ApplicationUnhealthy",
+                        &format!(
+                            "The workload on cluster {cluster} is Unhealthy since {}; it is moved if it stays so for tolerationSeconds",
+                            since.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ),
+                    )
+                    .await;
+            }
+        }
+        for e in &decision.evictions {
+            let producer = e.task.producer.as_str();
+            tracing::info!(binding = key, cluster = %e.cluster, purge_mode = ?e.task.purge_mode, "application failover: evicted");
+            self.metrics
+                .evictions
+                .with_label_values(&[producer, EVICTION_REASON_APPLICATION_FAILURE])
+                .inc();
+            self.metrics
+                .unhealthy_to_eviction
+                .with_label_values(&[producer])
+                .observe(seconds_since(e.unhealthy_since.as_datetime(), now));
+            let how = match e.task.purge_mode.unwrap_or(PurgeMode::Graciously) {
+                m if m.is_immediate() => format!("purge mode {m}: the old copy goes first"),
+                m if m.is_never() => format!(
+                    "purge mode {m}: the old copy stays until suppressDeletion is set to false"
+                ),
+                m => format!(
+                    "purge mode {m}: the old copy stays until the new placement is Healthy or {} s pass",
+                    e.task.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+                ),
+            };
+            self.events
+                .record(
+                    &binding,
+                    EventType::Warning,
+                    "EvictWorkloadFromCluster",
+                    &format!(
+                        "Application failover: evicted from cluster {}: {}; {how}; the cluster is not chosen again for {} after the old copy goes",
+                        e.cluster,
+                        e.task.message,
+                        humantime::format_duration(self.settings.block_period)
+                    ),
+                )
+                .await;
+            if let Some(p) = &e.preservation {
+                // The eviction is written; a failed status write only loses the report.
+                if let Err(err) = report_preservation(
+                    self.store.as_ref(),
+                    &self.events,
+                    rt,
+                    &binding,
+                    p,
+                    e.task.purge_mode,
+                    now,
+                )
+                .await
+                {
+                    tracing::warn!(binding = key, cluster = %e.cluster, error = %err, "writing the StatePreserved condition failed");
+                }
+            }
+        }
+        for l in &decision.state.left {
+            let was = previous.left.iter().find(|p| p.cluster == l.cluster);
+            if let (Some(until), Some(None)) =
+                (&l.blocked_until, was.map(|p| p.blocked_until.as_ref()))
+            {
+                self.events
+                    .record(
+                        &binding,
+                        EventType::Normal,
+                        "FailoverBlockStarted",
+                        &format!(
+                            "Cluster {} is not chosen again for this workload until {}",
+                            l.cluster,
+                            until
+                                .as_datetime()
+                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ),
+                    )
+                    .await;
+            }
+        }
+        if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
+            self.metrics
+                .application_failovers_held
+                .with_label_values(&["NoTarget"])
+                .inc();
+            tracing::warn!(binding = key, clusters = ?decision.no_target, "application failover held: no other cluster fits");
+            self.events
+                .record(
+                    &binding,
+                    EventType::Warning,
+                    "ApplicationFailoverHeld",
+                    &format!(
+                        "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
+                        decision.no_target.join(", ")
+                    ),
+                )
+                .await;
+        }
+        if let Some((clusters, until)) = &decision.backing_off {
+            if previous.backoff_until.as_ref() != Some(until) {
+                self.metrics
+                    .application_failovers_held
+                    .with_label_values(&["Backoff"])
+                    .inc();
+                tracing::info!(binding = key, clusters = ?clusters, until = %until.as_datetime(), "application failover backing off");
+                self.events
+                    .record(
+                        &binding,
+                        EventType::Normal,
+                        "ApplicationFailoverBackoff",
+                        &format!(
+                            "The workload is due to leave {} but moved {} time(s) in a row; the next move waits until {}",
+                            clusters.join(", "),
+                            decision.state.streak,
+                            until.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ),
+                    )
+                    .await;
+            }
+        }
+        let mut conditions: Vec<Condition> = binding
+            .pointer("/status/conditions")
+            .cloned()
+            .and_then(|c| serde_json::from_value(c).ok())
+            .unwrap_or_default();
+        let current =
+            flotilla_api::meta::find_condition(&conditions, CONDITION_APPLICATION_FAILOVER)
+                .map(|c| c.status);
+        let wanted = if !decision.halted.is_empty() {
+            Some(Condition::new(
+                CONDITION_APPLICATION_FAILOVER,
+                ConditionStatus::False,
+                "FailoverLimitReached",
+                &format!(
+                    "The workload moved {} times in a row without turning Healthy; it stays on {} (Unhealthy) until it recovers or a user moves it",
+                    decision.state.streak,
+                    decision.halted.join(", ")
+                ),
+            ))
+        } else if decision.recovered && current == Some(ConditionStatus::False) {
+            Some(Condition::new(
+                CONDITION_APPLICATION_FAILOVER,
+                ConditionStatus::True,
+                "ApplicationHealthy",
+                "The workload is Healthy on its placement; application failover acts again",
+            ))
+        } else {
+            None
+        };
+        if let Some(c) = wanted {
+            let halted = c.status == ConditionStatus::False;
+            let message = c.message.clone();
+            if set_condition(&mut conditions, c, now) {
+                let mut updated = binding.clone();
+                set_path(
+                    &mut updated,
+                    &["status", "conditions"],
+                    serde_json::to_value(&conditions).unwrap_or_default(),
+                );
+                let written = self.store.update_status(rt, updated).await?;
+                let (kind, reason) = if halted {
+                    self.metrics
+                        .application_failovers_held
+                        .with_label_values(&["FailoverLimitReached"])
+                        .inc();
+                    tracing::warn!(binding = key, "application failover limit reached");
+                    (EventType::Warning, "ApplicationFailoverHalted")
+                } else {
+                    (EventType::Normal, "ApplicationFailoverResumed")
+                };
+                self.events.record(&written, kind, reason, &message).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use flotilla_api::binding::{AggregatedStatusItem, GracefulEvictionTask, TargetCluster};
+    use flotilla_api::policy::{
+        DecisionConditions, FailoverBehavior, StatePreservation, StatePreservationRule,
+    };
+    use serde_json::json;
+    use ResourceHealth::{Healthy, Unhealthy, Unknown};
+
+    const RB: &str = EVICTION_PRODUCER_RB_APPLICATION_FAILOVER;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn app(mode: Option<PurgeMode>, toleration: Option<i32>) -> ApplicationFailoverBehavior {
+        ApplicationFailoverBehavior {
+            decision_conditions: DecisionConditions {
+                toleration_seconds: toleration,
+            },
+            purge_mode: mode,
+            grace_period_seconds: None,
+            state_preservation: None,
+        }
+    }
+
+    fn spec(app: Option<ApplicationFailoverBehavior>, clusters: &[&str]) -> ResourceBindingSpec {
+        ResourceBindingSpec {
+            replicas: 2,
+            clusters: clusters.iter().map(|c| TargetCluster::new(c, 1)).collect(),
+            failover: app.map(|a| FailoverBehavior {
+                application: Some(a),
+                cluster: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
+        ResourceBindingStatus {
+            aggregated_status: health
+                .iter()
+                .map(|(c, h)| AggregatedStatusItem {
+                    cluster_name: c.to_string(),
+                    applied: true,
+                    health: Some(*h),
+                    status: Some(json!({"jobStatus": {"jobID": format!("job-on-{c}")}})),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Runs `decide` over a sequence of (seconds, health on m1) readings with m2 Healthy, and
+    /// returns at which reading (seconds) m1 was evicted, if it was.
+    fn evicted_at(toleration: i32, readings: &[(i64, ResourceHealth)]) -> Option<i64> {
+        let spec = spec(Some(app(None, Some(toleration))), &["m1", "m2"]);
+        let settings = ApplicationFailoverSettings::default();
+        let mut state = FailoverState::default();
+        for (secs, h) in readings {
+            let d = decide(
+                &spec,
+                &status(&[("m1", *h), ("m2", Healthy)]),
+                &state,
+                &settings,
+                RB,
+                at(*secs),
+            );
+            if !d.evictions.is_empty() {
+                return Some(*secs);
+            }
+            state = d.state;
+        }
+        None
+    }
+
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn unhealthy_timing_with_flapping_and_unknown() {
+        let cases: Vec<(&str, Vec<(i64, ResourceHealth)>, Option<i64>)> = vec![
+            (
+                "continuously Unhealthy: evicted at the toleration",
+                vec![(0, Unhealthy), (299, Unhealthy), (300, Unhealthy)],
+                Some(300),
+            ),
+            (
+                "Unknown in between neither resets the timer nor counts as recovery",
+                vec![
+                    (0, Unhealthy),
+                    (100, Unknown),
+                    (250, Unknown),
+                    (300, Unhealthy),
+                ],
+                Some(300),
+            ),
+            (
+                "Unknown at the deadline does not trigger; the next Unhealthy does",
+                vec![
+                    (0, Unhealthy),
+                    (300, Unknown),
+                    (400, Unknown),
+                    (401, Unhealthy),
+                ],
+                Some(401),
+            ),
+            (
+                "Unknown alone never starts a timer",
+                vec![(0, Unknown), (300, Unknown), (600, Unknown)],
+                None,
+            ),
+            (
+                "Healthy resets the timer",
+                vec![
+                    (0, Unhealthy),
+                    (200, Healthy),
+                    (250, Unhealthy),
+                    (500, Unhealthy),
+                ],
+                None,
+            ),
+            (
+                "flapping restarts the timer each time",
+                vec![
+                    (0, Unhealthy),
+                    (200, Healthy),
+                    (250, Unhealthy),
+                    (449, Healthy),
+                    (450, Unhealthy),
+                    (749, Unhealthy),
+                    (750, Unhealthy),
+                ],
+                Some(750),
+            ),
+            (
+                "toleration 0: evicted on the first Unhealthy reading",
+                vec![(0, Healthy), (5, Unhealthy)],
+                Some(5),
+            ),
+        ];
+        for (what, readings, want) in cases {
+            let tol = if what.starts_with("toleration 0") {
+                0
+            } else {
+                300
+            };
+            assert_eq!(evicted_at(tol, &readings), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_timer_requeues_at_its_deadline_and_survives_in_the_state() {
+        let spec = spec(Some(app(None, None)), &["m1", "m2"]);
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(10));
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(300)));
+        assert_eq!(d.state.unhealthy_since.get("m1"), Some(&Time::new(at(10))));
+        // The state goes through the annotation and back (a restart reads it there).
+        let binding = with_state(&json!({"metadata": {"name": "b"}}), &d.state);
+        let read = FailoverState::of(&binding);
+        assert_eq!(read, d.state);
+        let d = decide(&spec, &st, &read, &settings, RB, at(110));
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(200)));
+        // A fraction of a second never starts a timer early.
+        let late = at(10) + chrono::Duration::milliseconds(400);
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, late);
+        assert_eq!(d.state.unhealthy_since.get("m1"), Some(&Time::new(at(11))));
+    }
+
+    #[test]
+    fn each_purge_mode_builds_its_task() {
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        // (mode, purge mode in the task, grace period, suppressDeletion)
+        let cases = [
+            (None, PurgeMode::Graciously, Some(600), None),
+            (
+                Some(PurgeMode::Graciously),
+                PurgeMode::Graciously,
+                Some(600),
+                None,
+            ),
+            (
+                Some(PurgeMode::Gracefully),
+                PurgeMode::Gracefully,
+                Some(600),
+                None,
+            ),
+            (
+                Some(PurgeMode::Immediately),
+                PurgeMode::Immediately,
+                None,
+                None,
+            ),
+            (Some(PurgeMode::Directly), PurgeMode::Directly, None, None),
+            (Some(PurgeMode::Never), PurgeMode::Never, None, Some(true)),
+        ];
+        for (mode, want_mode, want_grace, want_suppress) in cases {
+            let spec = spec(Some(app(mode, Some(0))), &["m1", "m2"]);
+            let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(0));
+            assert_eq!(d.evictions.len(), 1, "{mode:?}");
+            let task = &d.evictions[0].task;
+            assert_eq!(task.purge_mode, Some(want_mode), "{mode:?}");
+            assert_eq!(task.grace_period_seconds, want_grace, "{mode:?}");
+            assert_eq!(task.suppress_deletion, want_suppress, "{mode:?}");
+            assert_eq!(task.producer, RB);
+            assert_eq!(task.reason, EVICTION_REASON_APPLICATION_FAILURE);
+            assert_eq!(task.clusters_before_failover, ["m1", "m2"]);
+            let mut applied = spec.clone();
+            apply(&mut applied, &d, at(3));
+            assert_eq!(applied.clusters, vec![TargetCluster::new("m2", 1)]);
+            let t = &applied.graceful_eviction_tasks[0];
+            assert_eq!(t.from_cluster, "m1");
+            assert_eq!(t.creation_timestamp, Some(Time::new(at(3))));
+        }
+        // The policy's grace period wins over the default.
+        let mut a = app(Some(PurgeMode::Gracefully), Some(0));
+        a.grace_period_seconds = Some(42);
+        let d = decide(
+            &spec(Some(a), &["m1", "m2"]),
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        assert_eq!(d.evictions[0].task.grace_period_seconds, Some(42));
+    }
+
+    #[test]
+    fn state_preservation_reads_the_old_clusters_status() {
+        let mut a = app(Some(PurgeMode::Directly), Some(0));
+        a.state_preservation = Some(StatePreservation {
+            rules: vec![
+                StatePreservationRule {
+                    alias_label_name: "application.karmada.io/failover-jobid".into(),
+                    json_path: "{ .jobStatus.jobID }".into(),
+                },
+                StatePreservationRule {
+                    alias_label_name: "example.io/none".into(),
+                    json_path: "{ .nothing }".into(),
+                },
+            ],
+        });
+        let d = decide(
+            &spec(Some(a), &["m1", "m2"]),
+            &status(&[("m1", Unhealthy), ("m2", Healthy)]),
+            &FailoverState::default(),
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(0),
+        );
+        let e = &d.evictions[0];
+        assert_eq!(
+            e.task
+                .preserved_label_state
+                .get("application.karmada.io/failover-jobid")
+                .map(String::as_str),
+            Some("job-on-m1")
+        );
+        let failures = &e.preservation.as_ref().unwrap().failures;
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].label, "example.io/none");
+    }
+
+    #[test]
+    fn nothing_without_application_failover_or_with_the_gate_off() {
+        let st = status(&[("m1", Unhealthy)]);
+        let mut state = FailoverState::default();
+        state.unhealthy_since.insert("m1".into(), Time::new(at(0)));
+        let d = decide(
+            &spec(None, &["m1"]),
+            &st,
+            &state,
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(1_000),
+        );
+        assert_eq!(d, Decision::default(), "the state is dropped too");
+        let off = ApplicationFailoverSettings {
+            enabled: false,
+            ..Default::default()
+        };
+        let d = decide(
+            &spec(Some(app(None, Some(0))), &["m1"]),
+            &st,
+            &FailoverState::default(),
+            &off,
+            RB,
+            at(0),
+        );
+        assert!(d.evictions.is_empty());
+        assert!(
+            d.state.unhealthy_since.contains_key("m1"),
+            "timers still run"
+        );
+        // A cluster already being evicted (by anyone) is left alone.
+        let mut evicting = spec(Some(app(None, Some(0))), &["m1"]);
+        evicting.graceful_eviction_tasks.push(GracefulEvictionTask {
+            from_cluster: "m1".into(),
+            producer: "TaintManager".into(),
+            ..Default::default()
+        });
+        let d = decide(
+            &evicting,
+            &st,
+            &FailoverState::default(),
+            &ApplicationFailoverSettings::default(),
+            RB,
+            at(0),
+        );
+        assert!(d.evictions.is_empty());
+        assert!(d.state.unhealthy_since.is_empty());
+    }
+
+    #[test]
+    fn an_immediate_eviction_with_nowhere_to_go_is_held() {
+        let st = status(&[("m1", Unhealthy)]);
+        let settings = ApplicationFailoverSettings::default();
+        let immediate = spec(Some(app(Some(PurgeMode::Directly), Some(0))), &["m1"]);
+        let d = decide_with(
+            &immediate,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+            false,
+        );
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.no_target, vec!["m1".to_string()]);
+        assert_eq!(d.requeue_after, Some(NO_TARGET_RETRY));
+        assert_eq!(d.state.no_target_since, Some(Time::new(at(0))));
+        assert_eq!(d.state.streak, 0, "nothing moved");
+        // Still held later: the first time is kept (one Event, not one per retry).
+        let d = decide_with(&immediate, &st, &d.state, &settings, RB, at(30), false);
+        assert_eq!(d.state.no_target_since, Some(Time::new(at(0))));
+        // A cluster fits again: the eviction goes ahead.
+        let d = decide_with(&immediate, &st, &d.state, &settings, RB, at(60), true);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.no_target_since, None);
+        // Graceful and Never keep the old copy while nothing fits: never held.
+        for mode in [PurgeMode::Graciously, PurgeMode::Never] {
+            let d = decide_with(
+                &spec(Some(app(Some(mode), Some(0))), &["m1"]),
+                &st,
+                &FailoverState::default(),
+                &settings,
+                RB,
+                at(0),
+                false,
+            );
+            assert_eq!(d.evictions.len(), 1, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let s = ApplicationFailoverSettings {
+            backoff: Duration::from_secs(60),
+            max_backoff: Duration::from_secs(200),
+            ..Default::default()
+        };
+        let table = [(0, 0), (1, 60), (2, 120), (3, 200), (40, 200)];
+        for (streak, want) in table {
+            assert_eq!(backoff(streak, &s), Duration::from_secs(want), "{streak}");
+        }
+    }
+
+    /// One failover step of a binding over three clusters: `on` is where it runs now (and is
+    /// Unhealthy); returns the decision.
+    fn step(
+        state: &FailoverState,
+        on: &str,
+        tasks: &[&str],
+        settings: &ApplicationFailoverSettings,
+        now: i64,
+    ) -> Decision {
+        let mut spec = spec(Some(app(None, Some(10))), &[on]);
+        spec.graceful_eviction_tasks = tasks
+            .iter()
+            .map(|c| GracefulEvictionTask {
+                from_cluster: c.to_string(),
+                producer: RB.into(),
+                ..Default::default()
+            })
+            .collect();
+        decide(
+            &spec,
+            &status(&[(on, Unhealthy)]),
+            state,
+            settings,
+            RB,
+            at(now),
+        )
+    }
+
+    #[test]
+    fn repeated_failovers_back_off_block_and_stop_at_the_bound() {
+        let settings = ApplicationFailoverSettings {
+            block_period: Duration::from_secs(1_000),
+            backoff: Duration::from_secs(100),
+            max_backoff: Duration::from_secs(10_000),
+            max_moves: 3,
+            enabled: true,
+        };
+        // m1 unhealthy from 0, evicted at 10.
+        let d = step(&FailoverState::default(), "m1", &[], &settings, 0);
+        let d = step(&d.state, "m1", &[], &settings, 10);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.streak, 1);
+        assert_eq!(d.state.blocked(at(10)), vec![("m1".to_string(), None)]);
+        // Now on m2 with m1's task pending: m1 stays blocked with no end yet.
+        let d = step(&d.state, "m2", &["m1"], &settings, 20);
+        assert!(d.evictions.is_empty());
+        // m2 due at 30, but the second move of the streak waits until 10 + 100.
+        let d = step(&d.state, "m2", &["m1"], &settings, 30);
+        assert!(d.evictions.is_empty());
+        assert_eq!(
+            d.backing_off,
+            Some((vec!["m2".to_string()], Time::new(at(110))))
+        );
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(80)));
+        // m1's task goes: its block ends 1000 s later.
+        let d = step(&d.state, "m2", &[], &settings, 50);
+        assert_eq!(
+            d.state.blocked(at(50)),
+            vec![("m1".to_string(), Some(Time::new(at(1_050))))]
+        );
+        let d = step(&d.state, "m2", &[], &settings, 110);
+        assert_eq!(d.evictions.len(), 1, "the back-off is over");
+        assert_eq!(d.state.streak, 2);
+        // On m3, due at 130; the third move waits 200 s after 110.
+        let d = step(&d.state, "m3", &["m2"], &settings, 120);
+        let d = step(&d.state, "m3", &["m2"], &settings, 309);
+        assert_eq!(d.state.backoff_until, Some(Time::new(at(310))));
+        assert!(d.evictions.is_empty());
+        let d = step(&d.state, "m3", &["m2"], &settings, 310);
+        assert_eq!(d.state.backoff_until, None);
+        assert_eq!(d.evictions.len(), 1);
+        assert_eq!(d.state.streak, 3);
+        // Back on m1 after its block: Unhealthy again, but three moves in a row is the bound.
+        let d = step(&d.state, "m1", &["m3"], &settings, 2_000);
+        let d = step(&d.state, "m1", &["m3"], &settings, 2_100);
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.halted, vec!["m1".to_string()]);
+        assert_eq!(d.requeue_after, None);
+        // Healthy on the whole placement with no move under way ends the streak.
+        let mut healthy = spec(Some(app(None, Some(10))), &["m1"]);
+        healthy.graceful_eviction_tasks.clear();
+        let d = decide(
+            &healthy,
+            &status(&[("m1", Healthy)]),
+            &d.state,
+            &settings,
+            RB,
+            at(2_200),
+        );
+        assert!(d.recovered);
+        assert_eq!(d.state.streak, 0);
+        // Expired blocks are forgotten.
+        assert!(d.state.left.iter().all(|l| l.cluster != "m1"));
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_bindings_without_application_failover() {
+        let plain = json!({"metadata": {"generation": 3}, "spec": {}, "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
+        assert_eq!(judged_fingerprint(&plain), 0);
+        let with = json!({"metadata": {"generation": 3}, "spec": {"failover": {"application": {}}},
+            "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
+        let mut healthier = with.clone();
+        healthier["status"]["aggregatedStatus"][0]["health"] = json!("Healthy");
+        assert_ne!(judged_fingerprint(&with), judged_fingerprint(&healthier));
+        let mut other_status = with.clone();
+        other_status["status"]["aggregatedStatus"][0]["status"] = json!({"x": 1});
+        assert_eq!(judged_fingerprint(&with), judged_fingerprint(&other_status));
+    }
+
+    mod controller {
+        use super::*;
+        use crate::clock::{Clock, FakeClock};
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use flotilla_api::kinds::well_known;
+
+        const KEY: &str = "rb|default|nginx-deployment";
+
+        struct World {
+            store: Arc<dyn Store>,
+            clock: Arc<FakeClock>,
+            registry: prometheus::Registry,
+            af: ApplicationFailoverController,
+        }
+
+        impl World {
+            async fn new() -> Self {
+                let clock = Arc::new(FakeClock::new(at(0)));
+                let shared: SharedClock = clock.clone();
+                let store: Arc<dyn Store> =
+                    KvStore::memory(StoreConfig::with_clock(shared.clone()));
+                let registry = prometheus::Registry::new();
+                let events =
+                    EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+                let metrics = FailoverMetrics::register(&registry).unwrap();
+                store
+                    .create(
+                        &well_known::resource_bindings(),
+                        json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                            "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                     "replicas": 2, "propagateDeps": true,
+                                     "placement": {},
+                                     "failover": {"application": {"decisionConditions": {"tolerationSeconds": 300}}},
+                                     "clusters": [{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]}}),
+                    )
+                    .await
+                    .unwrap();
+                let af = ApplicationFailoverController::new(
+                    store.clone(),
+                    shared,
+                    events,
+                    metrics,
+                    ApplicationFailoverSettings::default(),
+                );
+                World {
+                    store,
+                    clock,
+                    registry,
+                    af,
+                }
+            }
+
+            async fn binding(&self) -> Value {
+                self.store
+                    .get(
+                        &well_known::resource_bindings(),
+                        Some("default"),
+                        "nginx-deployment",
+                    )
+                    .await
+                    .unwrap()
+            }
+
+            /// What the binding status controller reports: member1's health, member2 Healthy.
+            async fn report(&self, member1: &str) {
+                let mut b = self.binding().await;
+                b["status"]["aggregatedStatus"] = json!([
+                    {"clusterName": "member1", "applied": true, "health": member1},
+                    {"clusterName": "member2", "applied": true, "health": "Healthy"},
+                ]);
+                self.store
+                    .update_status(&well_known::resource_bindings(), b)
+                    .await
+                    .unwrap();
+            }
+
+            fn at(&self, secs: i64) {
+                let now = self.clock.now();
+                self.clock.advance(at(secs) - now);
+            }
+
+            async fn reconcile(&self) -> Action {
+                self.af.reconcile(KEY).await.unwrap()
+            }
+        }
+
+        fn requeue(a: &Action) -> Option<Duration> {
+            match a {
+                Action::RequeueAfter(d) => Some(*d),
+                _ => None,
+            }
+        }
+
+        #[tokio::test]
+        async fn unhealthy_past_toleration_evicts_and_unknown_in_between_does_not_reset() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            assert_eq!(
+                requeue(&w.reconcile().await),
+                Some(Duration::from_secs(300))
+            );
+            let b = w.binding().await;
+            assert_eq!(
+                FailoverState::of(&b).unhealthy_since.get("member1"),
+                Some(&Time::new(at(0))),
+                "the timer is on the binding"
+            );
+            // Unknown for a while: the timer stays, nothing happens.
+            w.at(100);
+            w.report("Unknown").await;
+            w.reconcile().await;
+            w.at(299);
+            w.report("Unhealthy").await;
+            assert_eq!(requeue(&w.reconcile().await), Some(Duration::from_secs(1)));
+            assert_eq!(
+                w.binding().await["spec"]["clusters"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(2)
+            );
+            w.at(300);
+            assert!(matches!(w.reconcile().await, Action::Done));
+            let b = w.binding().await;
+            assert_eq!(
+                b["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 1}])
+            );
+            let task = &b["spec"]["gracefulEvictionTasks"][0];
+            assert_eq!(task["fromCluster"], "member1");
+            assert_eq!(task["producer"], EVICTION_PRODUCER_RB_APPLICATION_FAILOVER);
+            assert_eq!(task["reason"], "ApplicationFailure");
+            assert_eq!(task["purgeMode"], "Graciously");
+            assert_eq!(task["gracePeriodSeconds"], 600);
+            assert_eq!(
+                task["clustersBeforeFailover"],
+                json!(["member1", "member2"])
+            );
+            assert!(task["creationTimestamp"].is_string(), "{task}");
+            let state = FailoverState::of(&b);
+            assert_eq!(state.streak, 1);
+            assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
+            let events = w
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            assert!(
+                events
+                    .items
+                    .iter()
+                    .any(|e| e["reason"] == "EvictWorkloadFromCluster"
+                        && e["message"].as_str().unwrap_or("").contains("member1")),
+                "{:?}",
+                events.items
+            );
+            let text = prometheus::TextEncoder::new()
+                .encode_to_string(&w.registry.gather())
+                .unwrap();
+            assert!(
+                text.contains(
+                    "flotilla_evictions_total{producer=\"resource-binding-application-failover-controller\",reason=\"ApplicationFailure\"} 1"
+                ),
+                "{text}"
+            );
+            // Evicted once: another pass writes nothing.
+            let rv = b["metadata"]["resourceVersion"].clone();
+            w.reconcile().await;
+            assert_eq!(w.binding().await["metadata"]["resourceVersion"], rv);
+            // The task goes: the block period starts, and the scheduler would keep member1 out.
+            let mut b = w.binding().await;
+            b["spec"]["gracefulEvictionTasks"] = json!([]);
+            w.store
+                .update(&well_known::resource_bindings(), b)
+                .await
+                .unwrap();
+            w.at(400);
+            w.reconcile().await;
+            let b = w.binding().await;
+            assert_eq!(
+                blocked_clusters(&b, at(400)),
+                vec![("member1".to_string(), Some(Time::new(at(400 + 1_800))))]
+            );
+            assert!(blocked_clusters(&b, at(400 + 1_800)).is_empty());
+        }
+
+        #[tokio::test]
+        async fn healthy_resets_the_timer_and_a_restart_keeps_it() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            w.reconcile().await;
+            w.at(200);
+            w.report("Healthy").await;
+            assert!(matches!(w.reconcile().await, Action::Done));
+            assert!(!w
+                .binding()
+                .await
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(STATE_ANNOTATION))
+                .is_some_and(|s| s.as_str().unwrap_or("").contains("member1")));
+            w.at(250);
+            w.report("Unhealthy").await;
+            assert_eq!(
+                requeue(&w.reconcile().await),
+                Some(Duration::from_secs(300))
+            );
+            w.at(500);
+            assert_eq!(requeue(&w.reconcile().await), Some(Duration::from_secs(50)));
+            // A new controller (a restarted server) reads the timer from the binding.
+            let registry = prometheus::Registry::new();
+            let shared: SharedClock = w.clock.clone();
+            let restarted = ApplicationFailoverController::new(
+                w.store.clone(),
+                shared.clone(),
+                EventRecorder::new(w.store.clone(), shared, "test", &registry).unwrap(),
+                FailoverMetrics::register(&registry).unwrap(),
+                ApplicationFailoverSettings::default(),
+            );
+            w.at(550);
+            assert!(matches!(restarted.reconcile(KEY).await, Ok(Action::Done)));
+            assert_eq!(
+                w.binding().await["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 1}])
+            );
+        }
+
+        /// The scheduler and application failover together on two members: the workload
+        /// leaves the first, then is due to leave the second; the first is blocked, so the
+        /// Immediately eviction is held until the block ends, and then it moves back.
+        #[tokio::test]
+        async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
+            use crate::controllers::scheduling::SchedulerController;
+            let clock = Arc::new(FakeClock::new(at(0)));
+            let shared: SharedClock = clock.clone();
+            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+            let registry = prometheus::Registry::new();
+            let events =
+                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+            let settings = ApplicationFailoverSettings {
+                block_period: Duration::from_secs(1_000),
+                backoff: Duration::from_secs(60),
+                ..Default::default()
+            };
+            let af = ApplicationFailoverController::new(
+                store.clone(),
+                shared.clone(),
+                events.clone(),
+                FailoverMetrics::register(&registry).unwrap(),
+                settings,
+            );
+            let scheduler =
+                SchedulerController::new(store.clone(), shared.clone(), events, &registry).unwrap();
+            for name in ["member1", "member2"] {
+                let mut c = store
+                    .create(
+                        &well_known::clusters(),
+                        json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                            "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
+                    )
+                    .await
+                    .unwrap();
+                c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+                store
+                    .update_status(&well_known::clusters(), c)
+                    .await
+                    .unwrap();
+            }
+            let rt = well_known::resource_bindings();
+            store
+                .create(
+                    &rt,
+                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                        "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                                 "replicas": 2, "propagateDeps": true,
+                                 "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                                               "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+                                               "replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
+                                 "failover": {"application": {"decisionConditions": {"tolerationSeconds": 0}, "purgeMode": "Immediately"}}}}),
+                )
+                .await
+                .unwrap();
+            let get = || async {
+                store
+                    .get(&rt, Some("default"), "nginx-deployment")
+                    .await
+                    .unwrap()
+            };
+            let placed = |b: &Value| -> Vec<String> {
+                b["spec"]["clusters"]
+                    .as_array()
+                    .map(|cs| {
+                        cs.iter()
+                            .filter_map(|c| c["name"].as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let unhealthy_on = |cluster: &str| {
+                let cluster = cluster.to_string();
+                let store = store.clone();
+                let rt = rt.clone();
+                async move {
+                    let mut b = store
+                        .get(&rt, Some("default"), "nginx-deployment")
+                        .await
+                        .unwrap();
+                    b["status"]["aggregatedStatus"] =
+                        json!([{"clusterName": cluster, "applied": true, "health": "Unhealthy"}]);
+                    store.update_status(&rt, b).await.unwrap();
+                }
+            };
+            // What graceful eviction does when the old copy is gone: the task ends.
+            let drop_tasks = || async {
+                let mut b = get().await;
+                b["spec"]["gracefulEvictionTasks"] = json!([]);
+                store.update(&rt, b).await.unwrap();
+            };
+            const KEY: &str = "rb|default|nginx-deployment";
+            scheduler.reconcile(KEY).await.unwrap();
+            let first = placed(&get().await);
+            assert_eq!(first.len(), 1, "{first:?}");
+            let (from, to) = if first[0] == "member1" {
+                ("member1", "member2")
+            } else {
+                ("member2", "member1")
+            };
+            // Unhealthy with tolerationSeconds 0: evicted at once, placed on the other.
+            unhealthy_on(from).await;
+            af.reconcile(KEY).await.unwrap();
+            scheduler.reconcile(KEY).await.unwrap();
+            assert_eq!(placed(&get().await), [to]);
+            drop_tasks().await;
+            clock.advance(chrono::Duration::seconds(100));
+            af.reconcile(KEY).await.unwrap();
+            // Unhealthy there too, past the back-off; but `from` is blocked and nothing else
+            // fits, so the Immediately eviction (which would delete the only copy) is held.
+            unhealthy_on(to).await;
+            assert_eq!(
+                af.reconcile(KEY).await.unwrap(),
+                Action::RequeueAfter(NO_TARGET_RETRY)
+            );
+            scheduler.reconcile(KEY).await.unwrap();
+            assert_eq!(placed(&get().await), [to]);
+            let held = store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|e| e["reason"] == "ApplicationFailoverHeld")
+                .count();
+            assert_eq!(held, 1);
+            // The block of `from` ends 1000 s after its task went (at 100): then it fits, the
+            // eviction goes ahead and the scheduler places the workload there again.
+            clock.advance(chrono::Duration::seconds(999));
+            af.reconcile(KEY).await.unwrap();
+            assert_eq!(
+                placed(&get().await),
+                [to],
+                "still blocked one second before"
+            );
+            clock.advance(chrono::Duration::seconds(1));
+            af.reconcile(KEY).await.unwrap();
+            assert!(placed(&get().await).is_empty());
+            scheduler.reconcile(KEY).await.unwrap();
+            assert_eq!(placed(&get().await), [from]);
+        }
+    }
+}
