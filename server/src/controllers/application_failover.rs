@@ -566,8 +566,6 @@ impl Reconciler for ApplicationFailoverController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
-        let span = tracing::debug_span!("application_failover", binding = key);
-        let _guard = span.enter();
         let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
         };
