@@ -127,15 +127,25 @@ fn dependencies_page_examples_run() {
 fn failover_page_examples_run() {
     run_page_with(
         "failover.md",
-        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"],
-        |_| {
-            vec![(
-                "EXAMPLES".to_string(),
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../examples")
-                    .display()
-                    .to_string(),
-            )]
+        &[
+            "--sim-members",
+            "3",
+            "--sim-pod-startup-delay-ms",
+            "100",
+            "--sim-api",
+            "flink.apache.org/v1beta1/FlinkDeployment",
+        ],
+        |server| {
+            vec![
+                (
+                    "EXAMPLES".to_string(),
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../examples")
+                        .display()
+                        .to_string(),
+                ),
+                ("MEMBERS".to_string(), server.sim_members_url().unwrap()),
+            ]
         },
     );
 }
