@@ -324,6 +324,24 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
     )
 }
 
+/// Server flags for second-scale failure detection of pull members: a member silent for 2 s
+/// turns Ready Unknown, 1 s later it gets the NoExecute taint, and the default tolerations of
+/// 0 s evict at once.
+pub const FAST_PULL_FAILOVER: &[&str] = &[
+    "--cluster-monitor-period",
+    "300ms",
+    "--cluster-monitor-grace-period",
+    "2s",
+    "--cluster-startup-grace-period",
+    "5s",
+    "--failover-eviction-timeout",
+    "1s",
+    "--default-not-ready-toleration-seconds",
+    "0",
+    "--default-unreachable-toleration-seconds",
+    "0",
+];
+
 /// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten)
 /// into the `default` namespace, each to the collection of its apiVersion and kind (plural:
 /// the lower-case kind plus `s`, `-y` → `-ies`). Each must be created.

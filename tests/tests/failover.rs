@@ -19,20 +19,7 @@ const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
-const FAST: &[&str] = &[
-    "--cluster-monitor-period",
-    "300ms",
-    "--cluster-monitor-grace-period",
-    "2s",
-    "--cluster-startup-grace-period",
-    "5s",
-    "--failover-eviction-timeout",
-    "1s",
-    "--default-not-ready-toleration-seconds",
-    "0",
-    "--default-unreachable-toleration-seconds",
-    "0",
-];
+const FAST: &[&str] = flotilla_tests::FAST_PULL_FAILOVER;
 
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     let rb = api.get(RB).ok()?;

@@ -18,7 +18,7 @@
 
 use flotilla_tests::{
     eviction_tasks, health_on, healthy_on, post_manifests, scenario_text, sim_fault, wait_for,
-    works_on, ApiClient, Server,
+    works_on, ApiClient, Server, FAST_PULL_FAILOVER,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -30,26 +30,13 @@ const RB: &str =
 const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
-/// Second-scale failure detection: a member silent for 2 s turns Ready Unknown, 1 s later it
-/// gets the NoExecute taint, and the default tolerations evict at once.
-const FAST: &[&str] = &[
-    "--cluster-monitor-period",
-    "300ms",
-    "--cluster-monitor-grace-period",
-    "2s",
-    "--cluster-startup-grace-period",
-    "5s",
-    "--failover-eviction-timeout",
-    "1s",
-    "--default-not-ready-toleration-seconds",
-    "0",
-    "--default-unreachable-toleration-seconds",
-    "0",
+/// Simulated members that start pods within 100 ms, report their status every second and
+/// renew their leases well inside the 2 s grace period of [`FAST_PULL_FAILOVER`].
+const SIM: &[&str] = &[
     "--sim-pod-startup-delay-ms",
     "100",
     "--sim-cluster-status-update-frequency-ms",
     "1000",
-    // Leases renewed well inside the 2 s grace period.
     "--sim-lease-renew-interval-ms",
     "300",
 ];
@@ -57,7 +44,8 @@ const FAST: &[&str] = &[
 fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
     let n = members.to_string();
     let mut args: Vec<&str> = vec!["--sim-members", &n];
-    args.extend_from_slice(FAST);
+    args.extend_from_slice(FAST_PULL_FAILOVER);
+    args.extend_from_slice(SIM);
     args.extend_from_slice(extra);
     let server = Server::start(data, &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
