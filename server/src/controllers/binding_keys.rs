@@ -56,7 +56,16 @@ pub async fn live_binding(
 
 /// Decodes a binding's spec (or another part) by the API's rules (a struct must be an
 /// object: serde_json alone would read `[1]` as a struct whose first field is 1).
+///
+/// What controllers decode was admitted by those rules already, so serde_json's own reading of
+/// the value is tried first (it is several times cheaper); the API's decoder, which tracks the
+/// path of every field to name the one at fault, runs only to explain a failure.
 pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, ReconcileError> {
+    if v.is_object() {
+        if let Ok(decoded) = <T as serde::Deserialize>::deserialize(v) {
+            return Ok(decoded);
+        }
+    }
     flotilla_api::admission::decode(v).map_err(|e| ReconcileError::Decode {
         what: format!("binding {key}"),
         message: e.to_string(),

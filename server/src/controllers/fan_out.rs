@@ -186,6 +186,15 @@ pub fn binding_sources_with_cluster_fan_out() -> (Arc<ClusterBindingIndex>, Vec<
 pub fn binding_sources_on_change_of(
     fingerprint: fn(&Value) -> u64,
 ) -> (Arc<ClusterBindingIndex>, Vec<Source>) {
+    binding_sources_judging(fingerprint, cluster_fingerprint)
+}
+
+/// As [`binding_sources_on_change_of`], with a Cluster's bindings queued only when
+/// `cluster_fingerprint` of it changes (a controller that reads less of a Cluster).
+pub fn binding_sources_judging(
+    fingerprint: fn(&Value) -> u64,
+    cluster_fingerprint: fn(&Value) -> u64,
+) -> (Arc<ClusterBindingIndex>, Vec<Source>) {
     let index = Arc::new(ClusterBindingIndex::default());
     let observer: Arc<dyn Observer> = index.clone();
     let binding = |rt: ResourceType| {

@@ -277,8 +277,18 @@ fn judged_fingerprint(binding: &Value) -> u64 {
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     super::runtime::generation_fingerprint(binding).hash(&mut h);
-    for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters", "/status"] {
+    for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters"] {
         binding.pointer(pointer).map(Value::to_string).hash(&mut h);
+    }
+    // Of the status, only what a task is judged on: each cluster's health.
+    if let Some(items) = binding
+        .pointer("/status/aggregatedStatus")
+        .and_then(Value::as_array)
+    {
+        for i in items {
+            i.get("clusterName").map(Value::to_string).hash(&mut h);
+            i.get("health").map(Value::to_string).hash(&mut h);
+        }
     }
     h.finish()
 }
@@ -890,13 +900,20 @@ mod tests {
             serde_json::json!({"metadata": {"generation": 2}, "spec": {}, "status": {"a": 2}});
         assert_eq!(judged_fingerprint(&quiet), judged_fingerprint(&quiet_later));
         let evicting = serde_json::json!({"metadata": {"generation": 1},
-            "spec": {"gracefulEvictionTasks": [{"fromCluster": "m1"}]}, "status": {"a": 1}});
+            "spec": {"gracefulEvictionTasks": [{"fromCluster": "m1"}]},
+            "status": {"aggregatedStatus": [{"clusterName": "m2", "health": "Unknown",
+                "status": {"readyReplicas": 0}}]}});
         let mut healthier = evicting.clone();
-        healthier["status"]["a"] = serde_json::json!(2);
+        healthier["status"]["aggregatedStatus"][0]["health"] = serde_json::json!("Healthy");
         assert_ne!(
             judged_fingerprint(&evicting),
             judged_fingerprint(&healthier)
         );
+        // What a task is not judged on (conditions, the reflected status) wakes nobody.
+        let mut busier = evicting.clone();
+        busier["status"]["aggregatedStatus"][0]["status"]["readyReplicas"] = serde_json::json!(1);
+        busier["status"]["conditions"] = serde_json::json!([{"type": "Scheduled"}]);
+        assert_eq!(judged_fingerprint(&evicting), judged_fingerprint(&busier));
         assert_ne!(judged_fingerprint(&evicting), judged_fingerprint(&quiet));
     }
 }

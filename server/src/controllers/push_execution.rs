@@ -98,7 +98,7 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
 pub fn controller(
     ctx: &super::context::ControllerContext,
 ) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig, Source};
+    use super::runtime::{generation_fingerprint, Controller, ControllerConfig, Source};
     let reconciler = PushExecutionController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -107,7 +107,10 @@ pub fn controller(
     );
     Ok(Controller::new(
         Arc::new(reconciler),
-        ControllerConfig::new(vec![Source::primary(well_known::works())])
+        // Its own status writes and the agents' (pull Works) are not news to it.
+        ControllerConfig::new(vec![
+            Source::primary(well_known::works()).on_change_of(generation_fingerprint)
+        ])
             .workers(4)
             .resync(ctx.settings.resync),
     ))

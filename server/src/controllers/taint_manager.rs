@@ -275,8 +275,25 @@ impl TaintManagerController {
     }
 }
 
+/// What of a Cluster the taint manager judges: its `NoExecute` taints (a Ready change
+/// without one, or a `NoSchedule` taint, moves nothing) and whether it is going.
+fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    if let Some(taints) = cluster.pointer("/spec/taints").and_then(serde_json::Value::as_array) {
+        for t in taints.iter().filter(|t| t["effect"] == "NoExecute") {
+            t.to_string().hash(&mut h);
+        }
+    }
+    cluster
+        .pointer("/metadata/deletionTimestamp")
+        .is_some()
+        .hash(&mut h);
+    h.finish()
+}
+
 /// The taint manager as the server runs it: woken by a binding's spec changes and by changes
-/// of the clusters it targets (taints, readiness) through the cluster-to-bindings index.
+/// of the `NoExecute` taints of the clusters it targets, through the cluster-to-bindings index.
 pub fn controller(
     ctx: &super::context::ControllerContext,
 ) -> Result<super::runtime::Controller, super::context::WiringError> {
@@ -288,7 +305,10 @@ pub fn controller(
         ctx.failover_metrics.clone(),
         ctx.settings.taint_manager.clone(),
     );
-    let (_, sources) = super::fan_out::binding_sources_with_cluster_fan_out();
+    let (_, sources) = super::fan_out::binding_sources_judging(
+        super::runtime::generation_fingerprint,
+        no_execute_fingerprint,
+    );
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)
@@ -402,6 +422,26 @@ impl Reconciler for TaintManagerController {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_no_execute_taints_wake_the_bindings_of_a_cluster() {
+        use super::no_execute_fingerprint;
+        let ready = serde_json::json!({"spec": {}, "status": {"conditions": [
+            {"type": "Ready", "status": "True"}]}});
+        let mut unknown = ready.clone();
+        unknown["status"]["conditions"][0]["status"] = serde_json::json!("Unknown");
+        unknown["spec"]["taints"] = serde_json::json!([
+            {"key": "cluster.karmada.io/unreachable", "effect": "NoSchedule"}]);
+        assert_eq!(no_execute_fingerprint(&ready), no_execute_fingerprint(&unknown));
+        let mut tainted = unknown.clone();
+        tainted["spec"]["taints"].as_array_mut().unwrap().push(serde_json::json!(
+            {"key": "cluster.karmada.io/unreachable", "effect": "NoExecute",
+             "timeAdded": "2026-11-25T00:00:00Z"}));
+        assert_ne!(no_execute_fingerprint(&unknown), no_execute_fingerprint(&tainted));
+        let mut going = ready.clone();
+        going["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-25T00:00:00Z");
+        assert_ne!(no_execute_fingerprint(&ready), no_execute_fingerprint(&going));
+    }
+
     use super::*;
     use chrono::TimeZone;
     use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};

@@ -14,6 +14,7 @@ use super::gc::{GcJob, GcQueue, ObjRef, OwnerIndex};
 use super::group_commit::{GroupCommit, Ticket};
 use super::memory_engine::MemoryEngine;
 use super::meta::{self, invalid, FOREGROUND_FINALIZER};
+use super::object_cache::ObjectCache;
 use super::sled_engine::{SledEngine, SledOptions};
 use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
 use super::{
@@ -69,6 +70,8 @@ pub struct StoreConfig {
     /// Group commit rounds start at least this far apart, so writes under load share one
     /// ([`super::group_commit`]); zero starts a round as soon as a writer waits.
     pub min_flush_interval: Duration,
+    /// Encoded bytes of decoded objects kept for reads ([`super::object_cache`]); 0 keeps none.
+    pub object_cache_bytes: usize,
 }
 
 impl Default for StoreConfig {
@@ -79,6 +82,7 @@ impl Default for StoreConfig {
             event_log_max_bytes: DEFAULT_EVENT_LOG_MAX_BYTES,
             sled: SledOptions::default(),
             min_flush_interval: Duration::ZERO,
+            object_cache_bytes: super::object_cache::DEFAULT_BUDGET,
         }
     }
 }
@@ -100,6 +104,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("event_log_max_bytes", &self.event_log_max_bytes)
             .field("sled", &self.sled)
             .field("min_flush_interval", &self.min_flush_interval)
+            .field("object_cache_bytes", &self.object_cache_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -199,6 +204,8 @@ pub struct KvStore<E: Engine> {
     commit: Option<GroupCommit>,
     pub(crate) gc: GcQueue,
     closed: AtomicBool,
+    /// Decoded objects, so hot objects are not parsed again on every read.
+    cache: ObjectCache,
 }
 
 impl<E: Engine> std::fmt::Debug for KvStore<E> {
@@ -451,6 +458,7 @@ impl<E: Engine> KvStore<E> {
             commit,
             gc: GcQueue::default(),
             closed: AtomicBool::new(false),
+            cache: ObjectCache::new(config.object_cache_bytes),
         });
         let weak = Arc::downgrade(&store);
         store
@@ -530,13 +538,22 @@ impl<E: Engine> KvStore<E> {
         key: &str,
     ) -> Result<Option<Value>, StoreError> {
         let tree = res.storage_name();
+        let miss = match self.cache.get(&tree, key) {
+            Ok(hit) => return Ok(Some((*hit).clone())),
+            Err(miss) => miss,
+        };
         match self
             .engine
             .get(&tree, key.as_bytes())
             .map_err(engine_error)?
         {
             None => Ok(None),
-            Some(bytes) => decode_object(&tree, key.as_bytes(), &bytes).map(Some),
+            Some(bytes) => {
+                let object = decode_object(&tree, key.as_bytes(), &bytes)?;
+                self.cache
+                    .fill(miss, &tree, key, Arc::new(object.clone()), bytes.len());
+                Ok(Some(object))
+            }
         }
     }
 
@@ -552,6 +569,7 @@ impl<E: Engine> KvStore<E> {
         let mut new_kinds: Vec<ResourceType> = Vec::new();
         let mut events = Vec::with_capacity(txn.changes.len());
         let mut refs = Vec::with_capacity(txn.changes.len());
+        let mut sizes = Vec::with_capacity(txn.changes.len());
         for change in txn.changes {
             rv += 1;
             let tree = change.res.storage_name();
@@ -566,10 +584,13 @@ impl<E: Engine> KvStore<E> {
             }
             let mut object = change.object;
             set_resource_version(&mut object, rv)?;
+            let mut size = 0;
             if change.event_type == EventType::Deleted {
                 batch.remove(&tree, change.key.as_bytes());
             } else {
-                batch.put(&tree, change.key.as_bytes(), encode(&tree, &object)?);
+                let bytes = encode(&tree, &object)?;
+                size = bytes.len();
+                batch.put(&tree, change.key.as_bytes(), bytes);
             }
             let mut event = LoggedEvent {
                 resource_version: rv,
@@ -586,6 +607,7 @@ impl<E: Engine> KvStore<E> {
                 resource: tree,
                 key: change.key,
             });
+            sizes.push(size);
             events.push(event);
         }
         if events.is_empty() {
@@ -613,12 +635,15 @@ impl<E: Engine> KvStore<E> {
         }
         let mut jobs: Vec<GcJob> = Vec::new();
         let mut objects = Vec::with_capacity(events.len());
-        for (event, r) in events.iter().zip(&refs) {
+        for ((event, r), size) in events.iter().zip(&refs).zip(sizes) {
             st.kind_rv
                 .insert(r.resource.clone(), event.resource_version);
             if event.event_type == EventType::Deleted {
+                self.cache.drop_object(&r.resource, &r.key);
                 jobs.extend(st.owners.remove(r, &event.object));
             } else {
+                self.cache
+                    .put(&r.resource, &r.key, event.object.clone(), size);
                 jobs.extend(st.owners.put(r, &event.object));
             }
             tracing::debug!(

@@ -12,6 +12,7 @@ mod group_commit;
 pub mod kv_store;
 pub mod memory_engine;
 mod meta;
+pub mod object_cache;
 pub mod sled_engine;
 mod watch;
 
