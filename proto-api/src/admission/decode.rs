@@ -19,7 +19,7 @@ pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
             "the object must be a JSON object",
         ));
     }
-    T::deserialize(De::new(value, Path::new(""))).map_err(decode_error)
+    T::deserialize(De::root(value)).map_err(decode_error)
 }
 
 /// Text between each pair of backticks.

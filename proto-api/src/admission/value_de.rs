@@ -8,6 +8,9 @@
 //!   given to the target type as it is, so a typed map of strings rejects it while raw JSON
 //!   (manifests, member status) keeps it;
 //! - every error carries the path of the value at fault (`spec.placement.clusterTolerations[0]`).
+//!
+//! The path is a chain of borrowed links on the stack ([`Trail`]), turned into text only when
+//! an error needs it: decoding a valid object allocates nothing for paths.
 
 use std::fmt;
 
@@ -44,24 +47,46 @@ impl de::Error for Error {
     }
 }
 
-/// Deserializes the value at `path`.
-pub(crate) struct De<'a> {
-    value: &'a Value,
-    path: Path,
+/// Where a value is: the root, or a field or item of the value one link up.
+#[derive(Clone, Copy, Debug)]
+enum Trail<'de, 'p> {
+    Root,
+    Field(&'p Trail<'de, 'p>, &'de str),
+    Item(&'p Trail<'de, 'p>, usize),
 }
 
-impl<'a> De<'a> {
-    /// A deserializer of `value`, found at `path`.
-    pub(crate) fn new(value: &'a Value, path: Path) -> Self {
-        De { value, path }
+impl Trail<'_, '_> {
+    /// The path as text (only on an error).
+    fn path(&self) -> Path {
+        match self {
+            Trail::Root => Path::new(""),
+            Trail::Field(up, name) => up.path().child(name),
+            Trail::Item(up, i) => up.path().index(*i),
+        }
+    }
+}
+
+/// Deserializes the value at `trail`.
+pub(crate) struct De<'de, 'p> {
+    value: &'de Value,
+    trail: Trail<'de, 'p>,
+}
+
+impl<'de> De<'de, 'de> {
+    /// A deserializer of the whole `value`.
+    pub(crate) fn root(value: &'de Value) -> Self {
+        De {
+            value,
+            trail: Trail::Root,
+        }
     }
 }
 
 /// Gives an error without a path the path of the value being decoded.
-fn at<T>(path: Path, result: Result<T, Error>) -> Result<T, Error> {
+fn at<T>(trail: Trail<'_, '_>, result: Result<T, Error>) -> Result<T, Error> {
     result.map_err(|mut e| {
         if e.path.is_none() {
-            e.path = Some(path);
+            e.path = Some(trail.path());
         }
         e
     })
@@ -86,11 +111,11 @@ fn unexpected(value: &Value) -> Unexpected<'_> {
     }
 }
 
-impl<'de> de::Deserializer<'de> for De<'de> {
+impl<'de> de::Deserializer<'de> for De<'de, '_> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let path = self.path.clone();
+        let trail = self.trail;
         let result = match self.value {
             Value::Null => visitor.visit_unit(),
             Value::Bool(b) => visitor.visit_bool(*b),
@@ -106,20 +131,20 @@ impl<'de> de::Deserializer<'de> for De<'de> {
             Value::String(s) => visitor.visit_borrowed_str(s),
             Value::Array(items) => visitor.visit_seq(Items {
                 items: items.iter().enumerate(),
-                path: self.path,
+                trail: &trail,
             }),
-            Value::Object(map) => visitor.visit_map(Entries::new(map, self.path, false)),
+            Value::Object(map) => visitor.visit_map(Entries::new(map, &trail, false)),
         };
-        at(path, result)
+        at(trail, result)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        let path = self.path.clone();
+        let trail = self.trail;
         let result = match self.value {
             Value::Null => visitor.visit_none(),
             _ => visitor.visit_some(self),
         };
-        at(path, result)
+        at(trail, result)
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -128,12 +153,12 @@ impl<'de> de::Deserializer<'de> for De<'de> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let path = self.path.clone();
+        let trail = self.trail;
         let result = match self.value {
-            Value::Object(map) => visitor.visit_map(Entries::new(map, self.path, true)),
+            Value::Object(map) => visitor.visit_map(Entries::new(map, &trail, true)),
             other => Err(de::Error::invalid_type(unexpected(other), &visitor)),
         };
-        at(path, result)
+        at(trail, result)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -141,8 +166,8 @@ impl<'de> de::Deserializer<'de> for De<'de> {
         _name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let path = self.path.clone();
-        at(path, visitor.visit_newtype_struct(self))
+        let trail = self.trail;
+        at(trail, visitor.visit_newtype_struct(self))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -151,20 +176,20 @@ impl<'de> de::Deserializer<'de> for De<'de> {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let path = self.path.clone();
+        let trail = self.trail;
         let result = match self.value {
             Value::String(s) => visitor.visit_enum(BorrowedStrDeserializer::new(s)),
             Value::Object(map) if map.len() == 1 => match map.iter().next() {
                 Some((variant, value)) => visitor.visit_enum(Variant {
                     variant,
                     value,
-                    path: self.path.child(variant),
+                    trail: Trail::Field(&trail, variant),
                 }),
                 None => Err(de::Error::invalid_type(Unexpected::Map, &visitor)),
             },
             other => Err(de::Error::invalid_type(unexpected(other), &visitor)),
         };
-        at(path, result)
+        at(trail, result)
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -177,13 +202,13 @@ impl<'de> de::Deserializer<'de> for De<'de> {
     }
 }
 
-/// The items of a JSON array, each at `path[i]`.
-struct Items<'a> {
-    items: std::iter::Enumerate<std::slice::Iter<'a, Value>>,
-    path: Path,
+/// The items of a JSON array, each at `trail[i]`.
+struct Items<'de, 'p> {
+    items: std::iter::Enumerate<std::slice::Iter<'de, Value>>,
+    trail: &'p Trail<'de, 'p>,
 }
 
-impl<'de> SeqAccess<'de> for Items<'de> {
+impl<'de> SeqAccess<'de> for Items<'de, '_> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
@@ -191,7 +216,12 @@ impl<'de> SeqAccess<'de> for Items<'de> {
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
         match self.items.next() {
-            Some((i, v)) => seed.deserialize(De::new(v, self.path.index(i))).map(Some),
+            Some((i, v)) => seed
+                .deserialize(De {
+                    value: v,
+                    trail: Trail::Item(self.trail, i),
+                })
+                .map(Some),
             None => Ok(None),
         }
     }
@@ -201,26 +231,26 @@ impl<'de> SeqAccess<'de> for Items<'de> {
     }
 }
 
-/// The entries of a JSON object, each at `path.key`; a struct's null fields are skipped.
-struct Entries<'a> {
-    entries: serde_json::map::Iter<'a>,
-    path: Path,
+/// The entries of a JSON object, each at `trail.key`; a struct's null fields are skipped.
+struct Entries<'de, 'p> {
+    entries: serde_json::map::Iter<'de>,
+    trail: &'p Trail<'de, 'p>,
     skip_nulls: bool,
-    pending: Option<(&'a String, &'a Value)>,
+    pending: Option<(&'de String, &'de Value)>,
 }
 
-impl<'a> Entries<'a> {
-    fn new(map: &'a Map<String, Value>, path: Path, skip_nulls: bool) -> Self {
+impl<'de, 'p> Entries<'de, 'p> {
+    fn new(map: &'de Map<String, Value>, trail: &'p Trail<'de, 'p>, skip_nulls: bool) -> Self {
         Entries {
             entries: map.iter(),
-            path,
+            trail,
             skip_nulls,
             pending: None,
         }
     }
 }
 
-impl<'de> MapAccess<'de> for Entries<'de> {
+impl<'de> MapAccess<'de> for Entries<'de, '_> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -236,7 +266,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             Some((k, v)) => {
                 self.pending = Some((k, v));
                 let key: BorrowedStrDeserializer<'de, Error> = BorrowedStrDeserializer::new(k);
-                at(self.path.child(k), seed.deserialize(key)).map(Some)
+                at(Trail::Field(self.trail, k), seed.deserialize(key)).map(Some)
             }
             None => Ok(None),
         }
@@ -244,7 +274,10 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         match self.pending.take() {
-            Some((k, v)) => seed.deserialize(De::new(v, self.path.child(k))),
+            Some((k, v)) => seed.deserialize(De {
+                value: v,
+                trail: Trail::Field(self.trail, k),
+            }),
             None => Err(de::Error::custom(
                 "a map value was asked for before its key",
             )),
@@ -253,31 +286,40 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 }
 
 /// An externally tagged enum variant: `{"variant": value}`.
-struct Variant<'a> {
-    variant: &'a str,
-    value: &'a Value,
-    path: Path,
+struct Variant<'de, 'p> {
+    variant: &'de str,
+    value: &'de Value,
+    trail: Trail<'de, 'p>,
 }
 
-impl<'de> EnumAccess<'de> for Variant<'de> {
+impl<'de, 'p> EnumAccess<'de> for Variant<'de, 'p> {
     type Error = Error;
-    type Variant = De<'de>;
+    type Variant = De<'de, 'p>;
 
-    fn variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<(T::Value, De<'de>), Error> {
+    fn variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<(T::Value, De<'de, 'p>), Error> {
         let tag: BorrowedStrDeserializer<'de, Error> = BorrowedStrDeserializer::new(self.variant);
         let v = seed.deserialize(tag)?;
-        Ok((v, De::new(self.value, self.path)))
+        Ok((
+            v,
+            De {
+                value: self.value,
+                trail: self.trail,
+            },
+        ))
     }
 }
 
-impl<'de> VariantAccess<'de> for De<'de> {
+impl<'de> VariantAccess<'de> for De<'de, '_> {
     type Error = Error;
 
     fn unit_variant(self) -> Result<(), Error> {
         match self.value {
             Value::Null => Ok(()),
             other => at(
-                self.path,
+                self.trail,
                 Err(de::Error::invalid_type(unexpected(other), &"unit variant")),
             ),
         }

@@ -611,8 +611,8 @@ impl Reconciler for ApplicationFailoverController {
                 serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
             );
         }
-        let mut current = object.clone();
-        if updated != object {
+        let mut current = Value::clone(&object);
+        if updated != *object {
             // A conflict retries the whole decision on the new binding.
             current = self.store.update(&rt, updated).await?;
         }

@@ -11,8 +11,8 @@ use serde_json::Value;
 pub struct LiveBinding {
     /// ResourceBinding or ClusterResourceBinding.
     pub rt: ResourceType,
-    /// The stored object.
-    pub object: Value,
+    /// The stored object, shared with the store's cache: clone it to change it.
+    pub object: std::sync::Arc<Value>,
 }
 
 /// The key of a binding object.
@@ -46,7 +46,7 @@ pub async fn live_binding(
             )))
         }
     };
-    match store.get(&rt, ns, name).await {
+    match store.get_shared(&rt, ns, name).await {
         Ok(b) if b.pointer("/metadata/deletionTimestamp").is_some() => Ok(None),
         Ok(object) => Ok(Some(LiveBinding { rt, object })),
         Err(StoreError::NotFound { .. }) => Ok(None),
@@ -86,7 +86,10 @@ pub fn status_or_default(
 }
 
 /// The Works a binding owns, in every execution namespace (from the store's owner index).
-pub async fn owned_works(store: &dyn Store, binding: &Value) -> Result<Vec<Value>, StoreError> {
+pub async fn owned_works(
+    store: &dyn Store,
+    binding: &Value,
+) -> Result<Vec<std::sync::Arc<Value>>, StoreError> {
     let uid = binding
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
@@ -94,5 +97,7 @@ pub async fn owned_works(store: &dyn Store, binding: &Value) -> Result<Vec<Value
     if uid.is_empty() {
         return Ok(Vec::new());
     }
-    store.list_dependents(&well_known::works(), uid).await
+    store
+        .list_dependents_shared(&well_known::works(), uid)
+        .await
 }

@@ -36,7 +36,7 @@ use flotilla_api::binding::{
     AggregatedStatusItem, ResourceBindingSpec, CONDITION_FULLY_APPLIED,
     REASON_FULLY_APPLIED_SUCCESS,
 };
-use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace, CONDITION_READY};
+use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{
     find_condition, remove_condition, set_condition, Condition, ConditionStatus,
@@ -71,14 +71,15 @@ const CLUSTER_KEY_PREFIX: &str = "cluster|";
 /// whether a cluster's Ready condition is True; the item of a cluster that is not says health
 /// Unknown, whatever its Work last reported.
 pub fn aggregate(
-    works: &[Value],
+    works: &[impl std::borrow::Borrow<Value>],
     is_ready: &dyn Fn(&str) -> bool,
     assigned: &dyn Fn(&str) -> Option<i32>,
     interpreter: &dyn TemplateInterpreter,
 ) -> Vec<AggregatedStatusItem> {
     let mut items: Vec<AggregatedStatusItem> = works
         .iter()
-        .filter(|w| w.pointer("/metadata/deletionTimestamp").is_none())
+        .map(std::borrow::Borrow::borrow)
+        .filter(|w: &&Value| w.pointer("/metadata/deletionTimestamp").is_none())
         .filter_map(|w| {
             let ns = w.pointer("/metadata/namespace")?.as_str()?;
             let cluster = cluster_of_execution_namespace(ns)?.to_string();
@@ -175,19 +176,6 @@ pub fn fully_applied(spec: &ResourceBindingSpec, items: &[AggregatedStatusItem])
     }
 }
 
-/// What of a Cluster this controller reacts to: the status of its Ready condition.
-fn ready_fingerprint(cluster: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    cluster
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_READY))
-        .and_then(|c| c["status"].as_str())
-        .hash(&mut h);
-    h.finish()
-}
-
 /// The controller.
 pub struct BindingStatusController {
     store: Arc<dyn Store>,
@@ -243,7 +231,7 @@ impl BindingStatusController {
                 .map(|n| vec![format!("{CLUSTER_KEY_PREFIX}{n}")])
                 .unwrap_or_default()
         })
-        .on_change_of(ready_fingerprint)
+        .on_change_of(super::fan_out::cluster_ready_fingerprint)
     }
 
     /// Queues the bindings with a Work on `cluster` (those with an item for it).
@@ -361,10 +349,10 @@ impl Reconciler for BindingStatusController {
                 None
             }
         };
-        let mut updated = binding.clone();
+        let mut updated = Value::clone(&binding);
         set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
         set_path(&mut updated, &["status", "conditions"], json!(conditions));
-        if updated != binding {
+        if updated != *binding {
             self.store.update_status(&rt, updated).await?;
         }
         if let Some(message) = warn {
@@ -384,14 +372,14 @@ impl Reconciler for BindingStatusController {
         let r = &spec.resource;
         let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
         let tns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
-        let template = match self.store.get(&template_rt, tns, &r.name).await {
+        let template = match self.store.get_shared(&template_rt, tns, &r.name).await {
             Ok(t) => t,
             Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
         if let Some(status) = self.interpreter.aggregate_status(&template, &items) {
             if template.get("status") != Some(&status) {
-                let mut t = template.clone();
+                let mut t = Value::clone(&template);
                 set_path(&mut t, &["status"], status);
                 match self.store.update_status(&template_rt, t).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => {}
@@ -549,10 +537,18 @@ mod tests {
             }
             c
         };
-        let base = ready_fingerprint(&cluster(Some("True"), "a"));
-        assert_eq!(base, ready_fingerprint(&cluster(Some("True"), "b")));
+        let base =
+            crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(Some("True"), "a"));
+        assert_eq!(
+            base,
+            crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(Some("True"), "b"))
+        );
         for other in [Some("False"), Some("Unknown"), None] {
-            assert_ne!(base, ready_fingerprint(&cluster(other, "a")), "{other:?}");
+            assert_ne!(
+                base,
+                crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(other, "a")),
+                "{other:?}"
+            );
         }
         assert_eq!(
             BindingStatusController::cluster_source().keys.as_ref()(&cluster(None, "a")),

@@ -30,6 +30,7 @@ use flotilla_api::kinds::well_known;
 use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +102,7 @@ pub fn plan_works(
     binding: &Value,
     spec: &ResourceBindingSpec,
     template: &Value,
-    existing: &[Value],
+    existing: &[impl Borrow<Value>],
     interpreter: &dyn TemplateInterpreter,
     ready: &dyn Fn(&str) -> bool,
 ) -> WorkPlan {
@@ -109,6 +110,7 @@ pub fn plan_works(
     let expected = spec.existing_clusters();
     let mut present: BTreeSet<String> = BTreeSet::new();
     for w in existing {
+        let w: &Value = w.borrow();
         let ns = w
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -275,9 +277,12 @@ pub fn plan_works(
 
 /// The preserved labels an existing Work of `cluster` carries from an earlier injection: the
 /// keys its [`PRESERVED_LABELS_ANNOTATION`] names, with the values its manifest has.
-fn previously_injected(existing: &[Value], cluster: &str) -> Option<BTreeMap<String, String>> {
+fn previously_injected(
+    existing: &[impl Borrow<Value>],
+    cluster: &str,
+) -> Option<BTreeMap<String, String>> {
     let ns = execution_namespace(cluster);
-    let work = existing.iter().find(|w| {
+    let work: &Value = existing.iter().map(Borrow::borrow).find(|w: &&Value| {
         w.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str())
             && w.pointer("/metadata/deletionTimestamp").is_none()
     })?;
@@ -463,9 +468,9 @@ impl Reconciler for BindingController {
             async move {
                 let wns = work["metadata"]["namespace"].as_str().unwrap_or("");
                 let wname = work["metadata"]["name"].as_str().unwrap_or("");
-                let current = existing
-                    .iter()
-                    .find(|w| w["metadata"]["namespace"] == wns && w["metadata"]["name"] == wname);
+                let current = existing.iter().map(AsRef::as_ref).find(|w: &&Value| {
+                    w["metadata"]["namespace"] == wns && w["metadata"]["name"] == wname
+                });
                 let Some(current) = current else {
                     return match self.store.create(works_rt, work).await {
                         Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
@@ -635,7 +640,14 @@ mod tests {
             json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
             "replicas": 3, "clusters": [{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}]}),
         );
-        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[] as &[Value],
+            &SpecReplicas,
+            &all_ready,
+        );
         assert_eq!(
             clusters_of(&plan),
             [
@@ -736,7 +748,14 @@ mod tests {
         let labels = &plan.apply[0]["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
         assert_eq!(labels["application.karmada.io/failover-jobid"], "abc");
         // Old copy gone: dispatched with the injected label.
-        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[] as &[Value],
+            &SpecReplicas,
+            &all_ready,
+        );
         assert_eq!(plan.apply.len(), 1);
     }
 
@@ -809,7 +828,14 @@ mod tests {
                 json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
                 "replicas": 3, "clusters": clusters, "gracefulEvictionTasks": tasks}),
             );
-            let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+            let plan = plan_works(
+                &b,
+                &spec,
+                &template(),
+                &[] as &[Value],
+                &SpecReplicas,
+                &all_ready,
+            );
             assert!(!plan.apply.is_empty(), "{what}");
             for w in &plan.apply {
                 let labels = &w["spec"]["workload"]["manifests"][0]["metadata"]["labels"];
@@ -830,7 +856,14 @@ mod tests {
             "gracefulEvictionTasks": [{"fromCluster": "m1", "purgeMode": "Directly", "reason": "ApplicationFailure", "producer": "x",
                                        "preservedLabelState": {"a.io/job": "abc"}, "clustersBeforeFailover": ["m1"]}]});
         let (b, spec) = binding(with_task);
-        let plan = plan_works(&b, &spec, &template(), &[], &SpecReplicas, &all_ready);
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[] as &[Value],
+            &SpecReplicas,
+            &all_ready,
+        );
         let injected = plan.apply[0].clone();
         assert_eq!(
             injected["metadata"]["annotations"][PRESERVED_LABELS_ANNOTATION],
@@ -876,7 +909,7 @@ mod tests {
             "suspension": {"dispatchingOnClusters": {"clusterNames": ["m2"]}}}),
         );
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}});
-        let plan = plan_works(&b, &spec, &cm, &[], &SpecReplicas, &all_ready);
+        let plan = plan_works(&b, &spec, &cm, &[] as &[Value], &SpecReplicas, &all_ready);
         assert_eq!(plan.apply.len(), 2);
         assert!(plan.apply[0]["spec"].get("suspendDispatching").is_none());
         assert_eq!(plan.apply[1]["spec"]["suspendDispatching"], true);

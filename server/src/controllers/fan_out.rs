@@ -60,6 +60,43 @@ pub fn cluster_fingerprint(cluster: &Value) -> u64 {
     h.finish()
 }
 
+/// What of a Cluster the scheduler places by: spec (taints included), labels, the APIs it
+/// serves and deletion. Conditions are not read by any filter (a not-Ready cluster is kept out
+/// by the taints it gets), so a Ready change alone schedules nothing.
+pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for pointer in ["/spec", "/metadata/labels", "/status/apiEnablements"] {
+        cluster.pointer(pointer).map(Value::to_string).hash(&mut h);
+    }
+    cluster
+        .pointer("/metadata/deletionTimestamp")
+        .is_some()
+        .hash(&mut h);
+    h.finish()
+}
+
+/// A Cluster's Ready status and deletion: what the controllers that judge health by
+/// readiness (binding status, graceful eviction) read of it.
+pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cluster
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == flotilla_api::cluster::CONDITION_READY)
+        })
+        .and_then(|c| c["status"].as_str())
+        .hash(&mut h);
+    cluster
+        .pointer("/metadata/deletionTimestamp")
+        .is_some()
+        .hash(&mut h);
+    h.finish()
+}
+
 #[derive(Default)]
 struct Inner {
     by_cluster: HashMap<String, BTreeSet<String>>,
@@ -223,6 +260,36 @@ pub fn binding_sources_judging(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn each_controller_is_woken_by_what_it_reads_of_a_cluster() {
+        let ready = json!({"metadata": {"labels": {"a": "1"}}, "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "resourceSummary": {"allocatable": {"cpu": "4"}}}});
+        let mut unknown = ready.clone();
+        unknown["status"]["conditions"][0]["status"] = json!("Unknown");
+        let mut tainted = ready.clone();
+        tainted["spec"]["taints"] = json!([{"key": "k", "effect": "NoSchedule"}]);
+        let mut busier = ready.clone();
+        busier["status"]["resourceSummary"]["allocatable"]["cpu"] = json!("3");
+        let mut apis = ready.clone();
+        apis["status"]["apiEnablements"] = json!([{"groupVersion": "apps/v1"}]);
+        let mut going = ready.clone();
+        going["metadata"]["deletionTimestamp"] = json!("2026-11-25T00:00:00Z");
+
+        let place = cluster_placement_fingerprint;
+        assert_eq!(place(&ready), place(&unknown));
+        assert_eq!(place(&ready), place(&busier));
+        for changed in [&tainted, &apis, &going] {
+            assert_ne!(place(&ready), place(changed));
+        }
+        let ready_fp = cluster_ready_fingerprint;
+        assert_ne!(ready_fp(&ready), ready_fp(&unknown));
+        assert_ne!(ready_fp(&ready), ready_fp(&going));
+        for same in [&tainted, &busier, &apis] {
+            assert_eq!(ready_fp(&ready), ready_fp(same));
+        }
+    }
 
     fn rb(name: &str, clusters: &[&str], evicted_from: &[&str]) -> Value {
         json!({"metadata": {"namespace": "default", "name": name},

@@ -307,7 +307,10 @@ pub fn controller(
         ctx.interpreter.clone(),
         ctx.settings.graceful_eviction_timeout,
     );
-    let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
+    let (_, sources) = super::fan_out::binding_sources_judging(
+        judged_fingerprint,
+        super::fan_out::cluster_ready_fingerprint,
+    );
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)
@@ -377,7 +380,7 @@ impl Reconciler for GracefulEvictionController {
             assess(&spec.graceful_eviction_tasks, &world)
         };
         if outcome.changed(&spec.graceful_eviction_tasks) {
-            let mut updated = object.clone();
+            let mut updated = Value::clone(&object);
             set_path(
                 &mut updated,
                 &["spec", "gracefulEvictionTasks"],

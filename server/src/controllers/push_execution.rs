@@ -111,8 +111,8 @@ pub fn controller(
         ControllerConfig::new(vec![
             Source::primary(well_known::works()).on_change_of(generation_fingerprint)
         ])
-            .workers(4)
-            .resync(ctx.settings.resync),
+        .workers(4)
+        .resync(ctx.settings.resync),
     ))
 }
 

@@ -74,7 +74,10 @@ pub fn controller(
         &ctx.metrics,
     )
     .map_err(super::context::WiringError::metrics("scheduler"))?;
-    let (_, sources) = super::fan_out::binding_sources_with_cluster_fan_out();
+    let (_, sources) = super::fan_out::binding_sources_judging(
+        super::runtime::generation_fingerprint,
+        super::fan_out::cluster_placement_fingerprint,
+    );
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)
@@ -212,7 +215,7 @@ impl Reconciler for SchedulerController {
                 if decision.event.is_some() {
                     tracing::warn!(binding = key, error, "binding spec cannot be decoded");
                 }
-                self.write(&rt, binding, &decision).await?;
+                self.write(&rt, Value::clone(&binding), &decision).await?;
                 return Ok(Action::Done);
             }
         };
@@ -294,7 +297,7 @@ impl Reconciler for SchedulerController {
                 .unwrap_or_default();
             tracing::info!(binding = key, reason = ?reason, result = decision.result, clusters = %clusters, message = %event.message, "scheduling decision");
         }
-        self.write(&rt, binding, &decision).await?;
+        self.write(&rt, Value::clone(&binding), &decision).await?;
         Ok(if decision.retry {
             Action::RequeueAfter(RETRY_UNSCHEDULABLE)
         } else {

@@ -280,7 +280,10 @@ impl TaintManagerController {
 fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    if let Some(taints) = cluster.pointer("/spec/taints").and_then(serde_json::Value::as_array) {
+    if let Some(taints) = cluster
+        .pointer("/spec/taints")
+        .and_then(serde_json::Value::as_array)
+    {
         for t in taints.iter().filter(|t| t["effect"] == "NoExecute") {
             t.to_string().hash(&mut h);
         }
@@ -345,7 +348,7 @@ impl Reconciler for TaintManagerController {
         );
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
-            let mut updated = object.clone();
+            let mut updated = serde_json::Value::clone(&object);
             set_path(
                 &mut updated,
                 &["spec", "clusters"],
@@ -431,15 +434,27 @@ mod tests {
         unknown["status"]["conditions"][0]["status"] = serde_json::json!("Unknown");
         unknown["spec"]["taints"] = serde_json::json!([
             {"key": "cluster.karmada.io/unreachable", "effect": "NoSchedule"}]);
-        assert_eq!(no_execute_fingerprint(&ready), no_execute_fingerprint(&unknown));
+        assert_eq!(
+            no_execute_fingerprint(&ready),
+            no_execute_fingerprint(&unknown)
+        );
         let mut tainted = unknown.clone();
-        tainted["spec"]["taints"].as_array_mut().unwrap().push(serde_json::json!(
+        tainted["spec"]["taints"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!(
             {"key": "cluster.karmada.io/unreachable", "effect": "NoExecute",
              "timeAdded": "2026-11-25T00:00:00Z"}));
-        assert_ne!(no_execute_fingerprint(&unknown), no_execute_fingerprint(&tainted));
+        assert_ne!(
+            no_execute_fingerprint(&unknown),
+            no_execute_fingerprint(&tainted)
+        );
         let mut going = ready.clone();
         going["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-25T00:00:00Z");
-        assert_ne!(no_execute_fingerprint(&ready), no_execute_fingerprint(&going));
+        assert_ne!(
+            no_execute_fingerprint(&ready),
+            no_execute_fingerprint(&going)
+        );
     }
 
     use super::*;

@@ -537,9 +537,18 @@ impl<E: Engine> KvStore<E> {
         res: &ResourceType,
         key: &str,
     ) -> Result<Option<Value>, StoreError> {
+        Ok(self.read_shared(res, key)?.map(|o| (*o).clone()))
+    }
+
+    /// Reads an object, from the parsed-object cache when it holds it.
+    pub(crate) fn read_shared(
+        &self,
+        res: &ResourceType,
+        key: &str,
+    ) -> Result<Option<Arc<Value>>, StoreError> {
         let tree = res.storage_name();
         let miss = match self.cache.get(&tree, key) {
-            Ok(hit) => return Ok(Some((*hit).clone())),
+            Ok(hit) => return Ok(Some(hit)),
             Err(miss) => miss,
         };
         match self
@@ -549,9 +558,9 @@ impl<E: Engine> KvStore<E> {
         {
             None => Ok(None),
             Some(bytes) => {
-                let object = decode_object(&tree, key.as_bytes(), &bytes)?;
+                let object = Arc::new(decode_object(&tree, key.as_bytes(), &bytes)?);
                 self.cache
-                    .fill(miss, &tree, key, Arc::new(object.clone()), bytes.len());
+                    .fill(miss, &tree, key, object.clone(), bytes.len());
                 Ok(Some(object))
             }
         }
@@ -978,6 +987,17 @@ impl<E: Engine> Store for KvStore<E> {
             .ok_or_else(|| not_found(res, name))
     }
 
+    async fn get_shared(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, StoreError> {
+        let key = meta::object_key(res, namespace, name)?;
+        self.read_shared(res, &key)?
+            .ok_or_else(|| not_found(res, name))
+    }
+
     async fn list(
         &self,
         res: &ResourceType,
@@ -1044,6 +1064,15 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         owner_uid: &str,
     ) -> Result<Vec<Value>, StoreError> {
+        let shared = self.list_dependents_shared(res, owner_uid).await?;
+        Ok(shared.into_iter().map(|o| (*o).clone()).collect())
+    }
+
+    async fn list_dependents_shared(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Arc<Value>>, StoreError> {
         let tree = res.storage_name();
         let refs: Vec<ObjRef> = {
             let st = self.write_lock()?;
@@ -1057,7 +1086,7 @@ impl<E: Engine> Store for KvStore<E> {
         // between is read as it is now, and kept only if it still names the owner.
         let mut out = Vec::with_capacity(refs.len());
         for r in refs {
-            if let Some(obj) = self.read_object(res, &r.key)? {
+            if let Some(obj) = self.read_shared(res, &r.key)? {
                 if meta::owner_uids(&obj).iter().any(|u| u == owner_uid) {
                     out.push(obj);
                 }

@@ -175,6 +175,17 @@ pub trait Store: Send + Sync + 'static {
         name: &str,
     ) -> Result<Value, StoreError>;
 
+    /// As [`Store::get`], shared: a reader that only looks at the object (most controller
+    /// reads) is spared a copy of it. Never older than the last acknowledged write.
+    async fn get_shared(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, StoreError> {
+        self.get(res, namespace, name).await.map(Arc::new)
+    }
+
     /// Lists objects of a kind, in one namespace or (`None`) all of them.
     async fn list(
         &self,
@@ -211,6 +222,16 @@ pub trait Store: Send + Sync + 'static {
         res: &ResourceType,
         owner_uid: &str,
     ) -> Result<Vec<Value>, StoreError>;
+
+    /// As [`Store::list_dependents`], shared (see [`Store::get_shared`]).
+    async fn list_dependents_shared(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Arc<Value>>, StoreError> {
+        let objects = self.list_dependents(res, owner_uid).await?;
+        Ok(objects.into_iter().map(Arc::new).collect())
+    }
 
     /// Watches changes of one kind.
     async fn watch(
