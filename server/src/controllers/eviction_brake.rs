@@ -36,6 +36,7 @@
 use super::cluster_cache::Clusters;
 use super::failover_metrics::FailoverMetrics;
 use super::limiter::{Rate, TokenBucket};
+use crate::events::{EventRecorder, EventType};
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -647,6 +648,61 @@ impl EvictionBrake {
                 .with_label_values(&[name.as_str()])
                 .set(r.pace.per_second());
         }
+    }
+}
+
+/// The reason of the Event on a binding whose eviction the brake stopped.
+pub const EVENT_EVICTION_HELD: &str = "EvictionHeld";
+
+/// Asks `brake` (none: everything goes) for the eviction of one binding from each of
+/// `clusters_evicted` at `now`, in order; answers the ones that must wait. Each one that may
+/// go has taken its token.
+pub fn hold_back<'c>(
+    brake: Option<&EvictionBrake>,
+    clusters: &Clusters,
+    clusters_evicted: impl IntoIterator<Item = &'c str>,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, Hold> {
+    let mut held = BTreeMap::new();
+    let Some(brake) = brake else {
+        return held;
+    };
+    let mut view = None;
+    for cluster in clusters_evicted {
+        let view = view.get_or_insert_with(|| brake.view(clusters, now));
+        if let Err(h) = brake.admit(view, EvictionBrake::region_of(clusters, cluster), now) {
+            held.insert(cluster.to_string(), h);
+        }
+    }
+    held
+}
+
+/// The earliest wait of `held`, with `other` (when to look again).
+pub fn earliest(other: Option<Duration>, held: &BTreeMap<String, Hold>) -> Option<Duration> {
+    held.values().map(|h| h.wait).chain(other).min()
+}
+
+/// Records, on `binding`, an Event for each eviction the brake stopped (paced ones only
+/// wait, and the metric counts them); repeats fold into one Event with a count.
+pub async fn report_stops(
+    events: &EventRecorder,
+    binding: &serde_json::Value,
+    key: &str,
+    held: &BTreeMap<String, Hold>,
+) {
+    for (cluster, h) in held {
+        if !h.reason.stops() {
+            continue;
+        }
+        tracing::info!(binding = key, cluster = %cluster, region = %h.region, reason = h.reason.as_str(), "eviction held by the eviction brake");
+        events
+            .record(
+                binding,
+                EventType::Warning,
+                EVENT_EVICTION_HELD,
+                &h.event_message(cluster),
+            )
+            .await;
     }
 }
 
