@@ -247,6 +247,13 @@ fn a_region_that_goes_down_at_once_is_evicted_at_the_secondary_rate() {
         ),
         1.0
     );
+    // Read-only: computed on read, nothing to write.
+    let (code, answer) = f
+        .api
+        .send("POST", BRAKES, Some(&json!({"metadata": {"name": "x"}})))
+        .unwrap();
+    assert_eq!(code, 405, "{answer}");
+    assert_eq!(answer["kind"], "Status", "{answer}");
     flotilla_tests::require_kubectl();
     let k = flotilla_tests::Kubectl::new(&f.server).unwrap();
     let out = k.run(&["get", "evictionbrakes"]).unwrap();
