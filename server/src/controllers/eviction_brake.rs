@@ -25,10 +25,13 @@
 //!
 //! A rate of 0 (either flag) stops evictions in that state, as Karmada's 0 (one item per
 //! 1800 s) nearly does; `--enable-eviction-rate-limit=false` turns pacing off (the stops of
-//! StartupGrace and FullDisruption stay).
+//! StartupGrace and FullDisruption stay), and `--eviction-startup-grace-period` sets the
+//! startup wait apart from the monitor grace period (0s: none).
 //!
 //! The shared part is [`EvictionBrake`]: per region one [`TokenBucket`] (burst 1, as
-//! Kubernetes' eviction limiter), replaced when the region's rate changes. It lives in the
+//! Kubernetes' eviction limiter), replaced when the region's rate changes (a new bucket holds
+//! its one token, as Kubernetes' swapped limiters do). The buckets run on the server's
+//! injected clock, so tests drive them with a fake one. It lives in the
 //! controller context, so both producers draw from the same buckets, and the API reads it for
 //! `kubectl get evictionbrakes`. When the brake says wait, a producer writes nothing and
 //! requeues after the time the brake says.
