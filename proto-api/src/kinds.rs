@@ -89,6 +89,8 @@ pub const POLICY_GROUP: &str = "policy.karmada.io";
 pub const WORK_GROUP: &str = "work.karmada.io";
 /// Group of Karmada's interpreter customizations.
 pub const CONFIG_GROUP: &str = "config.karmada.io";
+/// Group of Flotilla's own kinds.
+pub const FLOTILLA_GROUP: &str = "flotilla.io";
 
 /// Every kind Flotilla serves without a CustomResourceDefinition: Flotilla's own (Karmada's)
 /// kinds and the well-known Kubernetes kinds users propagate.
@@ -174,6 +176,16 @@ fn build_table() -> Vec<ResourceType> {
             "ResourceInterpreterCustomization",
             "resourceinterpretercustomizations",
             &["ric"],
+            false,
+            false,
+        ),
+        // Flotilla's own: the eviction brake's state per region, computed on read.
+        rt(
+            FLOTILLA_GROUP,
+            "v1alpha1",
+            "EvictionBrake",
+            "evictionbrakes",
+            &[],
             false,
             false,
         ),

@@ -324,6 +324,7 @@ pub fn api_state(
         limits: config.limits.clone(),
         ready: Arc::new(AtomicBool::new(false)),
         shutdown,
+        eviction_brake: None,
     })
 }
 
@@ -345,9 +346,9 @@ pub const CONTROLLERS: &[ControllerFn] = &[
 ];
 
 /// Starts every controller of [`CONTROLLERS`] over the API's store, registry, clock and
-/// metrics registry.
+/// metrics registry, and hands the API their partition brake (for `evictionbrakes`).
 pub fn start_controllers(
-    state: &ApiState,
+    state: &mut ApiState,
     settings: &ControllerSettings,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<ControllerHandle>, StartError> {
@@ -363,6 +364,7 @@ pub fn start_controllers(
         settings.clone(),
     )
     .map_err(StartError::Controllers)?;
+    state.eviction_brake = Some(ctx.brake.clone());
     ctx.start(CONTROLLERS, &stop)
         .map_err(StartError::Controllers)
 }
@@ -393,7 +395,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         .map_err(StartError::Store)?;
 
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
-    let state = api_state(
+    let mut state = api_state(
         &config,
         store.clone(),
         registry,
@@ -406,7 +408,10 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         .map_err(StartError::Store)?;
     let ready = state.ready.clone();
     let controllers = match &config.controllers {
-        Some(settings) => start_controllers(&state, settings, state.shutdown.clone())?,
+        Some(settings) => {
+            let stop = state.shutdown.clone();
+            start_controllers(&mut state, settings, stop)?
+        }
         None => Vec::new(),
     };
     let app = api::router(state);

@@ -135,6 +135,34 @@ struct Flags {
     /// it stays where it is and the binding says so (0: no bound).
     #[arg(long, default_value_t = 3)]
     application_failover_max_moves: u32,
+    /// Partition brake: evictions per second in a region that is Normal (Karmada's flag and
+    /// default; 0 stops them).
+    #[arg(long, default_value_t = 0.5, value_parser = parse_rate)]
+    resource_eviction_rate: f64,
+    /// Partition brake: evictions per second in a region with more than
+    /// --unhealthy-cluster-threshold of its clusters (or of the fleet's) not Ready.
+    #[arg(long, default_value_t = 0.1, value_parser = parse_rate)]
+    secondary_resource_eviction_rate: f64,
+    /// Partition brake: the share of not-Ready clusters above which a region (or the fleet)
+    /// is partially disrupted (at least 3 clusters not Ready).
+    #[arg(long, default_value_t = 0.55, value_parser = parse_share)]
+    unhealthy_cluster_threshold: f64,
+    /// Partition brake: a fleet of at least this many clusters is large (see
+    /// --large-fleet-partition-threshold).
+    #[arg(long, default_value_t = 10)]
+    large_fleet_size: usize,
+    /// Partition brake: evictions stop when more than this share of a large fleet is not
+    /// Ready (in any fleet, when every cluster is not Ready).
+    #[arg(long, default_value_t = 0.7, value_parser = parse_share)]
+    large_fleet_partition_threshold: f64,
+    /// Partition brake: pace evictions at the rates above (false: no pacing; the stops of a
+    /// fully disrupted fleet and of the startup grace stay).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    enable_eviction_rate_limit: bool,
+    /// Partition brake: nothing is evicted this long after the server starts (default: the
+    /// --cluster-monitor-grace-period).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    eviction_startup_grace_period: Option<Duration>,
     /// Purge mode of cluster failovers whose policy has no `failover.cluster`: Graciously
     /// (alias Gracefully), Immediately (alias Directly) or Never.
     #[arg(long, default_value = "Graciously", value_parser = parse_purge_mode)]
@@ -176,6 +204,22 @@ fn parse_purge_mode(s: &str) -> Result<flotilla_api::policy::PurgeMode, String> 
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
         format!("{s:?}: expected Graciously, Gracefully, Immediately, Directly or Never")
     })
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?}: expected a number of evictions per second, 0 or more"
+        )),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!("{s:?}: expected a share above 0 and at most 1")),
+    }
 }
 
 fn init_logging(format: LogFormat) {
@@ -273,6 +317,17 @@ async fn main() -> anyhow::Result<()> {
         c.application_failover.backoff = flags.application_failover_backoff;
         c.application_failover.max_backoff = flags.application_failover_max_backoff;
         c.application_failover.max_moves = flags.application_failover_max_moves;
+        c.eviction_brake = flotilla_server::controllers::eviction_brake::BrakeSettings {
+            rate_limit: flags.enable_eviction_rate_limit,
+            primary_rate: flags.resource_eviction_rate,
+            secondary_rate: flags.secondary_resource_eviction_rate,
+            unhealthy_threshold: flags.unhealthy_cluster_threshold,
+            large_fleet_size: flags.large_fleet_size,
+            large_fleet_threshold: flags.large_fleet_partition_threshold,
+            startup_grace: flags
+                .eviction_startup_grace_period
+                .unwrap_or(flags.cluster_monitor_grace_period),
+        };
         Some(c)
     };
     let data_dir = config.data_dir.clone();

@@ -1,5 +1,5 @@
 //! Failover benchmark (plain `main`, not a test): 1,000 bindings on one member that is killed,
-//! tolerations of 0 s, no eviction rate limit. It measures the time from the moment the
+//! tolerations of 0 s, no eviction rate limit (`--enable-eviction-rate-limit=false`). It measures the time from the moment the
 //! NoExecute taint appears on the dead member to the moment every binding reports all its
 //! replicas Healthy on the other members, and the phases in between.
 //!
@@ -303,6 +303,8 @@ fn main() {
         "0",
         "--default-unreachable-toleration-seconds",
         "0",
+        // "No eviction rate limit": the partition brake paces nothing (its stops stay).
+        "--enable-eviction-rate-limit=false",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -342,6 +342,16 @@ pub const FAST_PULL_FAILOVER: &[&str] = &[
     "0",
 ];
 
+/// Server flags that take the partition brake's pacing and startup wait out of tests that are
+/// not about it (a default server waits one `--cluster-monitor-grace-period`, 40 s, after its
+/// start before it evicts anything, then evicts 0.5 per second per region). The brake's stop
+/// of a fully disrupted fleet stays.
+pub const NO_EVICTION_PACING: &[&str] = &[
+    "--enable-eviction-rate-limit=false",
+    "--eviction-startup-grace-period",
+    "0s",
+];
+
 /// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten)
 /// into the `default` namespace, each to the collection of its apiVersion and kind (plural:
 /// the lower-case kind plus `s`, `-y` → `-ies`). Each must be created.

@@ -32,6 +32,11 @@ const SIM: &[&str] = &[
     "100",
     "--sim-lease-renew-interval-ms",
     "300",
+    // The partition brake's startup wait and pacing are not what this test is about
+    // (flotilla_tests::NO_EVICTION_PACING).
+    "--enable-eviction-rate-limit=false",
+    "--eviction-startup-grace-period",
+    "0s",
 ];
 
 fn reasons(api: &ApiClient) -> Vec<String> {

@@ -149,11 +149,9 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
 
 /// Three simulated members in one agent process, Ready.
 fn server_with_sim_members(data: &Path) -> (Server, ApiClient) {
-    let server = Server::start(
-        data,
-        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"],
-    )
-    .unwrap();
+    let mut flags = vec!["--sim-members", "3", "--sim-pod-startup-delay-ms", "100"];
+    flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
+    let server = Server::start(data, &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     flotilla_tests::wait_members_ready(&api, 3).unwrap();
     (server, api)
@@ -362,7 +360,8 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
     flotilla_tests::require_kubectl();
     let data = tempfile::tempdir().unwrap();
     // Pods take 3 s to start: the task is still waiting when the server dies.
-    let flags = ["--sim-members", "3", "--sim-pod-startup-delay-ms", "3000"];
+    let mut flags = vec!["--sim-members", "3", "--sim-pod-startup-delay-ms", "3000"];
+    flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
     let mut server = Server::start(data.path(), &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     flotilla_tests::wait_members_ready(&api, 3).unwrap();

@@ -45,6 +45,11 @@ const PUSH_FAST: &[&str] = &[
     "0",
     "--default-unreachable-toleration-seconds",
     "0",
+    // The partition brake's startup wait and pacing are not what this test is about
+    // (flotilla_tests::NO_EVICTION_PACING).
+    "--enable-eviction-rate-limit=false",
+    "--eviction-startup-grace-period",
+    "0s",
 ];
 
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {

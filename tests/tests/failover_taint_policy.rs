@@ -34,6 +34,11 @@ const SERVER_FLAGS: &[&str] = &[
     // Were the built-in NoExecute taints on, they would come with the NoSchedule ones.
     "--failover-eviction-timeout",
     "0s",
+    // The partition brake's startup wait and pacing are not what this test is about
+    // (flotilla_tests::NO_EVICTION_PACING).
+    "--enable-eviction-rate-limit=false",
+    "--eviction-startup-grace-period",
+    "0s",
 ];
 
 const POLICY: &str = r#"apiVersion: policy.karmada.io/v1alpha1

@@ -55,11 +55,9 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
     let data = tempfile::tempdir().unwrap();
     // Pods take 2 s to start: the new copy stays un-Healthy (and its eviction task, which
     // carries the state, stays) long enough to look at its Work.
-    let server = Server::start(
-        data.path(),
-        &["--sim-members", "3", "--sim-pod-startup-delay-ms", "2000"],
-    )
-    .unwrap();
+    let mut flags = vec!["--sim-members", "3", "--sim-pod-startup-delay-ms", "2000"];
+    flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
+    let server = Server::start(data.path(), &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     flotilla_tests::wait_members_ready(&api, 3).unwrap();
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",

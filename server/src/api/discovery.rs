@@ -121,7 +121,11 @@ fn resource_doc(r: &ResourceType) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": if super::eviction_brakes::is_eviction_brakes(r) {
+            super::eviction_brakes::VERBS
+        } else {
+            VERBS
+        },
     });
     if !r.short_names.is_empty() {
         doc["shortNames"] = json!(r.short_names);

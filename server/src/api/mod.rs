@@ -8,6 +8,7 @@ pub mod authz;
 pub mod body;
 pub mod discovery;
 pub mod error;
+pub mod eviction_brakes;
 pub mod explain;
 pub mod limits;
 pub mod metrics;
@@ -86,6 +87,9 @@ pub struct ApiState {
     pub ready: Arc<AtomicBool>,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`
+    /// when no controllers run).
+    pub eviction_brake: Option<crate::controllers::eviction_brake::EvictionBrake>,
 }
 
 /// Builds the API router.
@@ -160,6 +164,12 @@ async fn render_metrics(State(state): State<ApiState>) -> impl IntoResponse {
                 .objects
                 .with_label_values(&[&resource])
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+    if let Some(brake) = &state.eviction_brake {
+        // The brake's gauges say the state of now, not of the last eviction.
+        if let Ok(clusters) = crate::controllers::cluster_cache::read(state.store.as_ref()).await {
+            brake.view(&clusters, state.clock.now());
         }
     }
     let (flushes, writes) = state.store.durability_counts();

@@ -255,6 +255,11 @@ async fn serve(
             super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
         return Ok(respond(StatusCode::OK, &doc, encoding));
     }
+    if target.rt.group == flotilla_api::kinds::FLOTILLA_GROUP
+        && target.rt.plural == super::eviction_brakes::PLURAL
+    {
+        return super::eviction_brakes::serve(state, &method, &target, &params, &headers).await;
+    }
     if target.subresource.as_deref() == Some("scale")
         && scale::supports_scale(&target.rt)
         && target.name.is_some()

@@ -1,7 +1,7 @@
 //! `meta.k8s.io/v1 Table` answers for `kubectl get`: per-kind columns (clusters show NAME,
 //! VERSION, MODE, READY, AGE as Karmada prints them; ClusterTaintPolicies their taints and
-//! conditions; events LAST SEEN, TYPE, REASON, OBJECT, MESSAGE as Kubernetes prints them), NAME
-//! and AGE for everything else.
+//! conditions; events LAST SEEN, TYPE, REASON, OBJECT, MESSAGE as Kubernetes prints them;
+//! eviction brakes their state, rate and counts), NAME and AGE for everything else.
 //! Columns with priority 1 appear only with `-o wide`.
 
 use chrono::{DateTime, Utc};
@@ -411,6 +411,54 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             out.push(age);
         }
         ("policy.karmada.io", "ClusterTaintPolicy") => taint_policy_columns(&mut out, age),
+        ("flotilla.io", "EvictionBrake") => {
+            fn count(o: &Value, pointer: &str) -> Value {
+                json!(o.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
+            }
+            out.push(Column {
+                name: "State",
+                kind: "string",
+                priority: 0,
+                description: "Normal, PartialDisruption, FullDisruption or StartupGrace.",
+                cell: |o, _| text(o, "/status/state"),
+            });
+            out.push(Column {
+                name: "Rate",
+                kind: "string",
+                priority: 0,
+                description: "Evictions the brake allows in the region now.",
+                cell: |o, _| text(o, "/status/rate"),
+            });
+            out.push(Column {
+                name: "Clusters",
+                kind: "integer",
+                priority: 0,
+                description: "Clusters of the region.",
+                cell: |o, _| count(o, "/status/clusters"),
+            });
+            out.push(Column {
+                name: "Not-Ready",
+                kind: "integer",
+                priority: 0,
+                description: "Clusters of the region that are not Ready.",
+                cell: |o, _| count(o, "/status/notReadyClusters"),
+            });
+            out.push(Column {
+                name: "Held",
+                kind: "integer",
+                priority: 0,
+                description: "Evictions the brake made wait since the server started.",
+                cell: |o, _| count(o, "/status/heldEvictions"),
+            });
+            out.push(age);
+            out.push(Column {
+                name: "Message",
+                kind: "string",
+                priority: 1,
+                description: "Why the region is in its state.",
+                cell: |o, _| text(o, "/status/message"),
+            });
+        }
         _ => out.push(age),
     }
     out

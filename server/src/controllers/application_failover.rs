@@ -24,6 +24,7 @@
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
+use super::eviction_brake::{hold_back, report_stops, EvictionBrake};
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -224,6 +225,8 @@ pub struct Decision {
     /// Clusters due for an Immediately/Directly eviction that is held because no other
     /// cluster could take the workload (the only copy would go with nothing in its place).
     pub no_target: Vec<String>,
+    /// Clusters due for eviction that the partition brake holds for now.
+    pub braked: Vec<String>,
     /// Clusters due for eviction that wait for the back-off, and until when.
     pub backing_off: Option<(Vec<String>, Time)>,
     /// The streak ended (the workload is Healthy on its whole placement).
@@ -303,6 +306,33 @@ pub fn decide_with(
     producer: &str,
     now: DateTime<Utc>,
     immediate_possible: bool,
+) -> Decision {
+    decide_braked(
+        spec,
+        status,
+        previous,
+        settings,
+        producer,
+        now,
+        immediate_possible,
+        &BTreeMap::new(),
+    )
+}
+
+/// [`decide_with`], where the partition brake holds the evictions from the clusters of
+/// `held` (cluster → how long to wait): they stay due (their timers run on), are listed in
+/// [`Decision::braked`], and the binding is looked at again when the brake says; they count
+/// for neither the streak nor the block.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_braked(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    previous: &FailoverState,
+    settings: &ApplicationFailoverSettings,
+    producer: &str,
+    now: DateTime<Utc>,
+    immediate_possible: bool,
+    held: &BTreeMap<String, Duration>,
 ) -> Decision {
     let mut d = Decision::default();
     let Some(app) = spec.failover.as_ref().and_then(|f| f.application.as_ref()) else {
@@ -415,6 +445,15 @@ pub fn decide_with(
         } else {
             let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
             let rules = app.state_preservation.as_ref();
+            let (braked, due): (Vec<_>, Vec<_>) =
+                due.into_iter().partition(|(c, _)| held.contains_key(c));
+            for (cluster, _) in braked {
+                if let Some(wait) = held.get(&cluster) {
+                    d.requeue(*wait);
+                }
+                d.braked.push(cluster);
+            }
+            let moved = !due.is_empty();
             for (cluster, since) in due {
                 let preservation = preserve(rules, status, &cluster);
                 let labels = preservation
@@ -437,8 +476,10 @@ pub fn decide_with(
                     blocked_until: None,
                 });
             }
-            state.streak = state.streak.saturating_add(1);
-            state.last_failover = Some(Time::new(now));
+            if moved {
+                state.streak = state.streak.saturating_add(1);
+                state.last_failover = Some(Time::new(now));
+            }
         }
     }
     d.state = state;
@@ -490,6 +531,7 @@ pub struct ApplicationFailoverController {
     events: EventRecorder,
     metrics: FailoverMetrics,
     settings: ApplicationFailoverSettings,
+    brake: Option<EvictionBrake>,
 }
 
 impl ApplicationFailoverController {
@@ -508,7 +550,14 @@ impl ApplicationFailoverController {
             events: events.for_component("application-failover"),
             metrics,
             settings,
+            brake: None,
         }
+    }
+
+    /// Every eviction asks `brake` first (without one, nothing holds evictions back).
+    pub fn with_brake(mut self, brake: EvictionBrake) -> Self {
+        self.brake = Some(brake);
+        self
     }
 }
 
@@ -549,7 +598,8 @@ pub fn controller(
         ctx.events.clone(),
         ctx.failover_metrics.clone(),
         ctx.settings.application_failover.clone(),
-    );
+    )
+    .with_brake(ctx.brake.clone());
     let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
     Ok(Controller::new(
         Arc::new(reconciler),
@@ -579,6 +629,7 @@ impl Reconciler for ApplicationFailoverController {
         };
         let now = self.clock.now();
         let mut decision = decide(&spec, &status, &previous, &self.settings, producer, now);
+        let mut immediate_possible = true;
         if decision
             .evictions
             .iter()
@@ -587,6 +638,7 @@ impl Reconciler for ApplicationFailoverController {
                 .another_cluster_fits(&spec, &status, &decision, now)
                 .await?
         {
+            immediate_possible = false;
             decision = decide_with(
                 &spec,
                 &status,
@@ -595,6 +647,32 @@ impl Reconciler for ApplicationFailoverController {
                 producer,
                 now,
                 false,
+            );
+        }
+        // The partition brake: the evictions it holds are decided again as held (nothing of
+        // them is written; the binding is looked at again when the brake says).
+        let held = if decision.evictions.is_empty() {
+            BTreeMap::new()
+        } else {
+            let clusters = self.clusters.get().await?;
+            hold_back(
+                self.brake.as_ref(),
+                &clusters,
+                decision.evictions.iter().map(|e| e.cluster.as_str()),
+                now,
+            )
+        };
+        if !held.is_empty() {
+            let waits = held.iter().map(|(c, h)| (c.clone(), h.wait)).collect();
+            decision = decide_braked(
+                &spec,
+                &status,
+                &previous,
+                &self.settings,
+                producer,
+                now,
+                immediate_possible,
+                &waits,
             );
         }
         let mut updated = with_state(&object, &decision.state);
@@ -616,6 +694,7 @@ impl Reconciler for ApplicationFailoverController {
             // A conflict retries the whole decision on the new binding.
             current = self.store.update(&rt, updated).await?;
         }
+        report_stops(&self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)
             .await?;
         Ok(decision
@@ -1313,6 +1392,47 @@ mod tests {
     }
 
     #[test]
+    fn a_braked_eviction_stays_due_and_counts_for_nothing() {
+        let settings = ApplicationFailoverSettings::default();
+        let spec = spec(Some(app(None, Some(10))), &["m1", "m2"]);
+        let st = status(&[("m1", Unhealthy), ("m2", Unhealthy)]);
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(0));
+        assert!(d.evictions.is_empty());
+        // Both due at 10; the brake holds m2 for 3 s.
+        let held: BTreeMap<String, Duration> = [("m2".to_string(), Duration::from_secs(3))].into();
+        let d = decide_braked(&spec, &st, &d.state, &settings, RB, at(10), true, &held);
+        assert_eq!(
+            d.evictions
+                .iter()
+                .map(|e| e.cluster.as_str())
+                .collect::<Vec<_>>(),
+            ["m1"]
+        );
+        assert_eq!(d.braked, ["m2"]);
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(3)));
+        assert_eq!(
+            d.state.unhealthy_since.get("m2"),
+            Some(&Time::new(at(0))),
+            "the timer runs on"
+        );
+        assert_eq!(d.state.streak, 1);
+        // Everything held: no move, no streak, no block.
+        let all: BTreeMap<String, Duration> = [
+            ("m1".to_string(), Duration::from_secs(10)),
+            ("m2".to_string(), Duration::from_secs(10)),
+        ]
+        .into();
+        let d = decide(&spec, &st, &FailoverState::default(), &settings, RB, at(0));
+        let d = decide_braked(&spec, &st, &d.state, &settings, RB, at(10), true, &all);
+        assert!(d.evictions.is_empty());
+        assert_eq!(d.braked, ["m1", "m2"]);
+        assert_eq!(d.state.streak, 0);
+        assert_eq!(d.state.last_failover, None);
+        assert!(d.state.left.is_empty());
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
     fn the_fingerprint_ignores_bindings_without_application_failover() {
         let plain = json!({"metadata": {"generation": 3}, "spec": {}, "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
         assert_eq!(judged_fingerprint(&plain), 0);
@@ -1418,6 +1538,67 @@ mod tests {
                 Action::RequeueAfter(d) => Some(*d),
                 _ => None,
             }
+        }
+
+        #[tokio::test]
+        async fn the_brake_holds_a_due_failover_until_its_startup_grace_ends() {
+            use crate::controllers::eviction_brake::{
+                BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD,
+            };
+            let mut w = World::new().await;
+            let brake = EvictionBrake::new(
+                BrakeSettings {
+                    startup_grace: Duration::from_secs(400),
+                    ..BrakeSettings::default()
+                },
+                at(0),
+                None,
+            );
+            let registry = prometheus::Registry::new();
+            w.af = ApplicationFailoverController::new(
+                w.store.clone(),
+                w.clock.clone(),
+                EventRecorder::new(w.store.clone(), w.clock.clone(), "test", &registry).unwrap(),
+                FailoverMetrics::register(&registry).unwrap(),
+                ApplicationFailoverSettings::default(),
+            )
+            .with_brake(brake);
+            w.report("Unhealthy").await;
+            w.reconcile().await;
+            // Due at 300, held by the brake until 400: nothing written, looked at again then.
+            w.at(300);
+            assert_eq!(
+                requeue(&w.reconcile().await),
+                Some(Duration::from_secs(100))
+            );
+            let b = w.binding().await;
+            assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
+            assert_eq!(FailoverState::of(&b).streak, 0);
+            let events = w
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap();
+            let held: Vec<&Value> = events
+                .items
+                .iter()
+                .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
+                .collect();
+            assert_eq!(held.len(), 1, "{:?}", events.items);
+            assert!(
+                held[0]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("StartupGrace"),
+                "{}",
+                held[0]
+            );
+            w.at(400);
+            assert!(matches!(w.reconcile().await, Action::Done));
+            assert_eq!(
+                w.binding().await["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 1}])
+            );
         }
 
         #[tokio::test]

@@ -8,6 +8,7 @@
 use super::application_failover::ApplicationFailoverSettings;
 use super::cluster_status::HealthConfig;
 use super::cluster_taints::TaintConfig;
+use super::eviction_brake::{BrakeSettings, EvictionBrake};
 use super::failover_metrics::FailoverMetrics;
 use super::runtime::{spawn, Controller, ControllerHandle, ControllerMetrics};
 use super::taint_manager::TaintManagerSettings;
@@ -52,6 +53,8 @@ pub struct ControllerSettings {
     pub graceful_eviction_timeout: Duration,
     /// Application failover: block period, back-off and the bound on moves.
     pub application_failover: ApplicationFailoverSettings,
+    /// The partition brake every eviction passes: rates, thresholds, startup grace.
+    pub eviction_brake: BrakeSettings,
 }
 
 impl Default for ControllerSettings {
@@ -71,6 +74,7 @@ impl Default for ControllerSettings {
             taint_manager: TaintManagerSettings::default(),
             graceful_eviction_timeout: Duration::from_secs(600),
             application_failover: ApplicationFailoverSettings::default(),
+            eviction_brake: BrakeSettings::default(),
         }
     }
 }
@@ -126,6 +130,9 @@ pub struct ControllerContext {
     pub settings: ControllerSettings,
     /// What failover decisions count, shared by the controllers that evict and release.
     pub failover_metrics: FailoverMetrics,
+    /// The partition brake both eviction producers ask (one set of buckets per server; its
+    /// startup grace counts from the context's creation).
+    pub brake: EvictionBrake,
 }
 
 impl ControllerContext {
@@ -144,7 +151,13 @@ impl ControllerContext {
             .map_err(WiringError::metrics("events"))?;
         let failover_metrics =
             FailoverMetrics::register(metrics).map_err(WiringError::metrics("failover"))?;
+        let brake = EvictionBrake::new(
+            settings.eviction_brake.clone(),
+            clock.now(),
+            Some(failover_metrics.clone()),
+        );
         Ok(Self {
+            brake,
             store,
             registry,
             events,

@@ -1,9 +1,13 @@
 //! The metrics every failover decision leaves, shared by the controllers that evict (taint
 //! manager, application failover) and the graceful eviction controller, so that
-//! "why did my app move, and how long did it take" can be read from `/metrics`.
+//! "why did my app move, and how long did it take" can be read from `/metrics`; and the
+//! eviction brake's (controllers/eviction_brake.rs): its state and rate per region and the
+//! evictions it held.
 
 use chrono::{DateTime, Utc};
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// Failover metrics, registered once per server.
 #[derive(Clone, Debug)]
@@ -26,6 +30,15 @@ pub struct FailoverMetrics {
     /// (`Backoff`: repeated moves wait; `FailoverLimitReached`: the workload stays;
     /// `NoTarget`: an Immediately eviction with no other cluster to go to).
     pub application_failovers_held: IntCounterVec,
+    /// `flotilla_eviction_brake_state{region,state}`: 1 for the state each region is in, 0
+    /// for the others (Normal, PartialDisruption, FullDisruption, StartupGrace).
+    pub brake_state: IntGaugeVec,
+    /// `flotilla_eviction_brake_rate{region}`: evictions per second the brake allows in each
+    /// region now (0: stopped; +Inf: pacing off).
+    pub brake_rate: GaugeVec,
+    /// `flotilla_evictions_held_total{region,reason}`: evictions the brake made wait
+    /// (`RateLimited`, `StartupGrace`, `FullDisruption`, `RateZero`), counted per attempt.
+    pub evictions_held: IntCounterVec,
 }
 
 impl FailoverMetrics {
@@ -83,7 +96,31 @@ impl FailoverMetrics {
             ),
             &["reason"],
         )?;
+        let brake_state = IntGaugeVec::new(
+            Opts::new(
+                "flotilla_eviction_brake_state",
+                "1 for the eviction brake state each region is in (Normal, PartialDisruption, FullDisruption, StartupGrace), 0 for the others.",
+            ),
+            &["region", "state"],
+        )?;
+        let brake_rate = GaugeVec::new(
+            Opts::new(
+                "flotilla_eviction_brake_rate",
+                "Evictions per second the eviction brake allows in each region (0: stopped, +Inf: pacing off).",
+            ),
+            &["region"],
+        )?;
+        let evictions_held = IntCounterVec::new(
+            Opts::new(
+                "flotilla_evictions_held_total",
+                "Evictions the eviction brake made wait, by region and why (RateLimited, StartupGrace, FullDisruption, RateZero).",
+            ),
+            &["region", "reason"],
+        )?;
         registry.register(Box::new(evictions.clone()))?;
+        registry.register(Box::new(brake_state.clone()))?;
+        registry.register(Box::new(brake_rate.clone()))?;
+        registry.register(Box::new(evictions_held.clone()))?;
         registry.register(Box::new(tasks_dropped.clone()))?;
         registry.register(Box::new(tasks_pending.clone()))?;
         registry.register(Box::new(taint_to_eviction.clone()))?;
@@ -98,6 +135,9 @@ impl FailoverMetrics {
             eviction_to_healthy,
             unhealthy_to_eviction,
             application_failovers_held,
+            brake_state,
+            brake_rate,
+            evictions_held,
         })
     }
 }

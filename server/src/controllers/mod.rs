@@ -17,6 +17,7 @@ pub mod context;
 pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
+pub mod eviction_brake;
 pub mod failover_metrics;
 pub mod failover_preconditions;
 pub mod fan_out;

@@ -15,6 +15,7 @@
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
+use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake};
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -253,6 +254,7 @@ pub struct TaintManagerController {
     events: EventRecorder,
     metrics: FailoverMetrics,
     settings: TaintManagerSettings,
+    brake: Option<EvictionBrake>,
 }
 
 impl TaintManagerController {
@@ -271,7 +273,14 @@ impl TaintManagerController {
             events: events.for_component("taint-manager"),
             metrics,
             settings,
+            brake: None,
         }
+    }
+
+    /// Every eviction asks `brake` first (without one, nothing holds evictions back).
+    pub fn with_brake(mut self, brake: EvictionBrake) -> Self {
+        self.brake = Some(brake);
+        self
     }
 }
 
@@ -307,7 +316,10 @@ pub fn controller(
         ctx.events.clone(),
         ctx.failover_metrics.clone(),
         ctx.settings.taint_manager.clone(),
-    );
+    )
+    .with_brake(ctx.brake.clone());
+    // A held eviction is looked at again after the brake's wait (at most STOPPED_RETRY), so
+    // Ready changes of other clusters, which move the brake, need not wake every binding.
     let (_, sources) = super::fan_out::binding_sources_judging(
         super::runtime::generation_fingerprint,
         no_execute_fingerprint,
@@ -339,13 +351,25 @@ impl Reconciler for TaintManagerController {
         let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
-        let decision = decide(
+        let mut decision = decide(
             &spec,
             &status,
             |name| clusters.by_name.get(name).map(|c| c.spec.taints.as_slice()),
             &self.settings,
             now,
         );
+        // The partition brake: an eviction it holds is not written; look again when it says.
+        let held = hold_back(
+            self.brake.as_ref(),
+            &clusters,
+            decision.evictions.iter().map(|e| e.cluster.as_str()),
+            now,
+        );
+        decision
+            .evictions
+            .retain(|e| !held.contains_key(&e.cluster));
+        decision.requeue_after = earliest(decision.requeue_after, &held);
+        report_stops(&self.events, &object, key, &held).await;
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
             let mut updated = serde_json::Value::clone(&object);
@@ -947,6 +971,110 @@ mod tests {
                 1,
                 "{:?}",
                 events.items
+            );
+        }
+
+        #[tokio::test]
+        async fn the_brake_stops_evictions_while_every_cluster_is_down_and_paces_them_after() {
+            use crate::controllers::eviction_brake::{
+                BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD, STOPPED_RETRY,
+            };
+            let (store, clock, tm) = world(serde_json::json!([])).await;
+            let brake = EvictionBrake::new(
+                BrakeSettings {
+                    startup_grace: Duration::ZERO,
+                    ..BrakeSettings::default()
+                },
+                at(0),
+                None,
+            );
+            let tm = tm.with_brake(brake);
+            let rbs = well_known::resource_bindings();
+            let mut second = store
+                .get(&rbs, Some("default"), "nginx-deployment")
+                .await
+                .unwrap();
+            second["metadata"] =
+                serde_json::json!({"name": "other-deployment", "namespace": "default"});
+            store.create(&rbs, second).await.unwrap();
+            let held_events = || async {
+                store
+                    .list(&well_known::events(), None, &ListOptions::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
+                    .collect::<Vec<_>>()
+            };
+            // Neither member is Ready: the whole fleet is down, nothing is written.
+            for _ in 0..2 {
+                assert!(matches!(
+                    tm.reconcile(KEY).await,
+                    Ok(Action::RequeueAfter(d)) if d == STOPPED_RETRY
+                ));
+            }
+            let b = store
+                .get(&rbs, Some("default"), "nginx-deployment")
+                .await
+                .unwrap();
+            assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
+            let events = held_events().await;
+            assert_eq!(events.len(), 1, "repeats fold: {events:?}");
+            assert_eq!(events[0]["count"], 2);
+            assert!(
+                events[0]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("all 2 clusters of the fleet are not Ready"),
+                "{}",
+                events[0]
+            );
+            // member2 turns Ready: the first binding goes, the second waits its turn (0.5/s).
+            let mut m2 = store
+                .get(&well_known::clusters(), None, "member2")
+                .await
+                .unwrap();
+            m2["status"] = serde_json::json!({"conditions": [{"type": "Ready", "status": "True",
+                "reason": "ClusterReady", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]});
+            store
+                .update_status(&well_known::clusters(), m2)
+                .await
+                .unwrap();
+            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
+            let b = store
+                .get(&rbs, Some("default"), "nginx-deployment")
+                .await
+                .unwrap();
+            assert_eq!(
+                b["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+                "member1"
+            );
+            assert!(matches!(
+                tm.reconcile("rb|default|other-deployment").await,
+                Ok(Action::RequeueAfter(d)) if d.abs_diff(Duration::from_secs(2)) < Duration::from_millis(1)
+            ));
+            let other = store
+                .get(&rbs, Some("default"), "other-deployment")
+                .await
+                .unwrap();
+            assert!(
+                other["spec"].get("gracefulEvictionTasks").is_none(),
+                "{other}"
+            );
+            assert_eq!(held_events().await.len(), 1, "pacing leaves no Event");
+            clock.advance(chrono::Duration::seconds(2));
+            assert!(matches!(
+                tm.reconcile("rb|default|other-deployment").await,
+                Ok(Action::Done)
+            ));
+            let other = store
+                .get(&rbs, Some("default"), "other-deployment")
+                .await
+                .unwrap();
+            assert_eq!(
+                other["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+                "member1"
             );
         }
 
