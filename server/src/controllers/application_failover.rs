@@ -658,6 +658,7 @@ impl Reconciler for ApplicationFailoverController {
             hold_back(
                 self.brake.as_ref(),
                 &clusters,
+                key,
                 decision.evictions.iter().map(|e| e.cluster.as_str()),
                 now,
             )
@@ -694,7 +695,7 @@ impl Reconciler for ApplicationFailoverController {
             // A conflict retries the whole decision on the new binding.
             current = self.store.update(&rt, updated).await?;
         }
-        report_stops(&self.events, &current, key, &held).await;
+        report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)
             .await?;
         Ok(decision

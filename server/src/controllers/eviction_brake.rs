@@ -57,6 +57,8 @@ pub const MIN_NOT_READY_FOR_DISRUPTION: usize = 3;
 /// 0); cluster changes wake the taint manager sooner (Karmada's taint manager retries every
 /// 10 s too).
 pub const STOPPED_RETRY: Duration = Duration::from_secs(10);
+/// A reserved token nobody came back for this long after it was due is given up.
+const STALE_RESERVATION: Duration = Duration::from_secs(60);
 
 /// The brake's flags.
 #[derive(Clone, Debug, PartialEq)]
@@ -493,6 +495,13 @@ struct Inner {
     /// server's (injected) clock.
     epoch: (DateTime<Utc>, Instant),
     buckets: Mutex<BTreeMap<String, (f64, TokenBucket)>>,
+    /// Paced evictions waiting for the token reserved for them, by ticket (binding and
+    /// cluster), with when it is due: each waiter is admitted at its own time, so a thousand
+    /// held evictions are not all woken for every token.
+    reservations: Mutex<std::collections::HashMap<String, Instant>>,
+    /// The stop last told (as an Event) per ticket, so a stop is told once, not on every
+    /// look while it lasts; forgotten when the eviction goes.
+    told: Mutex<std::collections::HashMap<String, String>>,
     held: Mutex<BTreeMap<String, u64>>,
     metrics: Option<FailoverMetrics>,
 }
@@ -525,6 +534,8 @@ impl EvictionBrake {
                 started,
                 epoch: (started, Instant::now()),
                 buckets: Mutex::new(BTreeMap::new()),
+                reservations: Mutex::new(std::collections::HashMap::new()),
+                told: Mutex::new(std::collections::HashMap::new()),
                 held: Mutex::new(BTreeMap::new()),
                 metrics,
             }),
@@ -566,12 +577,31 @@ impl EvictionBrake {
         )
     }
 
-    /// Asks for one eviction of a binding from a cluster of `region` at `now`: `Ok` it may go
-    /// (a token was taken), `Err` it must wait and nothing may be written.
-    pub fn admit(&self, view: &FleetView, region: &str, now: DateTime<Utc>) -> Result<(), Hold> {
+    /// Asks for one eviction (`ticket`: which binding from which cluster) from a cluster of
+    /// `region` at `now`: `Ok` it may go (a token was taken), `Err` it must wait and nothing
+    /// may be written. A paced eviction that must wait has the next token reserved for it
+    /// and is admitted when it asks again at or after the wait it was given.
+    pub fn admit(
+        &self,
+        view: &FleetView,
+        region: &str,
+        ticket: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), Hold> {
         let region_view = view.region(region);
         let at = self.instant(now);
         let result = admit_in(&region_view, view.grace_until, now, |rate| {
+            let mut reservations = self.inner.reservations.lock();
+            if let Some(&due) = reservations.get(ticket) {
+                return if at >= due {
+                    reservations.remove(ticket);
+                    Ok(())
+                } else {
+                    Err(due - at)
+                };
+            }
+            // Reservations nobody came back for (the eviction was no longer needed) go.
+            reservations.retain(|_, due| at.saturating_duration_since(*due) < STALE_RESERVATION);
             let mut buckets = self.inner.buckets.lock();
             let entry = buckets
                 .entry(region_view.region.clone())
@@ -600,8 +630,17 @@ impl EvictionBrake {
                     ),
                 );
             }
-            entry.1.try_take_at(at)
+            match entry.1.reserve_at(at) {
+                Duration::ZERO => Ok(()),
+                wait => {
+                    reservations.insert(ticket.to_string(), at + wait);
+                    Err(wait)
+                }
+            }
         });
+        if result.is_ok() {
+            self.inner.told.lock().remove(ticket);
+        }
         if let Err(hold) = &result {
             *self
                 .inner
@@ -617,6 +656,17 @@ impl EvictionBrake {
             tracing::debug!(region = %hold.region, reason = hold.reason.as_str(), wait_ms = hold.wait.as_millis() as u64, "eviction held by the brake");
         }
         result
+    }
+
+    /// Whether the stop `message` is news for `ticket` (not told since it was last held
+    /// or admitted); remembers it.
+    pub fn tell_once(&self, ticket: &str, message: &str) -> bool {
+        let mut told = self.inner.told.lock();
+        if told.get(ticket).is_some_and(|m| m == message) {
+            return false;
+        }
+        told.insert(ticket.to_string(), message.to_string());
+        true
     }
 
     /// Every region's verdict and held count, for the API.
@@ -654,6 +704,11 @@ impl EvictionBrake {
     }
 }
 
+/// Names one eviction: which binding from which cluster.
+fn ticket_of(binding: &str, cluster: &str) -> String {
+    format!("{binding}@{cluster}")
+}
+
 /// The reason of the Event on a binding whose eviction the brake stopped.
 pub const EVENT_EVICTION_HELD: &str = "EvictionHeld";
 
@@ -663,6 +718,7 @@ pub const EVENT_EVICTION_HELD: &str = "EvictionHeld";
 pub fn hold_back<'c>(
     brake: Option<&EvictionBrake>,
     clusters: &Clusters,
+    binding: &str,
     clusters_evicted: impl IntoIterator<Item = &'c str>,
     now: DateTime<Utc>,
 ) -> BTreeMap<String, Hold> {
@@ -673,7 +729,9 @@ pub fn hold_back<'c>(
     let mut view = None;
     for cluster in clusters_evicted {
         let view = view.get_or_insert_with(|| brake.view(clusters, now));
-        if let Err(h) = brake.admit(view, EvictionBrake::region_of(clusters, cluster), now) {
+        let ticket = ticket_of(binding, cluster);
+        let region = EvictionBrake::region_of(clusters, cluster);
+        if let Err(h) = brake.admit(view, region, &ticket, now) {
             held.insert(cluster.to_string(), h);
         }
     }
@@ -688,6 +746,7 @@ pub fn earliest(other: Option<Duration>, held: &BTreeMap<String, Hold>) -> Optio
 /// Records, on `binding`, an Event for each eviction the brake stopped (paced ones only
 /// wait, and the metric counts them); repeats fold into one Event with a count.
 pub async fn report_stops(
+    brake: Option<&EvictionBrake>,
     events: &EventRecorder,
     binding: &serde_json::Value,
     key: &str,
@@ -697,13 +756,19 @@ pub async fn report_stops(
         if !h.reason.stops() {
             continue;
         }
+        // Told once per stop: a binding looked at again while the fleet stays down does not
+        // write its Event again every few seconds.
+        let message = h.event_message(cluster);
+        if brake.is_some_and(|b| !b.tell_once(&ticket_of(key, cluster), &message)) {
+            continue;
+        }
         tracing::info!(binding = key, cluster = %cluster, region = %h.region, reason = h.reason.as_str(), "eviction held by the eviction brake");
         events
             .record(
                 binding,
                 EventType::Warning,
                 EVENT_EVICTION_HELD,
-                &h.event_message(cluster),
+                &message,
             )
             .await;
     }
@@ -1023,7 +1088,7 @@ mod tests {
             // Within the startup grace: held, for the rest of it.
             let now = at(10);
             let v = brake.view(&cs, now);
-            let h = brake.admit(&v, "a", now).unwrap_err();
+            let h = brake.admit(&v, "a", "rb|x|1@a1", now).unwrap_err();
             assert_eq!(
                 (h.reason, h.wait),
                 (HoldReason::StartupGrace, Duration::from_secs(30))
@@ -1033,24 +1098,39 @@ mod tests {
             let now = at(100);
             let v = brake.view(&cs, now);
             assert_eq!(EvictionBrake::region_of(&cs, "a2"), "a");
-            assert!(brake.admit(&v, "a", now).is_ok());
-            let h = other.admit(&v, "a", now).unwrap_err();
+            assert!(brake.admit(&v, "a", "rb|x|1@a1", now).is_ok());
+            let h = other.admit(&v, "a", "rb|x|2@a1", now).unwrap_err();
             assert_eq!(h.reason, HoldReason::RateLimited);
             assert!(
                 h.wait.abs_diff(Duration::from_secs(1)) < Duration::from_millis(1),
                 "{:?}",
                 h.wait
             );
-            assert!(other.admit(&v, "b", now).is_ok());
-            let h = brake.admit(&v, "b", now).unwrap_err();
+            assert!(other.admit(&v, "b", "rb|x|1@b1", now).is_ok());
+            let h = brake.admit(&v, "b", "rb|x|2@b1", now).unwrap_err();
             assert!(
                 h.wait.abs_diff(Duration::from_millis(100)) < Duration::from_millis(1),
                 "{:?}",
                 h.wait
             );
-            // The injected clock drives the buckets.
+            // The injected clock drives the buckets. The token due in 1 s is reserved for the
+            // eviction that was told to wait: another one asking first waits behind it, and
+            // the waiter, back at its time, goes (the held ones are not all woken per token).
+            let soon = now + chrono::Duration::milliseconds(500);
+            let h = brake.admit(&v, "a", "rb|x|3@a1", soon).unwrap_err();
+            assert!(
+                h.wait.abs_diff(Duration::from_millis(1500)) < Duration::from_millis(1),
+                "{:?}",
+                h.wait
+            );
             let later = now + chrono::Duration::milliseconds(1000);
-            assert!(brake.admit(&v, "a", later).is_ok());
+            assert!(brake.admit(&v, "a", "rb|x|2@a1", later).is_ok());
+            let h = brake.admit(&v, "a", "rb|x|3@a1", later).unwrap_err();
+            assert!(
+                h.wait.abs_diff(Duration::from_millis(1000)) < Duration::from_millis(1),
+                "{:?}",
+                h.wait
+            );
             // Metrics and the report say so.
             assert_eq!(
                 metrics
@@ -1072,7 +1152,7 @@ mod tests {
                     .evictions_held
                     .with_label_values(&["a", "RateLimited"])
                     .get(),
-                1
+                3
             );
             assert_eq!(
                 metrics
@@ -1083,7 +1163,7 @@ mod tests {
             );
             let report = brake.report(&cs, later);
             let a = report.iter().find(|r| r.view.region == "a").unwrap();
-            assert_eq!(a.held, 2);
+            assert_eq!(a.held, 4);
             assert_eq!(
                 a.view.counts,
                 Counts {
@@ -1094,7 +1174,7 @@ mod tests {
             // Region b's clusters go too: the whole fleet is down, nothing goes.
             let all_down = clusters(&[("a1", "a", false), ("b1", "b", false)]);
             let v = brake.view(&all_down, later);
-            let h = brake.admit(&v, "b", later).unwrap_err();
+            let h = brake.admit(&v, "b", "rb|x|2@b1", later).unwrap_err();
             assert_eq!(h.reason, HoldReason::FullDisruption);
             assert!(h
                 .event_message("b1")

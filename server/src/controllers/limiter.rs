@@ -81,6 +81,26 @@ impl TokenBucket {
         }
     }
 
+    /// Reserves the next token at `now`: `Duration::ZERO` when there is one now, else how
+    /// long until the one reserved (which no later caller can take). Later reservations
+    /// queue behind it, one per `1 / per_second`.
+    pub fn reserve_at(&self, now: Instant) -> Duration {
+        let mut b = self.state.lock();
+        let elapsed = now.saturating_duration_since(b.last).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * self.rate.per_second).min(f64::from(self.rate.burst));
+        if now > b.last {
+            b.last = now;
+        }
+        b.tokens -= 1.0;
+        if b.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::try_from_secs_f64(-b.tokens / self.rate.per_second)
+                .unwrap_or(Duration::MAX)
+                .max(Duration::from_micros(1))
+        }
+    }
+
     /// Takes a token at tokio's now if there is one.
     pub fn try_take(&self) -> Result<(), Duration> {
         self.try_take_at(Instant::now())
@@ -100,6 +120,24 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reservations_queue_one_per_interval_and_tokens_honour_them() {
+        let t0 = Instant::now();
+        let bucket = TokenBucket::new_at(
+            Rate {
+                per_second: 2.0,
+                burst: 1,
+            },
+            t0,
+        );
+        assert_eq!(bucket.reserve_at(t0), Duration::ZERO);
+        assert_eq!(bucket.reserve_at(t0), ms(500));
+        assert_eq!(bucket.reserve_at(t0), ms(1000));
+        // A taker finds no token before the reserved ones are due.
+        assert_eq!(bucket.try_take_at(t0 + ms(1000)), Err(ms(500)));
+        assert_eq!(bucket.try_take_at(t0 + ms(1500)), Ok(()));
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

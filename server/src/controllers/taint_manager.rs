@@ -362,6 +362,7 @@ impl Reconciler for TaintManagerController {
         let held = hold_back(
             self.brake.as_ref(),
             &clusters,
+            key,
             decision.evictions.iter().map(|e| e.cluster.as_str()),
             now,
         );
@@ -369,7 +370,7 @@ impl Reconciler for TaintManagerController {
             .evictions
             .retain(|e| !held.contains_key(&e.cluster));
         decision.requeue_after = earliest(decision.requeue_after, &held);
-        report_stops(&self.events, &object, key, &held).await;
+        report_stops(self.brake.as_ref(), &self.events, &object, key, &held).await;
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
             let mut updated = serde_json::Value::clone(&object);
@@ -1020,8 +1021,8 @@ mod tests {
                 .unwrap();
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             let events = held_events().await;
-            assert_eq!(events.len(), 1, "repeats fold: {events:?}");
-            assert_eq!(events[0]["count"], 2);
+            assert_eq!(events.len(), 1, "told once: {events:?}");
+            assert_eq!(events[0]["count"], 1, "a stop is told once while it lasts");
             assert!(
                 events[0]["message"]
                     .as_str()
