@@ -547,34 +547,56 @@ impl WorksController {
     }
 
     /// Makes the record durable (once for everything synced since the last flush), then
-    /// records the pending Events and reports the pending Works' status, concurrently.
+    /// reports the pending Works' status and records the pending Events, concurrently (the
+    /// status, which the control plane waits for, does not queue behind the Events).
     async fn flush(&mut self) {
         if !self.has_pending() {
             return;
         }
         self.save_record();
         let events = std::mem::take(&mut self.pending_events);
+        let names: Vec<String> = std::mem::take(&mut self.pending).into_iter().collect();
+        let bodies = self.status_bodies(names).await;
         let this = &*self;
+        let (results, ()) = futures::join!(this.put_statuses(bodies), this.record_events(events));
+        self.take_results(results).await;
+    }
+
+    /// Records Events, `FLUSH_CONCURRENCY` at a time.
+    async fn record_events(&self, events: Vec<PendingEvent>) {
         futures::stream::iter(events)
             .for_each_concurrent(FLUSH_CONCURRENCY, |e| async move {
-                this.event(&e.work, e.type_, e.reason, &e.message).await;
+                self.event(&e.work, e.type_, e.reason, &e.message).await;
             })
             .await;
-        let names: Vec<String> = std::mem::take(&mut self.pending).into_iter().collect();
-        self.report_many(names).await;
     }
 
     /// Writes the status of several Works concurrently; a conflict is retried one by one.
     async fn report_many(&mut self, names: Vec<String>) {
+        let bodies = self.status_bodies(names).await;
+        let results = self.put_statuses(bodies).await;
+        self.take_results(results).await;
+    }
+
+    /// The status bodies of `names` (Works that are gone have none).
+    async fn status_bodies(&self, names: Vec<String>) -> Vec<(String, Value)> {
         let mut bodies = Vec::new();
         for name in names {
             if let Some(body) = self.status_body(&name).await {
                 bodies.push((name, body));
             }
         }
+        bodies
+    }
+
+    /// PUTs status bodies, `FLUSH_CONCURRENCY` at a time.
+    async fn put_statuses(
+        &self,
+        bodies: Vec<(String, Value)>,
+    ) -> Vec<(String, Result<Value, ClientError>)> {
         let client = &self.ctx.client;
         let collection = &self.collection;
-        let results: Vec<(String, Result<Value, ClientError>)> = futures::stream::iter(bodies)
+        futures::stream::iter(bodies)
             .map(|(name, body)| async move {
                 let path = format!("{collection}/{name}/status");
                 let result = client.put(&path, &body).await;
@@ -582,7 +604,11 @@ impl WorksController {
             })
             .buffer_unordered(FLUSH_CONCURRENCY)
             .collect()
-            .await;
+            .await
+    }
+
+    /// Keeps what the server answered to status writes; a conflict is retried one by one.
+    async fn take_results(&mut self, results: Vec<(String, Result<Value, ClientError>)>) {
         for (name, result) in results {
             match result {
                 Ok(stored) => {
