@@ -19,6 +19,7 @@ pub mod dependencies_distributor;
 pub mod detector;
 pub mod failover_metrics;
 pub mod failover_preconditions;
+pub mod failover_simulation;
 pub mod fan_out;
 pub mod graceful_eviction;
 pub mod interpretation;
