@@ -868,6 +868,9 @@ pub fn describe(clusters: &[TargetCluster]) -> String {
 }
 
 #[cfg(test)]
+mod real_path;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{json, Value};

@@ -1,0 +1,437 @@
+//! Property test: on randomized fleets (capacity or none, regions, a user NoSchedule taint) and
+//! bindings (Duplicated, Divided by static or dynamic weight, Aggregated; affinities by name or
+//! region; unreachable tolerations of 0 s, 30 s or for ever; purge modes), the dry-run's answer
+//! equals what the real controllers do — the cluster taint controller, the taint manager and
+//! the scheduler, in-process on a memory store with a fake clock, each woken when it asked to
+//! be — once the failed members' Ready turns Unknown as the status controller would write it.
+
+use super::*;
+use crate::clock::{Clock, FakeClock, SharedClock};
+use crate::controllers::cluster_taints::ClusterTaintController;
+use crate::controllers::failover_metrics::FailoverMetrics;
+use crate::controllers::runtime::{Action, Reconciler};
+use crate::controllers::scheduling::SchedulerController;
+use crate::controllers::taint_manager::TaintManagerController;
+use crate::events::EventRecorder;
+use crate::store::{KvStore, ListOptions, Store, StoreConfig};
+use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
+use flotilla_api::kinds::well_known;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+#[derive(Clone, Debug)]
+struct ClusterCase {
+    /// Free pods (`None`: no resource summary).
+    pods: Option<i64>,
+    region: u8,
+    /// Carries a user's `dedicated:NoSchedule` taint.
+    dedicated: bool,
+    failed: bool,
+}
+
+#[derive(Clone, Debug)]
+struct BindingCase {
+    replicas: i32,
+    /// 0 Duplicated, 1 static weight, 2 dynamic weight, 3 Aggregated.
+    strategy: u8,
+    /// 0 none, 1 by names (mask), 2 by region label.
+    affinity: u8,
+    names: Vec<bool>,
+    region: u8,
+    /// 0 none, 1 `0 s`, 2 `30 s`, 3 for ever.
+    toleration: u8,
+    tolerate_dedicated: bool,
+    /// 0 none, 1 Graciously, 2 Immediately, 3 Never.
+    purge: u8,
+}
+
+fn cluster_case() -> impl Strategy<Value = ClusterCase> {
+    (
+        prop::option::of(0i64..8),
+        0u8..2,
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.4),
+    )
+        .prop_map(|(pods, region, dedicated, failed)| ClusterCase {
+            pods,
+            region,
+            dedicated,
+            failed,
+        })
+}
+
+fn binding_case() -> impl Strategy<Value = BindingCase> {
+    (
+        1i32..7,
+        0u8..4,
+        0u8..3,
+        prop::collection::vec(any::<bool>(), 5),
+        0u8..2,
+        0u8..4,
+        any::<bool>(),
+        0u8..4,
+    )
+        .prop_map(
+            |(
+                replicas,
+                strategy,
+                affinity,
+                names,
+                region,
+                toleration,
+                tolerate_dedicated,
+                purge,
+            )| {
+                BindingCase {
+                    replicas,
+                    strategy,
+                    affinity,
+                    names,
+                    region,
+                    toleration,
+                    tolerate_dedicated,
+                    purge,
+                }
+            },
+        )
+}
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+fn name(i: usize) -> String {
+    format!("c{i}")
+}
+
+fn cluster_object(i: usize, c: &ClusterCase) -> Value {
+    let mut spec = json!({"syncMode": "Pull", "region": format!("r{}", c.region)});
+    if c.dedicated {
+        spec["taints"] = json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]);
+    }
+    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+           "metadata": {"name": name(i), "labels": {"region": format!("r{}", c.region)}},
+           "spec": spec})
+}
+
+fn cluster_status(c: &ClusterCase) -> Value {
+    let mut status = json!({
+        "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "",
+                        "lastTransitionTime": "2026-03-01T00:00:00Z"}]});
+    if let Some(pods) = c.pods {
+        status["resourceSummary"] =
+            json!({"allocatable": {"pods": pods.to_string(), "cpu": "100"}});
+    }
+    status
+}
+
+fn placement(b: &BindingCase, clusters: usize) -> Value {
+    let mut p = json!({});
+    match b.affinity {
+        1 => {
+            let names: Vec<String> = (0..clusters)
+                .filter(|i| b.names.get(*i).copied().unwrap_or(false))
+                .map(name)
+                .collect();
+            p["clusterAffinity"] = json!({"clusterNames": names});
+        }
+        2 => {
+            p["clusterAffinity"] =
+                json!({"labelSelector": {"matchLabels": {"region": format!("r{}", b.region)}}})
+        }
+        _ => {}
+    }
+    let mut tolerations = Vec::new();
+    let unreachable = |s: Option<i64>| {
+        let mut t = json!({"key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(s) = s {
+            t["tolerationSeconds"] = json!(s);
+        }
+        t
+    };
+    match b.toleration {
+        1 => tolerations.push(unreachable(Some(0))),
+        2 => tolerations.push(unreachable(Some(30))),
+        3 => tolerations.push(unreachable(None)),
+        _ => {}
+    }
+    if b.tolerate_dedicated {
+        tolerations.push(
+            json!({"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}),
+        );
+    }
+    p["clusterTolerations"] = json!(tolerations);
+    p["replicaScheduling"] = match b.strategy {
+        0 => json!({"replicaSchedulingType": "Duplicated"}),
+        1 => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"}),
+        2 => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"dynamicWeight": "AvailableReplicas"}}),
+        _ => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}),
+    };
+    p
+}
+
+fn binding_object(i: usize, b: &BindingCase, clusters: usize) -> Value {
+    let mut spec = json!({
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": format!("w{i}")},
+        "replicas": b.replicas,
+        "replicaRequirements": {"resourceRequest": {"cpu": "1"}},
+        "placement": placement(b, clusters),
+    });
+    let mode = ["", "Graciously", "Immediately", "Never"][usize::from(b.purge % 4)];
+    if !mode.is_empty() {
+        spec["failover"] = json!({"cluster": {"purgeMode": mode}});
+    }
+    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+           "metadata": {"name": format!("w{i}-deployment"), "namespace": "default"},
+           "spec": spec})
+}
+
+struct Controllers {
+    taints: ClusterTaintController,
+    manager: TaintManagerController,
+    scheduler: SchedulerController,
+}
+
+fn later(now: DateTime<Utc>, a: &Action) -> Option<DateTime<Utc>> {
+    match a {
+        Action::RequeueAfter(d) => chrono::Duration::from_std(*d).ok().map(|d| now + d),
+        _ => None,
+    }
+}
+
+/// Builds the world, places every binding with the real scheduler, asks the dry-run, then
+/// fails the clusters for real and returns (the answer, the bindings as the controllers left
+/// them).
+async fn run(
+    clusters: &[ClusterCase],
+    bindings: &[BindingCase],
+) -> (FailoverSimulationStatus, Vec<Value>, Vec<Value>) {
+    let clock = Arc::new(FakeClock::new(t0() - Duration::minutes(10)));
+    let shared: SharedClock = clock.clone();
+    let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+    let registry = prometheus::Registry::new();
+    let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+    let settings = SimulationSettings::default();
+    let ctl = Controllers {
+        taints: ClusterTaintController::new(
+            store.clone(),
+            shared.clone(),
+            settings.taints,
+            events.clone(),
+            &registry,
+        )
+        .unwrap(),
+        manager: TaintManagerController::new(
+            store.clone(),
+            shared.clone(),
+            events.clone(),
+            FailoverMetrics::register(&registry).unwrap(),
+            settings.taint_manager.clone(),
+        ),
+        scheduler: SchedulerController::new(store.clone(), shared.clone(), events, &registry)
+            .unwrap(),
+    };
+    let crt = well_known::clusters();
+    for (i, c) in clusters.iter().enumerate() {
+        let mut created = store.create(&crt, cluster_object(i, c)).await.unwrap();
+        created["status"] = cluster_status(c);
+        store.update_status(&crt, created).await.unwrap();
+        // Every member renewed its lease at t0: the failed ones for the last time.
+        store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": name(i), "namespace": CLUSTER_LEASE_NAMESPACE},
+                       "spec": {"holderIdentity": name(i), "renewTime": "2026-03-01T12:00:00Z"}}),
+            )
+            .await
+            .unwrap();
+    }
+    let rbt = well_known::resource_bindings();
+    let keys: Vec<String> = (0..bindings.len())
+        .map(|i| format!("rb|default|w{i}-deployment"))
+        .collect();
+    for (i, b) in bindings.iter().enumerate() {
+        store
+            .create(&rbt, binding_object(i, b, clusters.len()))
+            .await
+            .unwrap();
+        ctl.scheduler.reconcile(&keys[i]).await.unwrap();
+    }
+
+    // The dry-run at t0, over what is stored.
+    clock.set(t0());
+    let by_name: BTreeMap<String, Cluster> =
+        crate::controllers::cluster_cache::read(store.as_ref())
+            .await
+            .unwrap()
+            .by_name;
+    let stored = store
+        .list(&rbt, None, &ListOptions::default())
+        .await
+        .unwrap()
+        .items;
+    let mut inputs: Vec<BindingInput> = stored
+        .iter()
+        .filter_map(|b| BindingInput::from_object(RESOURCE_BINDING, b))
+        .collect();
+    sort_inputs(&mut inputs);
+    let failed: Vec<String> = clusters
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.failed)
+        .map(|(i, _)| name(i))
+        .collect();
+    let spec = FailoverSimulationSpec {
+        failed_clusters: failed.clone(),
+        ..Default::default()
+    };
+    let answer = simulate(&spec, &by_name, &inputs, &settings, t0()).unwrap();
+
+    // The real path: the status controller turns the failed members Unknown after the grace
+    // period; every controller then runs whenever something asked to be woken.
+    clock.set(t0() + settings.health.grace.monitor);
+    for c in &failed {
+        let mut current = store.get(&crt, None, c).await.unwrap();
+        let mut conditions: Vec<Condition> =
+            serde_json::from_value(current["status"]["conditions"].clone()).unwrap();
+        set_condition(
+            &mut conditions,
+            Condition::new(
+                CONDITION_READY,
+                ConditionStatus::Unknown,
+                "ClusterStatusUnknown",
+                "stopped posting",
+            ),
+            clock.now(),
+        );
+        current["status"]["conditions"] = json!(conditions);
+        store.update_status(&crt, current).await.unwrap();
+    }
+    let mut wake: BTreeSet<DateTime<Utc>> = BTreeSet::new();
+    for _ in 0..32 {
+        let now = clock.now();
+        for i in 0..clusters.len() {
+            let a = ctl.taints.reconcile(&name(i)).await.unwrap();
+            wake.extend(later(now, &a));
+        }
+        for _ in 0..MAX_PASSES {
+            for key in &keys {
+                let a = ctl.manager.reconcile(key).await.unwrap();
+                wake.extend(later(now, &a));
+                ctl.scheduler.reconcile(key).await.unwrap();
+            }
+        }
+        let Some(next) = wake.iter().copied().find(|t| *t > now) else {
+            break;
+        };
+        wake.retain(|t| *t > next);
+        clock.set(next);
+    }
+    let mut after = store
+        .list(&rbt, None, &ListOptions::default())
+        .await
+        .unwrap()
+        .items;
+    after.sort_by_key(|b| {
+        b["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    (answer, stored, after)
+}
+
+fn targets_of(b: &Value) -> Vec<TargetCluster> {
+    serde_json::from_value(b["spec"]["clusters"].clone()).unwrap_or_default()
+}
+
+fn check(
+    answer: &FailoverSimulationStatus,
+    before: &[Value],
+    after: &[Value],
+) -> Result<(), TestCaseError> {
+    for b in after {
+        let name = b["metadata"]["name"].as_str().unwrap_or_default();
+        let clusters = targets_of(b);
+        let tasks: Vec<(String, String)> = b["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        (
+                            t["fromCluster"].as_str().unwrap_or_default().to_string(),
+                            t["purgeMode"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        match answer.bindings.iter().find(|s| s.name == name) {
+            Some(sim) => {
+                prop_assert_eq!(
+                    &sim.clusters_after,
+                    &clusters,
+                    "placement of {}: {:?}",
+                    name,
+                    sim
+                );
+                let evicted: Vec<(String, String)> = sim
+                    .evictions
+                    .iter()
+                    .map(|e| (e.cluster.clone(), e.purge_mode.clone().unwrap_or_default()))
+                    .collect();
+                prop_assert_eq!(evicted, tasks, "evictions of {}", name);
+                let reason = b["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled"))
+                    .and_then(|c| c["reason"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                if let Some(s) = &sim.scheduled {
+                    prop_assert_eq!(&s.result, &reason, "Scheduled reason of {}", name);
+                }
+                let unplaced = answer.unplaceable.iter().any(|u| u.name == name);
+                prop_assert_eq!(
+                    unplaced,
+                    reason != "Success",
+                    "unplaceable {}: {}",
+                    name,
+                    reason
+                );
+            }
+            None => {
+                // Not listed: the failure changes nothing for it.
+                prop_assert!(tasks.is_empty(), "{} evicted but not predicted", name);
+                let was = before
+                    .iter()
+                    .find(|o| o["metadata"]["name"] == b["metadata"]["name"])
+                    .map(targets_of)
+                    .unwrap_or_default();
+                prop_assert_eq!(was, clusters, "{} moved but not predicted", name);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_dry_run_predicts_what_the_controllers_do(
+        mut clusters in prop::collection::vec(cluster_case(), 3..=5),
+        bindings in prop::collection::vec(binding_case(), 1..=3),
+    ) {
+        if !clusters.iter().any(|c| c.failed) {
+            clusters[0].failed = true;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (answer, before, after) = rt.block_on(run(&clusters, &bindings));
+        check(&answer, &before, &after)?;
+    }
+}
