@@ -1,7 +1,8 @@
 //! `POST /apis/flotilla.io/v1alpha1/failoversimulations`: the failover dry-run. A create-only
 //! kind that stores nothing (Kubernetes' TokenReview pattern): the request's spec comes back
 //! with a computed `status`, so `kubectl create -f sim.yaml -o yaml` prints the answer. Every
-//! other verb is a 405 `Status`. The handler reads the clusters and bindings, calls the pure
+//! other verb is a 405 `Status`. The handler reads the clusters, ClusterTaintPolicies and
+//! bindings, calls the pure
 //! [`crate::controllers::failover_simulation::simulate`] and maps its errors; it writes nothing
 //! (not even an Event: a dry-run that left traces would not be one).
 
@@ -19,6 +20,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use flotilla_api::kinds::well_known;
+use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::simulation::{
     FailoverSimulation, CLUSTER_RESOURCE_BINDING, FAILOVER_SIMULATION_KIND, FLOTILLA_GROUP,
     RESOURCE_BINDING,
@@ -53,6 +55,16 @@ pub async fn serve(
         .await
         .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
         .by_name;
+    let policies_rt = well_known::cluster_taint_policies();
+    let taint_policies: Vec<ClusterTaintPolicy> = state
+        .store
+        .list(&policies_rt, None, &ListOptions::default())
+        .await
+        .map_err(|e| ApiError::from_store(e, &policies_rt.group, &policies_rt.plural))?
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::from_value(p).ok())
+        .collect();
     let mut bindings = Vec::new();
     for (rt, kind) in [
         (well_known::resource_bindings(), RESOURCE_BINDING),
@@ -76,6 +88,7 @@ pub async fn serve(
     let status = simulate(
         &request.spec,
         &clusters,
+        &taint_policies,
         &bindings,
         &state.simulation,
         state.clock.now(),

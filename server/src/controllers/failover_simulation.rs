@@ -9,7 +9,8 @@
 //!   failure taken to happen right after the last renewal; push members: Ready `False` once
 //!   the probes have failed for `--cluster-failure-threshold`), and tainted by
 //!   [`cluster_taints::desired_taints`] (NoSchedule at once, NoExecute after
-//!   `--failover-eviction-timeout`);
+//!   `--failover-eviction-timeout`) and by the ClusterTaintPolicies whose conditions then match
+//!   ([`cluster_taint_policy::desired_taints`]);
 //! - at every instant something can change — the failure, each taint, each deadline the
 //!   controllers ask to be woken at — every binding goes through the taint manager
 //!   ([`taint_manager::decide`] / [`taint_manager::apply`]), application failover
@@ -25,9 +26,13 @@
 //! eviction controller removing tasks (the placement shown is the one written right after the
 //! evictions, while old copies are kept as their purge mode says), and members reporting new
 //! capacity after the moves.
+//!
+//! [`cluster_taints::desired_taints`]: super::cluster_taints::desired_taints
+//! [`cluster_taint_policy::desired_taints`]: super::cluster_taint_policy::desired_taints
 
 use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
 use super::cluster_status::HealthConfig;
+use super::cluster_taint_policy;
 use super::cluster_taints::{desired_taints, TaintConfig};
 use super::context::ControllerSettings;
 use super::taint_manager::{self, TaintManagerSettings};
@@ -41,8 +46,9 @@ use flotilla_api::binding::{
     EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
     EVICTION_PRODUCER_TAINT_MANAGER, EVICTION_REASON_TAINT_UNTOLERATED,
 };
-use flotilla_api::cluster::{Cluster, SyncMode, CONDITION_READY};
+use flotilla_api::cluster::{Cluster, SyncMode, TaintEffect, CONDITION_READY};
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::policy::{PurgeMode, DEFAULT_SCHEDULER_NAME};
 use flotilla_api::simulation::{
     ClusterTimeline, FailoverSimulationSpec, FailoverSimulationStatus, HeldEviction, OldCopy,
@@ -189,6 +195,7 @@ fn seconds(at_ms: i64) -> i64 {
 impl World {
     fn build(
         clusters: &BTreeMap<String, Cluster>,
+        taint_policies: &[ClusterTaintPolicy],
         failed: &[String],
         settings: &SimulationSettings,
         failed_at: DateTime<Utc>,
@@ -200,7 +207,7 @@ impl World {
             let Some(cluster) = clusters.get(name) else {
                 continue;
             };
-            let (steps, line) = fail(cluster, settings, failed_at);
+            let (steps, line) = fail(cluster, taint_policies, settings, failed_at);
             timeline.push(line);
             changes.extend(steps.into_iter().map(|(at, c)| (name.clone(), at, c)));
         }
@@ -251,9 +258,19 @@ impl World {
 /// status and taint controllers would write them, and its timeline for the answer.
 fn fail(
     cluster: &Cluster,
+    taint_policies: &[ClusterTaintPolicy],
     settings: &SimulationSettings,
     failed_at: DateTime<Utc>,
 ) -> (Vec<(i64, Cluster)>, ClusterTimeline) {
+    // The cluster controller's taints, then the policies' (each keeps the other's).
+    let taint = |c: &mut Cluster, lease: Option<DateTime<Utc>>, at: DateTime<Utc>| {
+        let (taints, due) = desired_taints(c, lease, at, settings.taints);
+        c.spec.taints = taints;
+        if let Some(taints) = cluster_taint_policy::desired_taints(c, taint_policies, at) {
+            c.spec.taints = taints;
+        }
+        due
+    };
     let pull = cluster.spec.sync_mode == Some(SyncMode::Pull);
     let (detect, status, reason, message, lease) = if pull {
         (
@@ -280,22 +297,28 @@ fn fail(
         Condition::new(CONDITION_READY, status, reason, message),
         detected,
     );
-    let (taints, due) = desired_taints(&down, lease, detected, settings.taints);
-    down.spec.taints = taints;
+    let due = taint(&mut down, lease, detected);
     states.push((ms(detect), down.clone()));
-    let mut no_execute = (!settings.taints.automatic_no_execute).then_some(None);
     if let Some(due) = due {
         let at = detect + due;
-        let (taints, _) = desired_taints(&down, lease, failed_at + at, settings.taints);
-        down.spec.taints = taints;
+        taint(&mut down, lease, failed_at + at);
         states.push((ms(at), down.clone()));
-        no_execute = Some(Some(seconds(ms(at))));
     }
+    // The first state with a NoExecute taint the cluster did not have.
+    let no_execute = states
+        .iter()
+        .find(|(_, c)| {
+            c.spec.taints.iter().any(|t| {
+                t.effect == TaintEffect::NoExecute
+                    && !cluster.spec.taints.iter().any(|o| o.same_identity(t))
+            })
+        })
+        .map(|(at, _)| seconds(*at));
     let line = ClusterTimeline {
         cluster: cluster.metadata.name.clone(),
         ready: status.as_str().to_string(),
         not_ready_after_seconds: seconds(ms(detect)),
-        no_execute_after_seconds: no_execute.unwrap_or(Some(seconds(ms(detect)))),
+        no_execute_after_seconds: no_execute,
         taints: down.spec.taints.iter().map(ToString::to_string).collect(),
     };
     (states, line)
@@ -359,11 +382,12 @@ fn binding_ref(namespace: &str, name: &str) -> String {
     }
 }
 
-/// Simulates the request at `now` over `clusters` and `bindings` (every ResourceBinding and
-/// ClusterResourceBinding) and answers the status.
+/// Simulates the request at `now` over `clusters`, the ClusterTaintPolicies and `bindings`
+/// (every ResourceBinding and ClusterResourceBinding) and answers the status.
 pub fn simulate(
     spec: &FailoverSimulationSpec,
     clusters: &BTreeMap<String, Cluster>,
+    taint_policies: &[ClusterTaintPolicy],
     bindings: &[BindingInput],
     settings: &SimulationSettings,
     now: DateTime<Utc>,
@@ -371,7 +395,13 @@ pub fn simulate(
     flotilla_api::simulation::validate_spec(spec)?;
     check_names(spec, clusters, bindings)?;
     let failed_at = Time::new(now).as_datetime();
-    let world = World::build(clusters, &spec.failed_clusters, settings, failed_at);
+    let world = World::build(
+        clusters,
+        taint_policies,
+        &spec.failed_clusters,
+        settings,
+        failed_at,
+    );
     let horizon_ms = spec.after_seconds.map(|s| s.saturating_mul(1000));
     let mut status = FailoverSimulationStatus {
         failed_at: Some(Time::new(failed_at)),
@@ -989,6 +1019,7 @@ mod tests {
         let status = simulate(
             &req,
             &fleet(clusters),
+            &[],
             &[b],
             &SimulationSettings::default(),
             at0(),
@@ -1097,6 +1128,7 @@ mod tests {
         let status = simulate(
             &request(&["m1"], None),
             &fleet(&fleet_),
+            &[],
             &[b],
             &SimulationSettings::default(),
             at0(),
@@ -1123,6 +1155,69 @@ mod tests {
             pairs(&[("m2", 2)])
         );
         assert_eq!(status.failed_at, Some(Time::new(at0())));
+    }
+
+    #[test]
+    fn cluster_taint_policies_taint_the_failed_cluster_as_their_controller_would() {
+        let three = [
+            cluster("m1", true, 100),
+            cluster("m2", true, 100),
+            cluster("m3", true, 100),
+        ];
+        let policy: ClusterTaintPolicy = serde_json::from_value(json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+            "metadata": {"name": "down"},
+            "spec": {"targetClusters": {"clusterNames": ["m1", "m2", "m3"]},
+                     "addOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["Unknown", "False"]}],
+                     "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
+                     "taints": [{"key": "example.com/down", "effect": "NoExecute"}]}
+        }))
+        .unwrap();
+        let b = || {
+            binding(
+                "web",
+                4,
+                divided(&["m1", "m2", "m3"], json!([])),
+                json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]),
+                Value::Null,
+            )
+        };
+        // Automatic NoExecute taints off: only the policy's taint evicts, as soon as Ready
+        // turns Unknown (40 s).
+        let mut settings = SimulationSettings::default();
+        settings.taints.automatic_no_execute = false;
+        let status = simulate(
+            &request(&["m1"], None),
+            &fleet(&three),
+            std::slice::from_ref(&policy),
+            &[b()],
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        let line = &status.timeline.clusters[0];
+        assert_eq!(line.no_execute_after_seconds, Some(40), "{line:?}");
+        assert!(
+            line.taints.iter().any(|t| t.contains("example.com/down")),
+            "{line:?}"
+        );
+        assert_eq!(status.bindings[0].evictions[0].after_seconds, 40);
+        assert_eq!(
+            targets(&status.bindings[0].clusters_after),
+            pairs(&[("m2", 2), ("m3", 2)])
+        );
+        // Without the policy nothing would evict.
+        let status = simulate(
+            &request(&["m1"], None),
+            &fleet(&three),
+            &[],
+            &[b()],
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        assert_eq!(status.timeline.clusters[0].no_execute_after_seconds, None);
+        assert!(status.bindings.is_empty(), "{:?}", status.bindings);
     }
 
     #[test]
@@ -1156,6 +1251,7 @@ mod tests {
         let status = simulate(
             &req,
             &fleet(&three),
+            &[],
             &[b],
             &SimulationSettings::default(),
             at0(),
@@ -1190,6 +1286,7 @@ mod tests {
         let status = simulate(
             &req,
             &fleet(&three),
+            &[],
             &[b],
             &SimulationSettings::default(),
             at0(),
@@ -1231,6 +1328,7 @@ mod tests {
         let Err(SimulationError::Invalid(errors)) = simulate(
             &req,
             &fleet(&three),
+            &[],
             &[b],
             &SimulationSettings::default(),
             at0(),

@@ -290,7 +290,7 @@ async fn run(
         failed_clusters: failed.clone(),
         ..Default::default()
     };
-    let answer = simulate(&spec, &by_name, &inputs, &settings, t0()).unwrap();
+    let answer = simulate(&spec, &by_name, &[], &inputs, &settings, t0()).unwrap();
 
     // The real path: the status controller turns the failed members Unknown after the grace
     // period; every controller then runs whenever something asked to be woken.
