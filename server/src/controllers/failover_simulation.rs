@@ -888,15 +888,6 @@ pub fn sort_inputs(bindings: &mut [BindingInput]) {
     });
 }
 
-/// Targets as `name:replicas`, for messages and logs.
-pub fn describe(clusters: &[TargetCluster]) -> String {
-    clusters
-        .iter()
-        .map(|c| format!("{}:{}", c.name, c.replicas))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod real_path;
 

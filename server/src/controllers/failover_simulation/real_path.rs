@@ -1,14 +1,18 @@
-//! Property test: on randomized fleets (capacity or none, regions, a user NoSchedule taint) and
-//! bindings (Duplicated, Divided by static or dynamic weight, Aggregated; affinities by name or
-//! region; unreachable tolerations of 0 s, 30 s or for ever; purge modes), the dry-run's answer
-//! equals what the real controllers do — the cluster taint controller, the taint manager and
-//! the scheduler, in-process on a memory store with a fake clock, each woken when it asked to
-//! be — once the failed members' Ready turns Unknown as the status controller would write it.
+//! Property test: on randomized fleets (capacity or none, regions, a user NoSchedule taint,
+//! automatic NoExecute taints on or off, a ClusterTaintPolicy tainting not-Ready clusters of
+//! one region or all) and bindings (Duplicated, Divided by static or dynamic weight,
+//! Aggregated; affinities by name or region; unreachable and policy-taint tolerations of 0 s,
+//! 30 s or for ever; purge modes), the dry-run's answer equals what the real controllers do —
+//! the cluster taint controller, the ClusterTaintPolicy controller, the taint manager and the
+//! scheduler, in-process on a memory store with a fake clock, each woken when it asked to be —
+//! once the failed members' Ready turns Unknown as the status controller would write it.
 
 use super::*;
 use crate::clock::{Clock, FakeClock, SharedClock};
+use crate::controllers::cluster_taint_policy::ClusterTaintPolicyController;
 use crate::controllers::cluster_taints::ClusterTaintController;
 use crate::controllers::failover_metrics::FailoverMetrics;
+use crate::controllers::queue::{Backoff, WorkQueue};
 use crate::controllers::runtime::{Action, Reconciler};
 use crate::controllers::scheduling::SchedulerController;
 use crate::controllers::taint_manager::TaintManagerController;
@@ -41,8 +45,41 @@ struct BindingCase {
     /// 0 none, 1 `0 s`, 2 `30 s`, 3 for ever.
     toleration: u8,
     tolerate_dedicated: bool,
+    /// Tolerates the policy's taint: 0 no, 1 for 20 s, 2 for ever.
+    tolerate_down: u8,
     /// 0 none, 1 Graciously, 2 Immediately, 3 Never.
     purge: u8,
+}
+
+#[derive(Clone, Debug)]
+struct FleetCase {
+    automatic_no_execute: bool,
+    /// A ClusterTaintPolicy adding `example.com/down:NoExecute` to not-Ready clusters: none,
+    /// for region r0, or for every cluster.
+    policy: u8,
+}
+
+fn fleet_case() -> impl Strategy<Value = FleetCase> {
+    (prop::bool::weighted(0.7), 0u8..3).prop_map(|(automatic_no_execute, policy)| FleetCase {
+        automatic_no_execute,
+        policy,
+    })
+}
+
+fn taint_policy(f: &FleetCase) -> Option<Value> {
+    let targets = match f.policy {
+        1 => json!({"labelSelector": {"matchLabels": {"region": "r0"}}}),
+        2 => json!({"clusterNames": ["c0", "c1", "c2", "c3", "c4"]}),
+        _ => return None,
+    };
+    Some(
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+        "metadata": {"name": "down"},
+        "spec": {"targetClusters": targets,
+                 "addOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["Unknown", "False"]}],
+                 "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
+                 "taints": [{"key": "example.com/down", "effect": "NoExecute"}]}}),
+    )
 }
 
 fn cluster_case() -> impl Strategy<Value = ClusterCase> {
@@ -69,6 +106,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
         0u8..2,
         0u8..4,
         any::<bool>(),
+        0u8..3,
         0u8..4,
     )
         .prop_map(
@@ -80,6 +118,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
                 region,
                 toleration,
                 tolerate_dedicated,
+                tolerate_down,
                 purge,
             )| {
                 BindingCase {
@@ -90,6 +129,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
                     region,
                     toleration,
                     tolerate_dedicated,
+                    tolerate_down,
                     purge,
                 }
             },
@@ -158,6 +198,11 @@ fn placement(b: &BindingCase, clusters: usize) -> Value {
         3 => tolerations.push(unreachable(None)),
         _ => {}
     }
+    match b.tolerate_down {
+        1 => tolerations.push(json!({"key": "example.com/down", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20})),
+        2 => tolerations.push(json!({"key": "example.com/down", "operator": "Exists", "effect": "NoExecute"})),
+        _ => {}
+    }
     if b.tolerate_dedicated {
         tolerations.push(
             json!({"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}),
@@ -192,6 +237,7 @@ fn binding_object(i: usize, b: &BindingCase, clusters: usize) -> Value {
 
 struct Controllers {
     taints: ClusterTaintController,
+    policies: ClusterTaintPolicyController,
     manager: TaintManagerController,
     scheduler: SchedulerController,
 }
@@ -207,6 +253,7 @@ fn later(now: DateTime<Utc>, a: &Action) -> Option<DateTime<Utc>> {
 /// fails the clusters for real and returns (the answer, the bindings as the controllers left
 /// them).
 async fn run(
+    fleet: &FleetCase,
     clusters: &[ClusterCase],
     bindings: &[BindingCase],
 ) -> (FailoverSimulationStatus, Vec<Value>, Vec<Value>) {
@@ -215,13 +262,22 @@ async fn run(
     let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
     let registry = prometheus::Registry::new();
     let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-    let settings = SimulationSettings::default();
+    let mut settings = SimulationSettings::default();
+    settings.taints.automatic_no_execute = fleet.automatic_no_execute;
     let ctl = Controllers {
         taints: ClusterTaintController::new(
             store.clone(),
             shared.clone(),
             settings.taints,
             events.clone(),
+            &registry,
+        )
+        .unwrap(),
+        policies: ClusterTaintPolicyController::new(
+            store.clone(),
+            shared.clone(),
+            events.clone(),
+            WorkQueue::new(Backoff::default()),
             &registry,
         )
         .unwrap(),
@@ -236,6 +292,14 @@ async fn run(
             .unwrap(),
     };
     let crt = well_known::clusters();
+    let mut taint_policies = Vec::new();
+    if let Some(p) = taint_policy(fleet) {
+        let created = store
+            .create(&well_known::cluster_taint_policies(), p)
+            .await
+            .unwrap();
+        taint_policies.push(serde_json::from_value(created).unwrap());
+    }
     for (i, c) in clusters.iter().enumerate() {
         let mut created = store.create(&crt, cluster_object(i, c)).await.unwrap();
         created["status"] = cluster_status(c);
@@ -290,7 +354,7 @@ async fn run(
         failed_clusters: failed.clone(),
         ..Default::default()
     };
-    let answer = simulate(&spec, &by_name, &[], &inputs, &settings, t0()).unwrap();
+    let answer = simulate(&spec, &by_name, &taint_policies, &inputs, &settings, t0()).unwrap();
 
     // The real path: the status controller turns the failed members Unknown after the grace
     // period; every controller then runs whenever something asked to be woken.
@@ -318,6 +382,7 @@ async fn run(
         for i in 0..clusters.len() {
             let a = ctl.taints.reconcile(&name(i)).await.unwrap();
             wake.extend(later(now, &a));
+            ctl.policies.reconcile(&name(i)).await.unwrap();
         }
         for _ in 0..MAX_PASSES {
             for key in &keys {
@@ -424,6 +489,7 @@ proptest! {
 
     #[test]
     fn the_dry_run_predicts_what_the_controllers_do(
+        fleet in fleet_case(),
         mut clusters in prop::collection::vec(cluster_case(), 3..=5),
         bindings in prop::collection::vec(binding_case(), 1..=3),
     ) {
@@ -431,7 +497,7 @@ proptest! {
             clusters[0].failed = true;
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let (answer, before, after) = rt.block_on(run(&clusters, &bindings));
+        let (answer, before, after) = rt.block_on(run(&fleet, &clusters, &bindings));
         check(&answer, &before, &after)?;
     }
 }
