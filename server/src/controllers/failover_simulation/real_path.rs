@@ -5,10 +5,15 @@
 //! 30 s or for ever; purge modes), the dry-run's answer equals what the real controllers do —
 //! the cluster taint controller, the ClusterTaintPolicy controller, the taint manager and the
 //! scheduler, in-process on a memory store with a fake clock, each woken when it asked to be —
-//! once the failed members' Ready turns Unknown as the status controller would write it.
+//! once the failed members' Ready turns Unknown as the status controller would write it. Some
+//! bindings also have application failover (tolerations of 0 s, 10 s or 60 s; purge modes
+//! Immediately, Graciously, Never) and are named Unhealthy on one of their clusters: the real
+//! path reads that health in the binding's status, and the application failover controller
+//! runs beside the others.
 
 use super::*;
 use crate::clock::{Clock, FakeClock, SharedClock};
+use crate::controllers::application_failover::ApplicationFailoverController;
 use crate::controllers::cluster_taint_policy::ClusterTaintPolicyController;
 use crate::controllers::cluster_taints::ClusterTaintController;
 use crate::controllers::failover_metrics::FailoverMetrics;
@@ -49,6 +54,9 @@ struct BindingCase {
     tolerate_down: u8,
     /// 0 none, 1 Graciously, 2 Immediately, 3 Never.
     purge: u8,
+    /// Application failover: (toleration index, purge mode index, the index of the placed
+    /// cluster where the workload is Unhealthy).
+    app: Option<(u8, u8, usize)>,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +116,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
         any::<bool>(),
         0u8..3,
         0u8..4,
+        prop::option::weighted(0.35, (0u8..3, 0u8..3, 0usize..5)),
     )
         .prop_map(
             |(
@@ -120,6 +129,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
                 tolerate_dedicated,
                 tolerate_down,
                 purge,
+                app,
             )| {
                 BindingCase {
                     replicas,
@@ -131,6 +141,7 @@ fn binding_case() -> impl Strategy<Value = BindingCase> {
                     tolerate_dedicated,
                     tolerate_down,
                     purge,
+                    app,
                 }
             },
         )
@@ -230,6 +241,14 @@ fn binding_object(i: usize, b: &BindingCase, clusters: usize) -> Value {
     if !mode.is_empty() {
         spec["failover"] = json!({"cluster": {"purgeMode": mode}});
     }
+    if let Some((toleration, purge, _)) = b.app {
+        let seconds = [0, 10, 60][usize::from(toleration % 3)];
+        let mode = ["Immediately", "Graciously", "Never"][usize::from(purge % 3)];
+        spec["failover"]["application"] = json!({
+            "decisionConditions": {"tolerationSeconds": seconds},
+            "purgeMode": mode,
+            "gracePeriodSeconds": 30});
+    }
     json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
            "metadata": {"name": format!("w{i}-deployment"), "namespace": "default"},
            "spec": spec})
@@ -239,7 +258,30 @@ struct Controllers {
     taints: ClusterTaintController,
     policies: ClusterTaintPolicyController,
     manager: TaintManagerController,
+    application: ApplicationFailoverController,
     scheduler: SchedulerController,
+}
+
+/// What the cluster status controller writes when a pull member's lease stops: Ready Unknown.
+async fn mark_unknown(store: &dyn Store, failed: &[String], now: DateTime<Utc>) {
+    let crt = well_known::clusters();
+    for c in failed {
+        let mut current = store.get(&crt, None, c).await.unwrap();
+        let mut conditions: Vec<Condition> =
+            serde_json::from_value(current["status"]["conditions"].clone()).unwrap();
+        set_condition(
+            &mut conditions,
+            Condition::new(
+                CONDITION_READY,
+                ConditionStatus::Unknown,
+                "ClusterStatusUnknown",
+                "stopped posting",
+            ),
+            now,
+        );
+        current["status"]["conditions"] = json!(conditions);
+        store.update_status(&crt, current).await.unwrap();
+    }
 }
 
 fn later(now: DateTime<Utc>, a: &Action) -> Option<DateTime<Utc>> {
@@ -264,6 +306,7 @@ async fn run(
     let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
     let mut settings = SimulationSettings::default();
     settings.taints.automatic_no_execute = fleet.automatic_no_execute;
+    let metrics = FailoverMetrics::register(&registry).unwrap();
     let ctl = Controllers {
         taints: ClusterTaintController::new(
             store.clone(),
@@ -285,8 +328,15 @@ async fn run(
             store.clone(),
             shared.clone(),
             events.clone(),
-            FailoverMetrics::register(&registry).unwrap(),
+            metrics.clone(),
             settings.taint_manager.clone(),
+        ),
+        application: ApplicationFailoverController::new(
+            store.clone(),
+            shared.clone(),
+            events.clone(),
+            metrics,
+            settings.application_failover.clone(),
         ),
         scheduler: SchedulerController::new(store.clone(), shared.clone(), events, &registry)
             .unwrap(),
@@ -327,8 +377,31 @@ async fn run(
         ctl.scheduler.reconcile(&keys[i]).await.unwrap();
     }
 
-    // The dry-run at t0, over what is stored.
+    // The workloads named Unhealthy read so in their binding's status from t0 on.
     clock.set(t0());
+    let mut unhealthy = Vec::new();
+    for (i, b) in bindings.iter().enumerate() {
+        let Some((_, _, at)) = b.app else { continue };
+        let mut current = store
+            .get(&rbt, Some("default"), &format!("w{i}-deployment"))
+            .await
+            .unwrap();
+        let placed = targets_of(&current);
+        let Some(target) = placed.get(at % placed.len().max(1)) else {
+            continue;
+        };
+        current["status"]["aggregatedStatus"] = json!([{"clusterName": target.name,
+            "applied": true, "health": "Unhealthy"}]);
+        store.update_status(&rbt, current).await.unwrap();
+        unhealthy.push(flotilla_api::simulation::UnhealthyApplication {
+            kind: String::new(),
+            namespace: "default".into(),
+            name: format!("w{i}-deployment"),
+            cluster: target.name.clone(),
+        });
+    }
+
+    // The dry-run at t0, over what is stored.
     let by_name: BTreeMap<String, Cluster> =
         crate::controllers::cluster_cache::read(store.as_ref())
             .await
@@ -352,33 +425,25 @@ async fn run(
         .collect();
     let spec = FailoverSimulationSpec {
         failed_clusters: failed.clone(),
+        unhealthy_applications: unhealthy,
         ..Default::default()
     };
     let answer = simulate(&spec, &by_name, &taint_policies, &inputs, &settings, t0()).unwrap();
 
     // The real path: the status controller turns the failed members Unknown after the grace
-    // period; every controller then runs whenever something asked to be woken.
-    clock.set(t0() + settings.health.grace.monitor);
-    for c in &failed {
-        let mut current = store.get(&crt, None, c).await.unwrap();
-        let mut conditions: Vec<Condition> =
-            serde_json::from_value(current["status"]["conditions"].clone()).unwrap();
-        set_condition(
-            &mut conditions,
-            Condition::new(
-                CONDITION_READY,
-                ConditionStatus::Unknown,
-                "ClusterStatusUnknown",
-                "stopped posting",
-            ),
-            clock.now(),
-        );
-        current["status"]["conditions"] = json!(conditions);
-        store.update_status(&crt, current).await.unwrap();
-    }
+    // period; every controller runs whenever something asked to be woken.
+    let detected = t0() + settings.health.grace.monitor;
     let mut wake: BTreeSet<DateTime<Utc>> = BTreeSet::new();
-    for _ in 0..32 {
+    let mut marked = false;
+    for _ in 0..48 {
         let now = clock.now();
+        if !marked && now >= detected {
+            mark_unknown(store.as_ref(), &failed, now).await;
+            marked = true;
+        }
+        if !marked {
+            wake.insert(detected);
+        }
         for i in 0..clusters.len() {
             let a = ctl.taints.reconcile(&name(i)).await.unwrap();
             wake.extend(later(now, &a));
@@ -387,6 +452,8 @@ async fn run(
         for _ in 0..MAX_PASSES {
             for key in &keys {
                 let a = ctl.manager.reconcile(key).await.unwrap();
+                wake.extend(later(now, &a));
+                let a = ctl.application.reconcile(key).await.unwrap();
                 wake.extend(later(now, &a));
                 ctl.scheduler.reconcile(key).await.unwrap();
             }
