@@ -29,6 +29,9 @@
 //!
 //! [`cluster_taints::desired_taints`]: super::cluster_taints::desired_taints
 //! [`cluster_taint_policy::desired_taints`]: super::cluster_taint_policy::desired_taints
+//! [`application_failover::decide`]: super::application_failover::decide
+//! [`application_failover::apply`]: super::application_failover::apply
+//! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
 
 use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
 use super::cluster_status::HealthConfig;
@@ -63,7 +66,8 @@ use std::sync::Arc;
 /// Steps one binding may take before the run stops (a held Immediately eviction asks to be
 /// looked at again every 30 s for ever).
 const MAX_STEPS: usize = 64;
-/// Passes of the three controllers at one instant before it moves on.
+/// Passes of the taint manager, application failover and the scheduler at one instant before
+/// the run moves on.
 const MAX_PASSES: usize = 4;
 
 /// The flags the answer depends on.
