@@ -1296,6 +1296,82 @@ mod tests {
     }
 
     #[test]
+    fn held_moves_and_cluster_resource_bindings_are_reported() {
+        let two = [cluster("m1", true, 100), cluster("m2", true, 100)];
+        let app = |cluster: &str, kind: &str, namespace: &str, name: &str| {
+            flotilla_api::simulation::UnhealthyApplication {
+                kind: kind.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                cluster: cluster.into(),
+            }
+        };
+        // Immediately, and no other cluster in the affinity: application failover holds the
+        // move (the only copy would go with nothing in its place).
+        let only_m1 = binding(
+            "web",
+            2,
+            duplicated(&["m1"], json!([])),
+            json!([{"name": "m1", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 10}, "purgeMode": "Immediately"}}),
+        );
+        let mut req = request(&[], Some(15));
+        req.unhealthy_applications = vec![app("m1", "", "default", "web-deployment")];
+        let status = simulate(
+            &req,
+            &fleet(&two),
+            &[],
+            &[only_m1],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let out = &status.bindings[0];
+        assert!(out.evictions.is_empty(), "{out:?}");
+        assert_eq!(
+            out.held,
+            [HeldEviction {
+                cluster: "m1".into(),
+                reason: "NoTarget".into()
+            }]
+        );
+        assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
+
+        // A ClusterResourceBinding: its own producer, no namespace.
+        let mut crb = binding(
+            "web",
+            2,
+            duplicated(&["m1", "m2"], json!([])),
+            json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 10}, "purgeMode": "Never"}}),
+        );
+        crb.kind = CLUSTER_RESOURCE_BINDING;
+        crb.namespace = String::new();
+        crb.name = "web-cluster".into();
+        let mut req = request(&[], None);
+        req.unhealthy_applications = vec![app("m2", CLUSTER_RESOURCE_BINDING, "", "web-cluster")];
+        let status = simulate(
+            &req,
+            &fleet(&two),
+            &[],
+            &[crb],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let out = &status.bindings[0];
+        assert_eq!(
+            (out.kind.as_str(), out.namespace.as_str()),
+            (CLUSTER_RESOURCE_BINDING, "")
+        );
+        let e = &out.evictions[0];
+        assert_eq!(e.producer, EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER);
+        assert_eq!((e.cluster.as_str(), e.after_seconds), ("m2", 10));
+        assert_eq!(e.old_copy.fate, "KeptUntilSuppressionLifted");
+        assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
+    }
+
+    #[test]
     fn names_that_do_not_exist_are_refused_by_field() {
         let three = [cluster("m1", true, 100), cluster("m2", true, 100)];
         let b = binding(
