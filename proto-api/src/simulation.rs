@@ -38,9 +38,10 @@ pub struct FailoverSimulation {
     pub status: Option<FailoverSimulationStatus>,
 }
 
-/// What to simulate.
+/// What to simulate. Unknown fields are refused (a misspelt `afterSeconds` must not silently
+/// ask another question).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct FailoverSimulationSpec {
     /// Member clusters taken as failed (unreachable) at the moment of the request.
     pub failed_clusters: Vec<String>,
@@ -55,7 +56,7 @@ pub struct FailoverSimulationSpec {
 
 /// A workload taken as Unhealthy on one cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct UnhealthyApplication {
     /// `ResourceBinding` (default) or `ClusterResourceBinding`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -437,6 +438,12 @@ mod tests {
         assert_eq!(
             sim.spec.unhealthy_applications[0].binding_kind(),
             RESOURCE_BINDING
+        );
+        let typo = serde_json::from_value::<FailoverSimulation>(serde_json::json!({
+            "spec": {"failedClusters": ["member1"], "afterSecond": 60}}));
+        assert!(
+            typo.is_err_and(|e| e.to_string().contains("afterSecond")),
+            "a misspelt field is refused"
         );
         let status = serde_json::to_value(FailoverSimulationStatus::default()).unwrap();
         assert_eq!(status["brake"]["state"], "NotComputed");

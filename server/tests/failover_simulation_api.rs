@@ -172,6 +172,20 @@ async fn a_cluster_that_does_not_exist_is_a_422_naming_the_field() {
         body["message"].as_str().unwrap().contains("memberX"),
         "{body}"
     );
+    // A misspelt field is a 400 that names it, not a different question.
+    let (code, body) = api
+        .call(
+            "POST",
+            SIMS,
+            Some(json!({"metadata": {"name": "typo"},
+                        "spec": {"failedClusters": ["member1"], "afterSecond": 5}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("afterSecond"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
