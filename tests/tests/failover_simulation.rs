@@ -1,15 +1,16 @@
 //! The failover dry-run end to end, with the real server and one real pull agent per member on
 //! 127.0.0.1 and second-scale timings: scenario 02 (nginx, Divided 1:2 over member1 and
-//! member2) beside two more bindings — `web`, Divided over all three members, and `api`, on
-//! member2 and member3 only. The dry-run "member1 fails" is issued through kubectl
-//! (`kubectl create -f sim.yaml -o yaml`) and through plain HTTP; both answer the same
-//! prediction and change nothing. Then member1's agent is SIGKILLed, and the placements the
-//! controllers write must equal the prediction exactly, with the evictions it named.
+//! member2) beside three more bindings — `web`, Divided over all three members, `api`, on
+//! member2 and member3 only, and `solo`, allowed on member1 alone. The dry-run "member1 fails"
+//! is issued through kubectl (`kubectl create -f sim.yaml -o yaml`) and through plain HTTP;
+//! both answer the same prediction and change nothing. Then member1's agent is SIGKILLed, and
+//! the placements the controllers write must equal the prediction exactly, with the evictions
+//! it named, and `solo` unplaceable as predicted: NoClusterFit, its Work on member1 kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, placement_of, post_manifests, pull_agent, require_kubectl, scenario_text,
-    wait_for, ApiClient, Kubectl, Server,
+    events_about, healthy_on, placement_of, post_manifests, pull_agent, require_kubectl,
+    scenario_text, wait_for, ApiClient, Kubectl, Server,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -17,8 +18,9 @@ use std::time::Duration;
 const RBS: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings";
 const SIMS: &str = "/apis/flotilla.io/v1alpha1/failoversimulations";
 
-/// Two more workloads beside scenario 02: `web` over the three members (4 replicas, equal
-/// weights), `api` on member2 and member3 only (not touched by member1's failure).
+/// More workloads beside scenario 02: `web` over the three members (4 replicas, equal
+/// weights), `api` on member2 and member3 only (not touched by member1's failure), `solo` on
+/// member1 only (nowhere to go).
 const MORE: &str = r#"apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -88,6 +90,38 @@ spec:
     replicaScheduling:
       replicaSchedulingType: Divided
       replicaDivisionPreference: Weighted
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: solo
+  namespace: default
+  labels: {app: solo}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: solo}
+  template:
+    metadata:
+      labels: {app: solo}
+    spec:
+      containers:
+        - name: solo
+          image: nginx
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: solo
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: solo
+  placement:
+    clusterAffinity:
+      clusterNames: [member1]
 "#;
 
 const SIM_YAML: &str = "apiVersion: flotilla.io/v1alpha1
@@ -98,14 +132,19 @@ spec:
   failedClusters: [member1]
 ";
 
-const BINDINGS: [&str; 3] = ["nginx-deployment", "web-deployment", "api-deployment"];
+const BINDINGS: [&str; 4] = [
+    "nginx-deployment",
+    "web-deployment",
+    "api-deployment",
+    "solo-deployment",
+];
 
 type Placement = Vec<(String, i64)>;
 
 fn placements(api: &ApiClient) -> Option<Vec<Placement>> {
     BINDINGS
         .iter()
-        .map(|b| placement_of(api, &format!("{RBS}/{b}")).filter(|p| !p.is_empty()))
+        .map(|b| placement_of(api, &format!("{RBS}/{b}")))
         .collect()
 }
 
@@ -150,6 +189,17 @@ fn prediction(answer: &Value, now: &[Placement]) -> (Vec<Placement>, Vec<(String
     (placements, evictions)
 }
 
+/// The binding is as the scheduler last saw it and Healthy wherever it is placed (nothing is
+/// still settling that would change what the dry-run reads).
+fn settled(api: &ApiClient, binding: &str, placed: &Placement) -> bool {
+    let path = format!("{RBS}/{binding}");
+    let Ok(rb) = api.get(&path) else {
+        return false;
+    };
+    rb["metadata"]["generation"] == rb["status"]["schedulerObservedGeneration"]
+        && placed.iter().all(|(c, _)| healthy_on(api, &path, c))
+}
+
 #[test]
 fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     require_kubectl();
@@ -172,7 +222,12 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         || {
             let p = placements(&api)?;
             (p[0] == [("member1".to_string(), 1), ("member2".to_string(), 2)]
-                && p[1].iter().any(|(c, _)| c == "member1"))
+                && p[1].iter().any(|(c, _)| c == "member1")
+                && p.iter().all(|one| !one.is_empty())
+                && BINDINGS
+                    .iter()
+                    .zip(&p)
+                    .all(|(b, placed)| settled(&api, b, placed)))
             .then_some(p)
         },
     )
@@ -225,15 +280,22 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         "{predicted:?}"
     );
     assert_eq!(predicted[2], before[2]);
+    assert!(predicted[3].is_empty(), "{predicted:?}");
     assert_eq!(
         evictions,
         [
             ("nginx-deployment".to_string(), "member1".to_string(), 2),
-            ("web-deployment".to_string(), "member1".to_string(), 2)
+            ("web-deployment".to_string(), "member1".to_string(), 2),
+            ("solo-deployment".to_string(), "member1".to_string(), 2)
         ],
         "{text}"
     );
-    assert_eq!(by_kubectl["status"]["summary"]["affected"], 2, "{text}");
+    assert_eq!(by_kubectl["status"]["summary"]["affected"], 3, "{text}");
+    let unplaceable = &by_kubectl["status"]["unplaceable"];
+    assert_eq!(unplaceable.as_array().map(Vec::len), Some(1), "{text}");
+    assert_eq!(unplaceable[0]["name"], "solo-deployment");
+    assert_eq!(unplaceable[0]["reason"], "NoClusterFit");
+    assert_eq!(unplaceable[0]["keeps"], json!(["member1"]));
     // Nothing was stored or changed.
     assert_eq!(generations(), generations_before);
     assert_eq!(placements(&api), Some(before.clone()));
@@ -278,13 +340,47 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                 .any(|e| e["reason"] == "EvictWorkloadFromCluster")
         })
         .collect();
-    assert_eq!(evicted_bindings, ["nginx-deployment", "web-deployment"]);
-    wait_for("the eviction tasks to end", Duration::from_secs(60), || {
-        BINDINGS
-            .iter()
-            .all(|b| flotilla_tests::eviction_tasks(&api, &format!("{RBS}/{b}")).is_empty())
-            .then_some(())
-    })
+    assert_eq!(
+        evicted_bindings,
+        ["nginx-deployment", "web-deployment", "solo-deployment"]
+    );
+    // solo could not be placed, as predicted: the scheduler says NoClusterFit, and its task and
+    // its Work on member1 stay (the last copy is not deleted).
+    let solo = format!("{RBS}/solo-deployment");
+    let reason = wait_for(
+        "solo's Scheduled condition",
+        Duration::from_secs(30),
+        || {
+            let rb = api.get(&solo).ok()?;
+            rb["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Scheduled" && c["status"] == "False")
+                .and_then(|c| c["reason"].as_str().map(String::from))
+        },
+    )
+    .unwrap();
+    assert_eq!(reason, unplaceable[0]["reason"].as_str().unwrap());
+    wait_for(
+        "the eviction tasks of the moved bindings to end",
+        Duration::from_secs(60),
+        || {
+            BINDINGS[..3]
+                .iter()
+                .all(|b| flotilla_tests::eviction_tasks(&api, &format!("{RBS}/{b}")).is_empty())
+                .then_some(())
+        },
+    )
     .unwrap();
     assert_eq!(placements(&api), Some(predicted));
+    assert_eq!(flotilla_tests::eviction_tasks(&api, &solo).len(), 1);
+    assert!(
+        flotilla_tests::works_on(&api, "member1").iter().any(|w| {
+            w["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("solo-"))
+                && w.pointer("/metadata/deletionTimestamp").is_none()
+        }),
+        "solo's Work on member1 is kept"
+    );
 }
