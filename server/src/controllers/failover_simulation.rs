@@ -21,7 +21,9 @@
 //!
 //! Each eviction is reported with the time after the failure at which it happens (taints'
 //! `tolerationSeconds`, application failover's `decisionConditions.tolerationSeconds`). With
-//! `afterSeconds` the run stops there, and evictions due later are `pending`. Not modelled:
+//! `afterSeconds` the run stops there, and evictions due later are `pending`. Times are the
+//! earliest the controllers can act (the status controller looks at pull members every
+//! `--cluster-monitor-period`, so a real failure may be seen up to that much later). Not modelled:
 //! the partition brake (it lands separately; the answer says `NotComputed`), the graceful
 //! eviction controller removing tasks (the placement shown is the one written right after the
 //! evictions, while old copies are kept as their purge mode says), and members reporting new
