@@ -21,7 +21,8 @@
 //!
 //! Each eviction is reported with the time after the failure at which it happens (taints'
 //! `tolerationSeconds`, application failover's `decisionConditions.tolerationSeconds`). With
-//! `afterSeconds` the run stops there, and evictions due later are `pending`. Times are the
+//! `afterSeconds` the run stops there, and evictions due later are `pending` (up to a year
+//! after the failure; later ones are not reported). Times are the
 //! earliest the controllers can act (the status controller looks at pull members every
 //! `--cluster-monitor-period`, so a real failure may be seen up to that much later). Not modelled:
 //! the partition brake (it lands separately; the answer says `NotComputed`), the graceful
@@ -68,6 +69,9 @@ use std::sync::Arc;
 /// Steps one binding may take before the run stops (a held Immediately eviction asks to be
 /// looked at again every 30 s for ever).
 const MAX_STEPS: usize = 64;
+/// How far the run looks: evictions more than a year after the failure are not reported (and
+/// times stay far from the limits of date arithmetic).
+const LOOK_AHEAD_MS: i64 = 366 * 24 * 3600 * 1000;
 /// Passes of the taint manager, application failover and the scheduler at one instant before
 /// the run moves on.
 const MAX_PASSES: usize = 4;
@@ -526,7 +530,9 @@ impl<'a> Run<'a> {
             steps += 1;
             let phase = world.at(at_ms);
             for wake in self.step(&phase, at_ms) {
-                times.insert(wake);
+                if wake <= LOOK_AHEAD_MS {
+                    times.insert(wake);
+                }
             }
         }
         let mut pending = Vec::new();
@@ -1074,6 +1080,12 @@ mod tests {
                 "tolerated for ever: not affected",
                 binding("web", 4, divided(&m123, unreachable_for(None)), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
                 request(&["m1"], None),
+                None,
+            ),
+            (
+                "tolerated for a century: nothing within the year the run looks at",
+                binding("web", 4, divided(&m123, unreachable_for(Some(100 * 366 * 24 * 3600))), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], Some(i64::MAX)),
                 None,
             ),
             (
