@@ -98,6 +98,13 @@ pub fn builtin_resources() -> Vec<ResourceType> {
     builtin_table().to_vec()
 }
 
+/// Kinds that only answer `create`, computing an answer and storing nothing (Kubernetes'
+/// TokenReview pattern): `FailoverSimulation`.
+pub fn is_create_only(rt: &ResourceType) -> bool {
+    rt.group == crate::simulation::FLOTILLA_GROUP
+        && rt.plural == crate::simulation::FAILOVER_SIMULATIONS
+}
+
 /// The built-in table, built once: the controllers look kinds up on every reconcile.
 fn builtin_table() -> &'static [ResourceType] {
     static TABLE: std::sync::LazyLock<Vec<ResourceType>> = std::sync::LazyLock::new(build_table);
@@ -185,6 +192,17 @@ fn build_table() -> Vec<ResourceType> {
             "v1alpha1",
             "EvictionBrake",
             "evictionbrakes",
+            &[],
+            false,
+            false,
+        ),
+        // Flotilla's own: the failover dry-run, create only and never stored
+        // (`is_create_only`).
+        rt(
+            crate::simulation::FLOTILLA_GROUP,
+            crate::simulation::FLOTILLA_VERSION,
+            crate::simulation::FAILOVER_SIMULATION_KIND,
+            crate::simulation::FAILOVER_SIMULATIONS,
             &[],
             false,
             false,
@@ -413,6 +431,13 @@ pub mod well_known {
     /// `coordination.k8s.io/v1` Lease.
     pub fn leases() -> ResourceType {
         get("coordination.k8s.io", "leases")
+    }
+    /// `flotilla.io/v1alpha1` FailoverSimulation (create only, never stored).
+    pub fn failover_simulations() -> ResourceType {
+        get(
+            crate::simulation::FLOTILLA_GROUP,
+            crate::simulation::FAILOVER_SIMULATIONS,
+        )
     }
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition.
     pub fn custom_resource_definitions() -> ResourceType {

@@ -9,6 +9,7 @@
 //!   ([`validation`]) an object before the API stores it; [`validation::strict_unknown_fields`]
 //!   serves `fieldValidation=Strict`.
 //! - [`kinds`]: the table of kinds the API serves.
+//! - [`simulation`]: the failover dry-run (`FailoverSimulation`, create only, never stored).
 
 pub mod admission;
 pub mod affinity;
@@ -23,6 +24,7 @@ pub mod policy;
 pub mod quantity;
 pub mod selector;
 mod shape;
+pub mod simulation;
 pub mod taint_toleration;
 pub mod validation;
 pub mod work;

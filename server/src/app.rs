@@ -323,6 +323,11 @@ pub fn api_state(
         clock,
         limits: config.limits.clone(),
         ready: Arc::new(AtomicBool::new(false)),
+        simulation: config
+            .controllers
+            .as_ref()
+            .map(controllers::failover_simulation::SimulationSettings::of)
+            .unwrap_or_default(),
         shutdown,
         eviction_brake: None,
     })

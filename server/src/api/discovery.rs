@@ -72,6 +72,19 @@ pub const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The verbs of one kind: [`VERBS`]; only `create` for the kinds that compute an answer and
+/// store nothing (`FailoverSimulation`); only reads for the kinds computed on read
+/// (`EvictionBrake`).
+pub fn verbs(r: &ResourceType) -> &'static [&'static str] {
+    if flotilla_api::kinds::is_create_only(r) {
+        &["create"]
+    } else if super::eviction_brakes::is_eviction_brakes(r) {
+        super::eviction_brakes::VERBS
+    } else {
+        VERBS
+    }
+}
+
 /// The APIResourceList of one group-version (`None` when nothing is served there).
 pub fn resource_list(registry: &KindRegistry, group: &str, version: &str) -> Option<Value> {
     let kinds = registry.resources_in(group, version);
@@ -121,11 +134,7 @@ fn resource_doc(r: &ResourceType) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": if super::eviction_brakes::is_eviction_brakes(r) {
-            super::eviction_brakes::VERBS
-        } else {
-            VERBS
-        },
+        "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         doc["shortNames"] = json!(r.short_names);

@@ -20,6 +20,7 @@ pub mod path;
 pub mod registration;
 pub mod resources;
 pub mod scale;
+pub mod simulation;
 pub mod table;
 pub mod watch;
 
@@ -85,6 +86,8 @@ pub struct ApiState {
     pub limits: Limits,
     /// Set once the store is open, migrations ran and controllers started.
     pub ready: Arc<AtomicBool>,
+    /// The flags the failover dry-run reads (the controllers' timings and switches).
+    pub simulation: crate::controllers::failover_simulation::SimulationSettings,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`

@@ -240,6 +240,9 @@ async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    if flotilla_api::kinds::is_create_only(&target.rt) {
+        return super::simulation::serve(state, who, &method, &target, &headers, body).await;
+    }
     if target.subresource.as_deref() == Some("explain")
         && target.rt.group == flotilla_api::kinds::WORK_GROUP
         && target.rt.plural.ends_with("resourcebindings")
@@ -426,7 +429,11 @@ async fn list(
 }
 
 /// Reads and parses an object body (JSON or YAML).
-async fn read_object(state: &ApiState, headers: &HeaderMap, body: Body) -> ApiResult<Value> {
+pub(super) async fn read_object(
+    state: &ApiState,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Value> {
     let format = body::object_format(&body::content_type(headers))?;
     let bytes = body::read(body, state.limits.max_body_bytes).await?;
     let value = body::parse_off_thread(bytes, format).await?;
@@ -439,7 +446,11 @@ async fn read_object(state: &ApiState, headers: &HeaderMap, body: Body) -> ApiRe
 }
 
 /// Fills in apiVersion/kind from the path and checks that the body belongs there.
-fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> ApiResult<()> {
+pub(super) fn check_identity(
+    target: &Target,
+    obj: &mut Value,
+    name_from_path: bool,
+) -> ApiResult<()> {
     for (pointer, field) in [
         ("/apiVersion", "apiVersion"),
         ("/kind", "kind"),
@@ -525,7 +536,7 @@ fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) -> Api
 }
 
 /// Where a write to `target` goes, for [`authz::check_write`].
-fn place(target: &Target) -> Place<'_> {
+pub(super) fn place(target: &Target) -> Place<'_> {
     Place {
         rt: &target.rt,
         namespace: target.namespace.as_deref(),

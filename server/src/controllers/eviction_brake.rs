@@ -764,12 +764,7 @@ pub async fn report_stops(
         }
         tracing::info!(binding = key, cluster = %cluster, region = %h.region, reason = h.reason.as_str(), "eviction held by the eviction brake");
         events
-            .record(
-                binding,
-                EventType::Warning,
-                EVENT_EVICTION_HELD,
-                &message,
-            )
+            .record(binding, EventType::Warning, EVENT_EVICTION_HELD, &message)
             .await;
     }
 }

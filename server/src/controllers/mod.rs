@@ -20,6 +20,7 @@ pub mod detector;
 pub mod eviction_brake;
 pub mod failover_metrics;
 pub mod failover_preconditions;
+pub mod failover_simulation;
 pub mod fan_out;
 pub mod graceful_eviction;
 pub mod interpretation;

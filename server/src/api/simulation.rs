@@ -1,0 +1,133 @@
+//! `POST /apis/flotilla.io/v1alpha1/failoversimulations`: the failover dry-run. A create-only
+//! kind that stores nothing (Kubernetes' TokenReview pattern): the request's spec comes back
+//! with a computed `status`, so `kubectl create -f sim.yaml -o yaml` prints the answer. Every
+//! other verb is a 405 `Status`. The handler reads the clusters, ClusterTaintPolicies and
+//! bindings, calls the pure
+//! [`crate::controllers::failover_simulation::simulate`] and maps its errors; it writes nothing
+//! (not even an Event: a dry-run that left traces would not be one).
+
+use super::authz::{self, Write};
+use super::body::{negotiate, respond};
+use super::error::{ApiError, ApiResult, Cause};
+use super::resources::{check_identity, place, read_object, Target};
+use super::ApiState;
+use crate::controllers::cluster_cache;
+use crate::controllers::failover_simulation::{
+    simulate, sort_inputs, BindingInput, SimulationError,
+};
+use crate::store::ListOptions;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use flotilla_api::kinds::well_known;
+use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
+use flotilla_api::simulation::{
+    FailoverSimulation, CLUSTER_RESOURCE_BINDING, FAILOVER_SIMULATION_KIND, FLOTILLA_GROUP,
+    RESOURCE_BINDING,
+};
+use serde_json::Value;
+
+use super::auth::Principal;
+
+/// Serves any request addressed to `failoversimulations`.
+pub async fn serve(
+    state: &ApiState,
+    who: &Principal,
+    method: &Method,
+    target: &Target,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    if *method != Method::POST || target.name.is_some() || target.subresource.is_some() {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "failoversimulations only answer create (POST to the collection), not {method}: a simulation is computed and never stored"
+        )));
+    }
+    let encoding = negotiate(headers)?;
+    let mut obj = read_object(state, headers, body).await?;
+    check_identity(target, &mut obj, false)?;
+    authz::check_write(who, place(target), Write::Create { new: &obj })?;
+    let request: FailoverSimulation = serde_json::from_value(obj.clone()).map_err(|e| {
+        ApiError::BadRequest(format!("the FailoverSimulation does not decode: {e}"))
+    })?;
+    let name = request.metadata.name.clone();
+    let clusters = cluster_cache::read(state.store.as_ref())
+        .await
+        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
+        .by_name;
+    let policies_rt = well_known::cluster_taint_policies();
+    let taint_policies: Vec<ClusterTaintPolicy> = state
+        .store
+        .list(&policies_rt, None, &ListOptions::default())
+        .await
+        .map_err(|e| ApiError::from_store(e, &policies_rt.group, &policies_rt.plural))?
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::from_value(p).ok())
+        .collect();
+    let mut bindings = Vec::new();
+    for (rt, kind) in [
+        (well_known::resource_bindings(), RESOURCE_BINDING),
+        (
+            well_known::cluster_resource_bindings(),
+            CLUSTER_RESOURCE_BINDING,
+        ),
+    ] {
+        let list = state
+            .store
+            .list(&rt, None, &ListOptions::default())
+            .await
+            .map_err(|e| ApiError::from_store(e, &rt.group, &rt.plural))?;
+        bindings.extend(
+            list.items
+                .iter()
+                .filter_map(|b| BindingInput::from_object(kind, b)),
+        );
+    }
+    sort_inputs(&mut bindings);
+    let status = simulate(
+        &request.spec,
+        &clusters,
+        &taint_policies,
+        &bindings,
+        &state.simulation,
+        state.clock.now(),
+    )
+    .map_err(|e| invalid(&name, e))?;
+    tracing::info!(
+        simulation = %name,
+        failed_clusters = ?request.spec.failed_clusters,
+        bindings = status.summary.bindings,
+        affected = status.summary.affected,
+        evictions = status.summary.evictions,
+        unplaceable = status.summary.unplaceable,
+        "failover simulated"
+    );
+    obj["status"] = serde_json::to_value(&status).map_err(|e| ApiError::Internal(Box::new(e)))?;
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(
+            "creationTimestamp".into(),
+            serde_json::to_value(status.failed_at).unwrap_or(Value::Null),
+        );
+    }
+    Ok(respond(StatusCode::CREATED, &obj, encoding))
+}
+
+fn invalid(name: &str, e: SimulationError) -> ApiError {
+    match e {
+        SimulationError::Invalid(errors) => ApiError::invalid(
+            FAILOVER_SIMULATION_KIND,
+            FLOTILLA_GROUP,
+            name,
+            errors
+                .errors()
+                .iter()
+                .map(|e| Cause {
+                    reason: e.kind.cause_reason().to_string(),
+                    message: e.message.clone(),
+                    field: e.path.clone(),
+                })
+                .collect(),
+        ),
+    }
+}

@@ -1,0 +1,1433 @@
+//! The failover dry-run (`FailoverSimulation`, issue 14): what cluster and application failover
+//! would do if the named clusters failed now (and the named workloads turned Unhealthy), as a
+//! pure function of (clusters, bindings, request, settings, now) that changes nothing. The API
+//! handler reads the store's snapshot, calls [`simulate`] and maps its errors.
+//!
+//! It runs the real path's own pure functions, step by step, on copies:
+//! - a failed cluster is made as the cluster status controller would make it (pull members:
+//!   Ready `Unknown` once `--cluster-monitor-grace-period` passes without a lease renewal, the
+//!   failure taken to happen right after the last renewal; push members: Ready `False` once
+//!   the probes have failed for `--cluster-failure-threshold`), and tainted by
+//!   [`cluster_taints::desired_taints`] (NoSchedule at once, NoExecute after
+//!   `--failover-eviction-timeout`) and by the ClusterTaintPolicies whose conditions then match
+//!   ([`cluster_taint_policy::desired_taints`]);
+//! - at every instant something can change — the failure, each taint, each deadline the
+//!   controllers ask to be woken at — every binding goes through the taint manager
+//!   ([`taint_manager::decide`] / [`taint_manager::apply`]), application failover
+//!   ([`application_failover::decide`] / [`application_failover::apply`], the workloads named
+//!   Unhealthy on their cluster from the failure on) and the scheduler
+//!   ([`needs_scheduling`], [`schedule`], [`scheduler::decision::decide`]), in that order, until
+//!   a pass changes nothing.
+//!
+//! Each eviction is reported with the time after the failure at which it happens (taints'
+//! `tolerationSeconds`, application failover's `decisionConditions.tolerationSeconds`). With
+//! `afterSeconds` the run stops there, and evictions due later are `pending` (up to a year
+//! after the failure; later ones are not reported). Times are the
+//! earliest the controllers can act (the status controller looks at pull members every
+//! `--cluster-monitor-period`, so a real failure may be seen up to that much later). Not modelled:
+//! the partition brake (it lands separately; the answer says `NotComputed`), the graceful
+//! eviction controller removing tasks (the placement shown is the one written right after the
+//! evictions, while old copies are kept as their purge mode says), and members reporting new
+//! capacity after the moves.
+//!
+//! [`cluster_taints::desired_taints`]: super::cluster_taints::desired_taints
+//! [`cluster_taint_policy::desired_taints`]: super::cluster_taint_policy::desired_taints
+//! [`application_failover::decide`]: super::application_failover::decide
+//! [`application_failover::apply`]: super::application_failover::apply
+//! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
+
+use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
+use super::cluster_status::HealthConfig;
+use super::cluster_taint_policy;
+use super::cluster_taints::{desired_taints, TaintConfig};
+use super::context::ControllerSettings;
+use super::taint_manager::{self, TaintManagerSettings};
+use crate::scheduler::decision::{self, DecisionInput, Step};
+use crate::scheduler::{
+    condition_for, needs_scheduling, schedule, ClusterSnapshot, ScheduleInput, ScheduleOptions,
+};
+use chrono::{DateTime, Duration, Utc};
+use flotilla_api::binding::{
+    AggregatedStatusItem, ResourceBindingSpec, ResourceBindingStatus, TargetCluster,
+    EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
+    EVICTION_PRODUCER_TAINT_MANAGER, EVICTION_REASON_TAINT_UNTOLERATED,
+};
+use flotilla_api::cluster::{Cluster, SyncMode, TaintEffect, CONDITION_READY};
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
+use flotilla_api::policy::{PurgeMode, DEFAULT_SCHEDULER_NAME};
+use flotilla_api::simulation::{
+    ClusterTimeline, FailoverSimulationSpec, FailoverSimulationStatus, HeldEviction, OldCopy,
+    PendingEviction, ScheduledResult, SimulatedBinding, SimulatedEviction, SimulationSummary,
+    SimulationTimeline, UnplaceableBinding, CLUSTER_RESOURCE_BINDING, RESOURCE_BINDING,
+};
+use flotilla_api::validation::{FieldError, Path, ValidationErrors};
+use flotilla_api::work::ResourceHealth;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Steps one binding may take before the run stops (a held Immediately eviction asks to be
+/// looked at again every 30 s for ever).
+const MAX_STEPS: usize = 64;
+/// How far the run looks: evictions more than a year after the failure are not reported (and
+/// times stay far from the limits of date arithmetic).
+const LOOK_AHEAD_MS: i64 = 366 * 24 * 3600 * 1000;
+/// Passes of the taint manager, application failover and the scheduler at one instant before
+/// the run moves on.
+const MAX_PASSES: usize = 4;
+
+/// The flags the answer depends on.
+#[derive(Clone, Debug)]
+pub struct SimulationSettings {
+    /// `--cluster-monitor-grace-period` and `--cluster-failure-threshold`.
+    pub health: HealthConfig,
+    /// `--failover-eviction-timeout`, automatic NoExecute taints.
+    pub taints: TaintConfig,
+    /// The taint manager's switches.
+    pub taint_manager: TaintManagerSettings,
+    /// Application failover's settings.
+    pub application_failover: ApplicationFailoverSettings,
+    /// `--graceful-eviction-timeout`: the grace of a task whose policy sets none.
+    pub graceful_eviction_timeout: std::time::Duration,
+}
+
+impl SimulationSettings {
+    /// The settings the server's controllers run with.
+    pub fn of(settings: &ControllerSettings) -> Self {
+        Self {
+            health: settings.health,
+            taints: settings.taints,
+            taint_manager: settings.taint_manager.clone(),
+            application_failover: settings.application_failover.clone(),
+            graceful_eviction_timeout: settings.graceful_eviction_timeout,
+        }
+    }
+}
+
+impl Default for SimulationSettings {
+    fn default() -> Self {
+        Self::of(&ControllerSettings::default())
+    }
+}
+
+/// One stored binding, as the simulation reads it.
+#[derive(Clone, Debug)]
+pub struct BindingInput {
+    /// `ResourceBinding` or `ClusterResourceBinding`.
+    pub kind: &'static str,
+    /// Namespace (empty for ClusterResourceBindings).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec`.
+    pub spec: ResourceBindingSpec,
+    /// `status`.
+    pub status: ResourceBindingStatus,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The applied-placement annotation.
+    pub applied_placement: Option<String>,
+    /// Application failover's state annotation.
+    pub failover_state: FailoverState,
+}
+
+impl BindingInput {
+    /// Reads a stored binding object (`None` when its spec does not decode: the controllers
+    /// skip it too).
+    pub fn from_object(kind: &'static str, object: &serde_json::Value) -> Option<Self> {
+        let spec: ResourceBindingSpec = serde_json::from_value(object.get("spec")?.clone()).ok()?;
+        let status: ResourceBindingStatus = object
+            .get("status")
+            .cloned()
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or_default();
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        Some(Self {
+            kind,
+            namespace: text("/metadata/namespace").unwrap_or_default(),
+            name: text("/metadata/name").unwrap_or_default(),
+            generation: object
+                .pointer("/metadata/generation")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0),
+            applied_placement: object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+            failover_state: FailoverState::of(object),
+            spec,
+            status,
+        })
+    }
+
+    fn is(&self, kind: &str, namespace: &str, name: &str) -> bool {
+        self.kind == kind && self.namespace == namespace && self.name == name
+    }
+}
+
+/// Why a request cannot be simulated (the API answers 422 naming the field).
+#[derive(Debug, thiserror::Error)]
+pub enum SimulationError {
+    /// A field is wrong or names something that does not exist.
+    #[error("{0}")]
+    Invalid(#[from] ValidationErrors),
+}
+
+/// What the cluster side looks like from one instant on.
+struct Phase {
+    /// Milliseconds after the failure.
+    at_ms: i64,
+    by_name: BTreeMap<String, Cluster>,
+    snapshot: ClusterSnapshot,
+}
+
+/// The clusters over time: the stored ones, then each change of a failed cluster.
+struct World {
+    phases: Vec<Arc<Phase>>,
+    timeline: Vec<ClusterTimeline>,
+}
+
+fn ms(d: Duration) -> i64 {
+    d.num_milliseconds()
+}
+
+/// Seconds after the failure, rounded up.
+fn seconds(at_ms: i64) -> i64 {
+    at_ms.div_euclid(1000) + i64::from(at_ms.rem_euclid(1000) != 0)
+}
+
+impl World {
+    fn build(
+        clusters: &BTreeMap<String, Cluster>,
+        taint_policies: &[ClusterTaintPolicy],
+        failed: &[String],
+        settings: &SimulationSettings,
+        failed_at: DateTime<Utc>,
+    ) -> Self {
+        // Per failed cluster: (offset, the cluster from then on).
+        let mut changes: Vec<(String, i64, Cluster)> = Vec::new();
+        let mut timeline = Vec::new();
+        for name in failed {
+            let Some(cluster) = clusters.get(name) else {
+                continue;
+            };
+            let (steps, line) = fail(cluster, taint_policies, settings, failed_at);
+            timeline.push(line);
+            changes.extend(steps.into_iter().map(|(at, c)| (name.clone(), at, c)));
+        }
+        let mut times: BTreeSet<i64> = changes.iter().map(|(_, at, _)| *at).collect();
+        times.insert(0);
+        let phases = times
+            .into_iter()
+            .map(|at_ms| {
+                let mut by_name = clusters.clone();
+                for (name, at, c) in &changes {
+                    if *at <= at_ms {
+                        by_name.insert(name.clone(), c.clone());
+                    }
+                }
+                let snapshot = ClusterSnapshot::new(by_name.values());
+                Arc::new(Phase {
+                    at_ms,
+                    by_name,
+                    snapshot,
+                })
+            })
+            .collect();
+        World { phases, timeline }
+    }
+
+    fn at(&self, at_ms: i64) -> Arc<Phase> {
+        self.phases
+            .iter()
+            .rev()
+            .find(|p| p.at_ms <= at_ms)
+            .or(self.phases.first())
+            .cloned()
+            .unwrap_or_else(|| {
+                Arc::new(Phase {
+                    at_ms: 0,
+                    by_name: BTreeMap::new(),
+                    snapshot: ClusterSnapshot::default(),
+                })
+            })
+    }
+
+    fn change_times(&self) -> impl Iterator<Item = i64> + '_ {
+        self.phases.iter().map(|p| p.at_ms)
+    }
+}
+
+/// One cluster failing at `failed_at`: its states over time (offset in ms, cluster) as the
+/// status and taint controllers would write them, and its timeline for the answer.
+fn fail(
+    cluster: &Cluster,
+    taint_policies: &[ClusterTaintPolicy],
+    settings: &SimulationSettings,
+    failed_at: DateTime<Utc>,
+) -> (Vec<(i64, Cluster)>, ClusterTimeline) {
+    // The cluster controller's taints, then the policies' (each keeps the other's).
+    let taint = |c: &mut Cluster, lease: Option<DateTime<Utc>>, at: DateTime<Utc>| {
+        let (taints, due) = desired_taints(c, lease, at, settings.taints);
+        c.spec.taints = taints;
+        if let Some(taints) = cluster_taint_policy::desired_taints(c, taint_policies, at) {
+            c.spec.taints = taints;
+        }
+        due
+    };
+    let pull = cluster.spec.sync_mode == Some(SyncMode::Pull);
+    let (detect, status, reason, message, lease) = if pull {
+        (
+            settings.health.grace.monitor,
+            ConditionStatus::Unknown,
+            "ClusterStatusUnknown",
+            "Cluster status controller stopped posting cluster status.",
+            Some(failed_at),
+        )
+    } else {
+        (
+            settings.health.thresholds.failure,
+            ConditionStatus::False,
+            "ClusterNotReachable",
+            "cluster is not reachable",
+            None,
+        )
+    };
+    let mut states = Vec::new();
+    let mut down = cluster.clone();
+    let detected = failed_at + detect;
+    set_condition(
+        &mut down.status.conditions,
+        Condition::new(CONDITION_READY, status, reason, message),
+        detected,
+    );
+    let due = taint(&mut down, lease, detected);
+    states.push((ms(detect), down.clone()));
+    if let Some(due) = due {
+        let at = detect + due;
+        taint(&mut down, lease, failed_at + at);
+        states.push((ms(at), down.clone()));
+    }
+    // The first state with a NoExecute taint the cluster did not have.
+    let no_execute = states
+        .iter()
+        .find(|(_, c)| {
+            c.spec.taints.iter().any(|t| {
+                t.effect == TaintEffect::NoExecute
+                    && !cluster.spec.taints.iter().any(|o| o.same_identity(t))
+            })
+        })
+        .map(|(at, _)| seconds(*at));
+    let line = ClusterTimeline {
+        cluster: cluster.metadata.name.clone(),
+        ready: status.as_str().to_string(),
+        not_ready_after_seconds: seconds(ms(detect)),
+        no_execute_after_seconds: no_execute,
+        taints: down.spec.taints.iter().map(ToString::to_string).collect(),
+    };
+    (states, line)
+}
+
+/// Checks that every named cluster and binding exists.
+fn check_names(
+    spec: &FailoverSimulationSpec,
+    clusters: &BTreeMap<String, Cluster>,
+    bindings: &[BindingInput],
+) -> Result<(), ValidationErrors> {
+    let mut errs = Vec::new();
+    let root = Path::new("spec");
+    for (i, c) in spec.failed_clusters.iter().enumerate() {
+        if !clusters.contains_key(c) {
+            errs.push(FieldError::invalid(
+                &root.child("failedClusters").index(i),
+                c,
+                format!("no cluster {c:?}"),
+            ));
+        }
+    }
+    for (i, a) in spec.unhealthy_applications.iter().enumerate() {
+        let p = root.child("unhealthyApplications").index(i);
+        let found = bindings
+            .iter()
+            .find(|b| b.is(a.binding_kind(), &a.namespace, &a.name));
+        match found {
+            None => errs.push(FieldError::invalid(
+                &p.child("name"),
+                &a.name,
+                format!(
+                    "no {} {:?}",
+                    a.binding_kind(),
+                    binding_ref(&a.namespace, &a.name)
+                ),
+            )),
+            Some(b) if !b.spec.clusters.iter().any(|c| c.name == a.cluster) => {
+                errs.push(FieldError::invalid(
+                    &p.child("cluster"),
+                    &a.cluster,
+                    format!(
+                        "{} {:?} is not placed on cluster {:?}",
+                        a.binding_kind(),
+                        binding_ref(&a.namespace, &a.name),
+                        a.cluster
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    ValidationErrors::into_result(errs)
+}
+
+fn binding_ref(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Simulates the request at `now` over `clusters`, the ClusterTaintPolicies and `bindings`
+/// (every ResourceBinding and ClusterResourceBinding) and answers the status.
+pub fn simulate(
+    spec: &FailoverSimulationSpec,
+    clusters: &BTreeMap<String, Cluster>,
+    taint_policies: &[ClusterTaintPolicy],
+    bindings: &[BindingInput],
+    settings: &SimulationSettings,
+    now: DateTime<Utc>,
+) -> Result<FailoverSimulationStatus, SimulationError> {
+    flotilla_api::simulation::validate_spec(spec)?;
+    check_names(spec, clusters, bindings)?;
+    let failed_at = Time::new(now).as_datetime();
+    let world = World::build(
+        clusters,
+        taint_policies,
+        &spec.failed_clusters,
+        settings,
+        failed_at,
+    );
+    let horizon_ms = spec.after_seconds.map(|s| s.saturating_mul(1000));
+    let mut status = FailoverSimulationStatus {
+        failed_at: Some(Time::new(failed_at)),
+        timeline: SimulationTimeline {
+            clusters: world.timeline.clone(),
+        },
+        ..Default::default()
+    };
+    let mut summary = SimulationSummary {
+        bindings: bindings.len(),
+        ..Default::default()
+    };
+    for b in bindings {
+        let unhealthy: Vec<String> = spec
+            .unhealthy_applications
+            .iter()
+            .filter(|a| b.is(a.binding_kind(), &a.namespace, &a.name))
+            .map(|a| a.cluster.clone())
+            .collect();
+        let run = Run::new(b, &unhealthy, settings, failed_at);
+        let out = run.finish(&world, &spec.failed_clusters, horizon_ms);
+        let Some(out) = out else { continue };
+        summary.affected += 1;
+        summary.evictions += out.binding.evictions.len();
+        summary.pending += out.binding.pending.len();
+        if let Some(u) = out.unplaceable {
+            summary.unplaceable += 1;
+            status.unplaceable.push(u);
+        }
+        status.bindings.push(out.binding);
+    }
+    status.summary = summary;
+    Ok(status)
+}
+
+/// One binding going through the controllers' decisions over time.
+struct Run<'a> {
+    input: &'a BindingInput,
+    settings: &'a SimulationSettings,
+    failed_at: DateTime<Utc>,
+    spec: ResourceBindingSpec,
+    status: ResourceBindingStatus,
+    applied: Option<String>,
+    state: FailoverState,
+    producer: &'static str,
+    evictions: Vec<SimulatedEviction>,
+    held: Vec<HeldEviction>,
+    scheduled: Option<Result<(), (&'static str, String)>>,
+}
+
+struct RunOutcome {
+    binding: SimulatedBinding,
+    unplaceable: Option<UnplaceableBinding>,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        input: &'a BindingInput,
+        unhealthy: &[String],
+        settings: &'a SimulationSettings,
+        failed_at: DateTime<Utc>,
+    ) -> Self {
+        let mut status = input.status.clone();
+        for cluster in unhealthy {
+            match status
+                .aggregated_status
+                .iter_mut()
+                .find(|i| &i.cluster_name == cluster)
+            {
+                Some(item) => item.health = Some(ResourceHealth::Unhealthy),
+                None => status.aggregated_status.push(AggregatedStatusItem {
+                    cluster_name: cluster.clone(),
+                    health: Some(ResourceHealth::Unhealthy),
+                    ..Default::default()
+                }),
+            }
+        }
+        Run {
+            input,
+            settings,
+            failed_at,
+            spec: input.spec.clone(),
+            status,
+            applied: input.applied_placement.clone(),
+            state: input.failover_state.clone(),
+            producer: if input.kind == CLUSTER_RESOURCE_BINDING {
+                EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER
+            } else {
+                EVICTION_PRODUCER_RB_APPLICATION_FAILOVER
+            },
+            evictions: Vec::new(),
+            held: Vec::new(),
+            scheduled: None,
+        }
+    }
+
+    /// Runs every instant up to the horizon; `None` when the binding is not affected.
+    fn finish(
+        mut self,
+        world: &World,
+        failed: &[String],
+        horizon_ms: Option<i64>,
+    ) -> Option<RunOutcome> {
+        let mut times: BTreeSet<i64> = world.change_times().collect();
+        let mut steps = 0;
+        // The binding as it stands at the horizon; the run goes on past it only to say which
+        // evictions would come later.
+        let mut at_horizon: Option<Horizon> = None;
+        while let Some(at_ms) = times.pop_first() {
+            if steps >= MAX_STEPS {
+                break;
+            }
+            if at_horizon.is_none() && horizon_ms.is_some_and(|h| at_ms > h) {
+                at_horizon = Some(self.horizon());
+            }
+            steps += 1;
+            let phase = world.at(at_ms);
+            for wake in self.step(&phase, at_ms) {
+                if wake <= LOOK_AHEAD_MS {
+                    times.insert(wake);
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        if let Some(h) = at_horizon {
+            pending = self
+                .evictions
+                .drain(h.evictions..)
+                .map(|e| PendingEviction {
+                    cluster: e.cluster,
+                    producer: e.producer,
+                    after_seconds: e.after_seconds,
+                })
+                .collect();
+            self.spec.clusters = h.clusters;
+            self.spec.graceful_eviction_tasks = h.tasks;
+            self.held = h.held;
+            self.scheduled = h.scheduled;
+        }
+        let before = &self.input.spec.clusters;
+        let on_failed = before.iter().any(|c| failed.contains(&c.name));
+        let unplaced = matches!(self.scheduled, Some(Err(_)));
+        let affected = !self.evictions.is_empty()
+            || !self.held.is_empty()
+            || !pending.is_empty()
+            || self.spec.clusters != *before
+            || (unplaced && on_failed);
+        if !affected {
+            return None;
+        }
+        let scheduled = self.scheduled.as_ref().map(|r| match r {
+            Ok(()) => ScheduledResult {
+                result: flotilla_api::binding::REASON_SUCCESS.to_string(),
+                message: crate::scheduler::SUCCESS_MESSAGE.to_string(),
+            },
+            Err((reason, message)) => ScheduledResult {
+                result: reason.to_string(),
+                message: message.clone(),
+            },
+        });
+        let unplaceable = match &self.scheduled {
+            Some(Err((reason, message))) => Some(UnplaceableBinding {
+                kind: self.input.kind.to_string(),
+                namespace: self.input.namespace.clone(),
+                name: self.input.name.clone(),
+                reason: reason.to_string(),
+                message: message.clone(),
+                keeps: self
+                    .spec
+                    .clusters
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .chain(
+                        self.spec
+                            .graceful_eviction_tasks
+                            .iter()
+                            .filter(|t| !t.effective_purge_mode().is_immediate())
+                            .map(|t| t.from_cluster.clone()),
+                    )
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            }),
+            _ => None,
+        };
+        Some(RunOutcome {
+            binding: SimulatedBinding {
+                kind: self.input.kind.to_string(),
+                namespace: self.input.namespace.clone(),
+                name: self.input.name.clone(),
+                clusters_before: before.clone(),
+                clusters_after: self.spec.clusters.clone(),
+                evictions: self.evictions,
+                pending,
+                held: self.held,
+                scheduled,
+            },
+            unplaceable,
+        })
+    }
+
+    /// One instant: the taint manager, application failover and the scheduler until a pass
+    /// changes nothing. Returns the instants the controllers ask to be woken at.
+    fn step(&mut self, phase: &Phase, at_ms: i64) -> Vec<i64> {
+        let now = self.failed_at + Duration::milliseconds(at_ms);
+        let mut wake = Vec::new();
+        let later = |d: std::time::Duration| {
+            at_ms.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        };
+        for _ in 0..MAX_PASSES {
+            let mut changed = false;
+            // The taint manager.
+            let d = taint_manager::decide(
+                &self.spec,
+                &self.status,
+                |n| phase.by_name.get(n).map(|c| c.spec.taints.as_slice()),
+                &self.settings.taint_manager,
+                now,
+            );
+            wake.extend(d.requeue_after.map(later));
+            for e in &d.evictions {
+                let replicas = self.replicas_on(&e.cluster);
+                let (purge_mode, old_copy) = match &e.task {
+                    Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
+                    None => (None, fate("Deleted", None)),
+                };
+                self.evictions.push(SimulatedEviction {
+                    cluster: e.cluster.clone(),
+                    producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
+                    reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
+                    message: e.cause.message(&e.cluster),
+                    purge_mode,
+                    replicas,
+                    after_seconds: seconds(at_ms),
+                    old_copy,
+                });
+            }
+            if !d.evictions.is_empty() {
+                taint_manager::apply(&mut self.spec, &d, now);
+                changed = true;
+            }
+            // Application failover.
+            if self
+                .spec
+                .failover
+                .as_ref()
+                .is_some_and(|f| f.application.is_some())
+                || !self.state.is_empty()
+            {
+                let settings = &self.settings.application_failover;
+                let mut d = app::decide(
+                    &self.spec,
+                    &self.status,
+                    &self.state,
+                    settings,
+                    self.producer,
+                    now,
+                );
+                if d.evictions
+                    .iter()
+                    .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
+                    && !another_cluster_fits(&self.spec, &self.status, &d, &phase.snapshot, now)
+                {
+                    d = app::decide_with(
+                        &self.spec,
+                        &self.status,
+                        &self.state,
+                        settings,
+                        self.producer,
+                        now,
+                        false,
+                    );
+                }
+                wake.extend(d.requeue_after.map(later));
+                self.held = held(&d);
+                for e in &d.evictions {
+                    let replicas = self.replicas_on(&e.cluster);
+                    let (purge_mode, old_copy) = old_copy(
+                        e.task.purge_mode,
+                        e.task.grace_period_seconds,
+                        self.settings,
+                    );
+                    self.evictions.push(SimulatedEviction {
+                        cluster: e.cluster.clone(),
+                        producer: e.task.producer.clone(),
+                        reason: e.task.reason.clone(),
+                        message: e.task.message.clone(),
+                        purge_mode,
+                        replicas,
+                        after_seconds: seconds(at_ms),
+                        old_copy,
+                    });
+                }
+                if !d.evictions.is_empty() {
+                    app::apply(&mut self.spec, &d, now);
+                    changed = true;
+                }
+                self.state = d.state;
+            }
+            // The scheduler.
+            if self.schedule(&phase.snapshot, now) {
+                changed = true;
+            }
+            if !changed {
+                break;
+            }
+        }
+        wake
+    }
+
+    fn replicas_on(&self, cluster: &str) -> i32 {
+        self.spec
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .map_or(0, |c| c.replicas)
+    }
+
+    /// One look of the scheduler controller; true when `spec.clusters` changed.
+    fn schedule(&mut self, snapshot: &ClusterSnapshot, now: DateTime<Utc>) -> bool {
+        let spec = &self.spec;
+        if !spec.scheduler_name.is_empty() && spec.scheduler_name != DEFAULT_SCHEDULER_NAME {
+            return false;
+        }
+        if spec.suspension.as_ref().and_then(|s| s.scheduling) == Some(true)
+            || spec.placement.is_none()
+        {
+            return false;
+        }
+        let Some(reason) = needs_scheduling(spec, &self.status, self.applied.as_deref(), snapshot)
+        else {
+            return false;
+        };
+        let blocked = self.state.blocked(now);
+        let result = schedule(&ScheduleInput {
+            spec,
+            status: &self.status,
+            clusters: snapshot,
+            options: ScheduleOptions::default(),
+            blocked: &blocked,
+        });
+        let d = decision::decide(&DecisionInput {
+            step: Step::Scheduled {
+                spec,
+                reason,
+                result: &result,
+            },
+            status: &self.status,
+            generation: self.input.generation,
+            applied_placement: self.applied.as_deref(),
+            now,
+        });
+        self.scheduled = Some(match &result {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let (_, reason, message) = condition_for(&result);
+                Err((reason, condition_message(&d).unwrap_or(message)))
+            }
+        });
+        let mut changed = false;
+        if let Some(write) = d.spec {
+            changed = write.clusters != self.spec.clusters;
+            self.spec.clusters = write.clusters;
+            if let Some(a) = write.applied_placement {
+                self.applied = Some(a);
+            }
+        }
+        if let Some(write) = d.status {
+            self.status.conditions = write.conditions;
+            if let Some(t) = write.last_scheduled_time {
+                self.status.last_scheduled_time = Some(t);
+            }
+            if let Some(a) = write.affinity_name {
+                self.status.scheduler_observed_affinity_name = a;
+            }
+        }
+        changed
+    }
+
+    fn horizon(&self) -> Horizon {
+        Horizon {
+            evictions: self.evictions.len(),
+            clusters: self.spec.clusters.clone(),
+            tasks: self.spec.graceful_eviction_tasks.clone(),
+            held: self.held.clone(),
+            scheduled: self.scheduled.clone(),
+        }
+    }
+}
+
+/// What a run had reached at the horizon of the request.
+struct Horizon {
+    evictions: usize,
+    clusters: Vec<TargetCluster>,
+    tasks: Vec<flotilla_api::binding::GracefulEvictionTask>,
+    held: Vec<HeldEviction>,
+    scheduled: Option<Result<(), (&'static str, String)>>,
+}
+
+/// The `Scheduled` condition's message as the decision writes it (it names the clusters being
+/// evicted from when the old copies are kept).
+fn condition_message(d: &decision::Decision) -> Option<String> {
+    d.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == flotilla_api::binding::CONDITION_SCHEDULED)
+            .map(|c| c.message.clone())
+    })
+}
+
+fn fate(fate: &str, grace: Option<i64>) -> OldCopy {
+    OldCopy {
+        fate: fate.to_string(),
+        grace_period_seconds: grace,
+    }
+}
+
+/// The purge mode as written and what becomes of the old copy.
+fn old_copy(
+    mode: Option<PurgeMode>,
+    grace: Option<i32>,
+    settings: &SimulationSettings,
+) -> (Option<String>, OldCopy) {
+    let mode = mode.unwrap_or(PurgeMode::Graciously);
+    let copy = if mode.is_immediate() {
+        fate("DeletedFirst", None)
+    } else if mode.is_never() {
+        fate("KeptUntilSuppressionLifted", None)
+    } else {
+        let default =
+            i64::try_from(settings.graceful_eviction_timeout.as_secs()).unwrap_or(i64::MAX);
+        fate("KeptUntilHealthy", Some(grace.map_or(default, i64::from)))
+    };
+    (Some(mode.as_str().to_string()), copy)
+}
+
+/// Application failover's held evictions.
+fn held(d: &app::Decision) -> Vec<HeldEviction> {
+    let mut out = Vec::new();
+    let mut push = |clusters: &[String], reason: &str| {
+        out.extend(clusters.iter().map(|c| HeldEviction {
+            cluster: c.clone(),
+            reason: reason.to_string(),
+        }));
+    };
+    push(&d.halted, "MaxMoves");
+    push(&d.no_target, "NoTarget");
+    if let Some((clusters, _)) = &d.backing_off {
+        push(clusters, "Backoff");
+    }
+    out
+}
+
+/// Whether the scheduler would find a cluster for the binding once `decision`'s evictions are
+/// applied, the evicted and blocked clusters left out: the check the application failover
+/// controller makes before an Immediately/Directly eviction (its `another_cluster_fits`, here
+/// on the simulated clusters).
+pub fn another_cluster_fits(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    decision: &app::Decision,
+    snapshot: &ClusterSnapshot,
+    now: DateTime<Utc>,
+) -> bool {
+    let mut after = spec.clone();
+    app::apply(&mut after, decision, now);
+    let blocked = decision.state.blocked(now);
+    let result = schedule(&ScheduleInput {
+        spec: &after,
+        status,
+        clusters: snapshot,
+        options: ScheduleOptions::default(),
+        blocked: &blocked,
+    });
+    result.is_ok_and(|o| !o.clusters.is_empty())
+}
+
+/// Sorts bindings as the answer lists them: kind, namespace, name.
+pub fn sort_inputs(bindings: &mut [BindingInput]) {
+    bindings.sort_by(|a, b| {
+        (a.kind != RESOURCE_BINDING, &a.namespace, &a.name).cmp(&(
+            b.kind != RESOURCE_BINDING,
+            &b.namespace,
+            &b.name,
+        ))
+    });
+}
+
+#[cfg(test)]
+mod real_path;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn at0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    /// A Ready member serving Deployments, pull or push, with room for `pods` pods.
+    fn cluster(name: &str, pull: bool, pods: i64) -> Cluster {
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {"syncMode": if pull { "Pull" } else { "Push" }},
+            "status": {
+                "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                "resourceSummary": {"allocatable": {"pods": pods.to_string(), "cpu": "100"}},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+                                "message": "", "lastTransitionTime": "2026-03-01T00:00:00Z"}]
+            }
+        }))
+        .unwrap()
+    }
+
+    fn fleet(clusters: &[Cluster]) -> BTreeMap<String, Cluster> {
+        clusters
+            .iter()
+            .map(|c| (c.metadata.name.clone(), c.clone()))
+            .collect()
+    }
+
+    /// A placed ResourceBinding `default/<name>-deployment`.
+    fn binding(
+        name: &str,
+        replicas: i32,
+        placement: Value,
+        clusters: Value,
+        failover: Value,
+    ) -> BindingInput {
+        let mut spec = json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": name},
+            "replicas": replicas,
+            "placement": placement,
+            "clusters": clusters,
+        });
+        if !failover.is_null() {
+            spec["failover"] = failover;
+        }
+        let object = json!({
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": format!("{name}-deployment"), "namespace": "default", "generation": 1,
+                         "annotations": {flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION: placement.to_string()}},
+            "spec": spec,
+            "status": {"schedulerObservedGeneration": 1, "lastScheduledTime": "2026-03-01T00:00:00Z",
+                       "conditions": [{"type": "Scheduled", "status": "True", "reason": "Success",
+                                       "message": crate::scheduler::SUCCESS_MESSAGE,
+                                       "lastTransitionTime": "2026-03-01T00:00:00Z"}]}
+        });
+        BindingInput::from_object(RESOURCE_BINDING, &object).unwrap()
+    }
+
+    fn unreachable_for(seconds: Option<i64>) -> Value {
+        match seconds {
+            Some(s) => json!([{"key": "cluster.karmada.io/unreachable", "operator": "Exists",
+                               "effect": "NoExecute", "tolerationSeconds": s}]),
+            None => {
+                json!([{"key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute"}])
+            }
+        }
+    }
+
+    fn divided(names: &[&str], tolerations: Value) -> Value {
+        json!({"clusterAffinity": {"clusterNames": names}, "clusterTolerations": tolerations,
+               "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                                     "weightPreference": {"staticWeightList": [
+                                         {"targetCluster": {"clusterNames": ["m1"]}, "weight": 2},
+                                         {"targetCluster": {"clusterNames": ["m2", "m3"]}, "weight": 1}]}}})
+    }
+
+    fn duplicated(names: &[&str], tolerations: Value) -> Value {
+        json!({"clusterAffinity": {"clusterNames": names}, "clusterTolerations": tolerations,
+               "replicaScheduling": {"replicaSchedulingType": "Duplicated"}})
+    }
+
+    fn request(failed: &[&str], after: Option<i64>) -> FailoverSimulationSpec {
+        FailoverSimulationSpec {
+            failed_clusters: failed.iter().map(|s| s.to_string()).collect(),
+            after_seconds: after,
+            ..Default::default()
+        }
+    }
+
+    fn targets(v: &[TargetCluster]) -> Vec<(String, i32)> {
+        v.iter().map(|c| (c.name.clone(), c.replicas)).collect()
+    }
+
+    fn pairs(v: &[(&str, i32)]) -> Vec<(String, i32)> {
+        v.iter().map(|(n, r)| (n.to_string(), *r)).collect()
+    }
+
+    /// One binding, one request: (evictions as (cluster, afterSeconds, fate), placement after,
+    /// pending as (cluster, afterSeconds), unplaceable reason).
+    #[allow(clippy::type_complexity)]
+    fn run_one(
+        clusters: &[Cluster],
+        b: BindingInput,
+        req: FailoverSimulationSpec,
+    ) -> Option<(
+        Vec<(String, i64, String)>,
+        Vec<(String, i32)>,
+        Vec<(String, i64)>,
+        Option<String>,
+    )> {
+        let status = simulate(
+            &req,
+            &fleet(clusters),
+            &[],
+            &[b],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        assert_eq!(status.summary.bindings, 1);
+        assert_eq!(status.brake.state, "NotComputed");
+        let out = status.bindings.first()?;
+        Some((
+            out.evictions
+                .iter()
+                .map(|e| (e.cluster.clone(), e.after_seconds, e.old_copy.fate.clone()))
+                .collect(),
+            targets(&out.clusters_after),
+            out.pending
+                .iter()
+                .map(|p| (p.cluster.clone(), p.after_seconds))
+                .collect(),
+            status.unplaceable.first().map(|u| u.reason.clone()),
+        ))
+    }
+
+    #[test]
+    fn cluster_failures_evict_and_reschedule_as_the_controllers_would() {
+        let three = [
+            cluster("m1", true, 100),
+            cluster("m2", true, 100),
+            cluster("m3", true, 100),
+        ];
+        let m123 = ["m1", "m2", "m3"];
+        let kept = |c: &str, s: i64| (c.to_string(), s, "KeptUntilHealthy".to_string());
+        // Defaults: pull members go Unknown after 40 s; NoExecute after 300 s (the eviction
+        // timeout counts from the last lease renewal, taken as the moment of failure).
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, BindingInput, FailoverSimulationSpec, Option<(Vec<(String, i64, String)>, Vec<(String, i32)>, Vec<(String, i64)>, Option<String>)>)> = vec![
+            (
+                "divided: untolerated NoExecute evicts when it comes; m2 and m3 share m1's replicas",
+                binding("web", 4, divided(&m123, json!([])), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], None),
+                Some((vec![kept("m1", 300)], pairs(&[("m2", 2), ("m3", 2)]), vec![], None)),
+            ),
+            (
+                "tolerationSeconds add to the taint's time",
+                binding("web", 4, divided(&m123, unreachable_for(Some(60))), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], None),
+                Some((vec![kept("m1", 360)], pairs(&[("m2", 2), ("m3", 2)]), vec![], None)),
+            ),
+            (
+                "afterSeconds before the eviction: nothing moves yet, the eviction is pending",
+                binding("web", 4, divided(&m123, unreachable_for(Some(60))), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], Some(100)),
+                Some((vec![], pairs(&[("m1", 2), ("m2", 1), ("m3", 1)]), vec![("m1".to_string(), 360)], None)),
+            ),
+            (
+                "tolerated for ever: not affected",
+                binding("web", 4, divided(&m123, unreachable_for(None)), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], None),
+                None,
+            ),
+            (
+                "tolerated for a century: nothing within the year the run looks at",
+                binding("web", 4, divided(&m123, unreachable_for(Some(100 * 366 * 24 * 3600))), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], Some(i64::MAX)),
+                None,
+            ),
+            (
+                "not on the failed cluster: not affected",
+                binding("web", 2, divided(&["m2", "m3"], json!([])), json!([{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), Value::Null),
+                request(&["m1"], None),
+                None,
+            ),
+            (
+                "duplicated: the failed cluster leaves, the free one is added",
+                binding("web", 3, duplicated(&m123, json!([])), json!([{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": 3}, {"name": "m3", "replicas": 3}]), Value::Null),
+                request(&["m1", "m2"], None),
+                Some((vec![kept("m1", 300), kept("m2", 300)], pairs(&[("m3", 3)]), vec![], None)),
+            ),
+            (
+                "purge mode Immediately: the old copy goes first",
+                binding("web", 4, divided(&m123, json!([])), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), json!({"cluster": {"purgeMode": "Immediately"}})),
+                request(&["m1"], None),
+                Some((vec![("m1".to_string(), 300, "DeletedFirst".to_string())], pairs(&[("m2", 2), ("m3", 2)]), vec![], None)),
+            ),
+            (
+                "purge mode Never: kept until suppression is lifted",
+                binding("web", 4, divided(&m123, json!([])), json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]), json!({"cluster": {"purgeMode": "Never"}})),
+                request(&["m1"], None),
+                Some((vec![("m1".to_string(), 300, "KeptUntilSuppressionLifted".to_string())], pairs(&[("m2", 2), ("m3", 2)]), vec![], None)),
+            ),
+            (
+                "no other cluster fits: the binding keeps its clusters and says why",
+                binding("web", 2, divided(&["m1"], json!([])), json!([{"name": "m1", "replicas": 2}]), Value::Null),
+                request(&["m1"], None),
+                Some((vec![kept("m1", 300)], vec![], vec![], Some("NoClusterFit".to_string()))),
+            ),
+        ];
+        for (name, b, req, want) in cases {
+            assert_eq!(run_one(&three, b, req), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn push_members_go_not_ready_after_the_failure_threshold() {
+        let fleet_ = [cluster("m1", false, 100), cluster("m2", false, 100)];
+        let b = binding(
+            "web",
+            2,
+            divided(&["m1", "m2"], json!([])),
+            json!([{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 1}]),
+            Value::Null,
+        );
+        let status = simulate(
+            &request(&["m1"], None),
+            &fleet(&fleet_),
+            &[],
+            &[b],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let line = &status.timeline.clusters[0];
+        assert_eq!(
+            (
+                line.ready.as_str(),
+                line.not_ready_after_seconds,
+                line.no_execute_after_seconds
+            ),
+            ("False", 30, Some(330))
+        );
+        assert!(
+            line.taints
+                .iter()
+                .any(|t| t.contains("not-ready") && t.contains("NoExecute")),
+            "{line:?}"
+        );
+        assert_eq!(status.bindings[0].evictions[0].after_seconds, 330);
+        assert_eq!(
+            targets(&status.bindings[0].clusters_after),
+            pairs(&[("m2", 2)])
+        );
+        assert_eq!(status.failed_at, Some(Time::new(at0())));
+    }
+
+    #[test]
+    fn cluster_taint_policies_taint_the_failed_cluster_as_their_controller_would() {
+        let three = [
+            cluster("m1", true, 100),
+            cluster("m2", true, 100),
+            cluster("m3", true, 100),
+        ];
+        let policy: ClusterTaintPolicy = serde_json::from_value(json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+            "metadata": {"name": "down"},
+            "spec": {"targetClusters": {"clusterNames": ["m1", "m2", "m3"]},
+                     "addOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["Unknown", "False"]}],
+                     "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
+                     "taints": [{"key": "example.com/down", "effect": "NoExecute"}]}
+        }))
+        .unwrap();
+        let b = || {
+            binding(
+                "web",
+                4,
+                divided(&["m1", "m2", "m3"], json!([])),
+                json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}]),
+                Value::Null,
+            )
+        };
+        // Automatic NoExecute taints off: only the policy's taint evicts, as soon as Ready
+        // turns Unknown (40 s).
+        let mut settings = SimulationSettings::default();
+        settings.taints.automatic_no_execute = false;
+        let status = simulate(
+            &request(&["m1"], None),
+            &fleet(&three),
+            std::slice::from_ref(&policy),
+            &[b()],
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        let line = &status.timeline.clusters[0];
+        assert_eq!(line.no_execute_after_seconds, Some(40), "{line:?}");
+        assert!(
+            line.taints.iter().any(|t| t.contains("example.com/down")),
+            "{line:?}"
+        );
+        assert_eq!(status.bindings[0].evictions[0].after_seconds, 40);
+        assert_eq!(
+            targets(&status.bindings[0].clusters_after),
+            pairs(&[("m2", 2), ("m3", 2)])
+        );
+        // Without the policy nothing would evict.
+        let status = simulate(
+            &request(&["m1"], None),
+            &fleet(&three),
+            &[],
+            &[b()],
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        assert_eq!(status.timeline.clusters[0].no_execute_after_seconds, None);
+        assert!(status.bindings.is_empty(), "{:?}", status.bindings);
+    }
+
+    #[test]
+    fn an_unhealthy_application_moves_after_its_toleration() {
+        let three = [
+            cluster("m1", true, 100),
+            cluster("m2", true, 100),
+            cluster("m3", true, 100),
+        ];
+        let b = binding(
+            "web",
+            2,
+            duplicated(&["m1", "m2", "m3"], json!([])),
+            json!([{"name": "m1", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 120}, "purgeMode": "Graciously", "gracePeriodSeconds": 90}}),
+        );
+        let b = BindingInput {
+            spec: ResourceBindingSpec {
+                clusters: vec![TargetCluster::new("m1", 2)],
+                ..b.spec.clone()
+            },
+            ..b
+        };
+        let mut req = request(&[], None);
+        req.unhealthy_applications = vec![flotilla_api::simulation::UnhealthyApplication {
+            kind: String::new(),
+            namespace: "default".into(),
+            name: "web-deployment".into(),
+            cluster: "m1".into(),
+        }];
+        let status = simulate(
+            &req,
+            &fleet(&three),
+            &[],
+            &[b],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let out = &status.bindings[0];
+        assert_eq!(out.evictions.len(), 1, "{out:?}");
+        let e = &out.evictions[0];
+        assert_eq!(
+            (e.cluster.as_str(), e.after_seconds, e.reason.as_str()),
+            ("m1", 120, "ApplicationFailure")
+        );
+        assert_eq!(e.producer, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER);
+        assert_eq!(
+            e.old_copy,
+            OldCopy {
+                fate: "KeptUntilHealthy".into(),
+                grace_period_seconds: Some(90)
+            }
+        );
+        // Duplicated: m1 is blocked while its task exists, the others take it.
+        assert_eq!(targets(&out.clusters_after), pairs(&[("m2", 2), ("m3", 2)]));
+        // Looking at 60 s: the timer still runs.
+        req.after_seconds = Some(60);
+        let b = binding(
+            "web",
+            2,
+            duplicated(&["m1", "m2", "m3"], json!([])),
+            json!([{"name": "m1", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 120}}}),
+        );
+        let status = simulate(
+            &req,
+            &fleet(&three),
+            &[],
+            &[b],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let p = &status.bindings[0].pending;
+        assert_eq!(
+            (p[0].cluster.as_str(), p[0].after_seconds),
+            ("m1", 120),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn held_moves_and_cluster_resource_bindings_are_reported() {
+        let two = [cluster("m1", true, 100), cluster("m2", true, 100)];
+        let app = |cluster: &str, kind: &str, namespace: &str, name: &str| {
+            flotilla_api::simulation::UnhealthyApplication {
+                kind: kind.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                cluster: cluster.into(),
+            }
+        };
+        // Immediately, and no other cluster in the affinity: application failover holds the
+        // move (the only copy would go with nothing in its place).
+        let only_m1 = binding(
+            "web",
+            2,
+            duplicated(&["m1"], json!([])),
+            json!([{"name": "m1", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 10}, "purgeMode": "Immediately"}}),
+        );
+        let mut req = request(&[], Some(15));
+        req.unhealthy_applications = vec![app("m1", "", "default", "web-deployment")];
+        let status = simulate(
+            &req,
+            &fleet(&two),
+            &[],
+            &[only_m1],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let out = &status.bindings[0];
+        assert!(out.evictions.is_empty(), "{out:?}");
+        assert_eq!(
+            out.held,
+            [HeldEviction {
+                cluster: "m1".into(),
+                reason: "NoTarget".into()
+            }]
+        );
+        assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
+
+        // A ClusterResourceBinding: its own producer, no namespace.
+        let mut crb = binding(
+            "web",
+            2,
+            duplicated(&["m1", "m2"], json!([])),
+            json!([{"name": "m1", "replicas": 2}, {"name": "m2", "replicas": 2}]),
+            json!({"application": {"decisionConditions": {"tolerationSeconds": 10}, "purgeMode": "Never"}}),
+        );
+        crb.kind = CLUSTER_RESOURCE_BINDING;
+        crb.namespace = String::new();
+        crb.name = "web-cluster".into();
+        let mut req = request(&[], None);
+        req.unhealthy_applications = vec![app("m2", CLUSTER_RESOURCE_BINDING, "", "web-cluster")];
+        let status = simulate(
+            &req,
+            &fleet(&two),
+            &[],
+            &[crb],
+            &SimulationSettings::default(),
+            at0(),
+        )
+        .unwrap();
+        let out = &status.bindings[0];
+        assert_eq!(
+            (out.kind.as_str(), out.namespace.as_str()),
+            (CLUSTER_RESOURCE_BINDING, "")
+        );
+        let e = &out.evictions[0];
+        assert_eq!(e.producer, EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER);
+        assert_eq!((e.cluster.as_str(), e.after_seconds), ("m2", 10));
+        assert_eq!(e.old_copy.fate, "KeptUntilSuppressionLifted");
+        assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
+    }
+
+    #[test]
+    fn names_that_do_not_exist_are_refused_by_field() {
+        let three = [cluster("m1", true, 100), cluster("m2", true, 100)];
+        let b = binding(
+            "web",
+            2,
+            divided(&["m1", "m2"], json!([])),
+            json!([{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 1}]),
+            Value::Null,
+        );
+        let mut req = request(&["m1", "nope"], None);
+        req.unhealthy_applications = vec![
+            flotilla_api::simulation::UnhealthyApplication {
+                kind: String::new(),
+                namespace: "default".into(),
+                name: "gone".into(),
+                cluster: "m1".into(),
+            },
+            flotilla_api::simulation::UnhealthyApplication {
+                kind: String::new(),
+                namespace: "default".into(),
+                name: "web-deployment".into(),
+                cluster: "m9".into(),
+            },
+        ];
+        let Err(SimulationError::Invalid(errors)) = simulate(
+            &req,
+            &fleet(&three),
+            &[],
+            &[b],
+            &SimulationSettings::default(),
+            at0(),
+        ) else {
+            panic!("refused");
+        };
+        let paths: Vec<&str> = errors.errors().iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.failedClusters[1]",
+                "spec.unhealthyApplications[0].name",
+                "spec.unhealthyApplications[1].cluster"
+            ]
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! The failover dry-run end to end, with the real server and one real pull agent per member on
+//! 127.0.0.1 and second-scale timings: scenario 02 (nginx, Divided 1:2 over member1 and
+//! member2) beside three more bindings — `web`, Divided over all three members, `api`, on
+//! member2 and member3 only, and `solo`, allowed on member1 alone. The dry-run "member1 fails"
+//! is issued through kubectl (`kubectl create -f sim.yaml -o yaml`) and through plain HTTP;
+//! both answer the same prediction and change nothing. Then member1's agent is SIGKILLed, and
+//! the placements the controllers write must equal the prediction exactly, with the evictions
+//! it named, and `solo` unplaceable as predicted: NoClusterFit, its Work on member1 kept.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use flotilla_tests::{
+    events_about, healthy_on, placement_of, post_manifests, pull_agent, require_kubectl,
+    scenario_text, wait_for, ApiClient, Kubectl, Server,
+};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const RBS: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings";
+const SIMS: &str = "/apis/flotilla.io/v1alpha1/failoversimulations";
+
+/// More workloads beside scenario 02: `web` over the three members (4 replicas, equal
+/// weights), `api` on member2 and member3 only (not touched by member1's failure), `solo` on
+/// member1 only (nowhere to go).
+const MORE: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+  labels: {app: web}
+spec:
+  replicas: 4
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: default
+  labels: {app: api}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+        - name: api
+          image: nginx
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: web
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: web
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2, member3]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: api
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: api
+  placement:
+    clusterAffinity:
+      clusterNames: [member2, member3]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: solo
+  namespace: default
+  labels: {app: solo}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: solo}
+  template:
+    metadata:
+      labels: {app: solo}
+    spec:
+      containers:
+        - name: solo
+          image: nginx
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: solo
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: solo
+  placement:
+    clusterAffinity:
+      clusterNames: [member1]
+"#;
+
+const SIM_YAML: &str = "apiVersion: flotilla.io/v1alpha1
+kind: FailoverSimulation
+metadata:
+  name: member1-fails
+spec:
+  failedClusters: [member1]
+";
+
+const BINDINGS: [&str; 4] = [
+    "nginx-deployment",
+    "web-deployment",
+    "api-deployment",
+    "solo-deployment",
+];
+
+type Placement = Vec<(String, i64)>;
+
+fn placements(api: &ApiClient) -> Option<Vec<Placement>> {
+    BINDINGS
+        .iter()
+        .map(|b| placement_of(api, &format!("{RBS}/{b}")))
+        .collect()
+}
+
+/// The predicted `spec.clusters` of every binding (bindings the answer does not list keep
+/// theirs), and the predicted evictions as (binding, cluster, afterSeconds).
+fn prediction(answer: &Value, now: &[Placement]) -> (Vec<Placement>, Vec<(String, String, i64)>) {
+    let listed = answer["status"]["bindings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut evictions = Vec::new();
+    let placements = BINDINGS
+        .iter()
+        .zip(now)
+        .map(
+            |(name, current)| match listed.iter().find(|b| b["name"] == *name) {
+                Some(b) => {
+                    for e in b["evictions"].as_array().cloned().unwrap_or_default() {
+                        evictions.push((
+                            name.to_string(),
+                            e["cluster"].as_str().unwrap_or_default().to_string(),
+                            e["afterSeconds"].as_i64().unwrap_or(-1),
+                        ));
+                    }
+                    b["clustersAfter"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|c| {
+                            (
+                                c["name"].as_str().unwrap_or_default().to_string(),
+                                c["replicas"].as_i64().unwrap_or(0),
+                            )
+                        })
+                        .collect()
+                }
+                None => current.clone(),
+            },
+        )
+        .collect();
+    (placements, evictions)
+}
+
+/// The binding is as the scheduler last saw it and Healthy wherever it is placed (nothing is
+/// still settling that would change what the dry-run reads).
+fn settled(api: &ApiClient, binding: &str, placed: &Placement) -> bool {
+    let path = format!("{RBS}/{binding}");
+    let Ok(rb) = api.get(&path) else {
+        return false;
+    };
+    rb["metadata"]["generation"] == rb["status"]["schedulerObservedGeneration"]
+        && placed.iter().all(|(c, _)| healthy_on(api, &path, c))
+}
+
+#[test]
+fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
+    require_kubectl();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &data.path().join("server"),
+        flotilla_tests::FAST_PULL_FAILOVER,
+    )
+    .unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    let mut member1 = pull_agent(&server, "member1", data.path());
+    let _member2 = pull_agent(&server, "member2", data.path());
+    let _member3 = pull_agent(&server, "member3", data.path());
+    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
+    post_manifests(&api, MORE);
+    let before = wait_for(
+        "nginx 1:2 on member1 and member2, web and api placed",
+        Duration::from_secs(60),
+        || {
+            let p = placements(&api)?;
+            (p[0] == [("member1".to_string(), 1), ("member2".to_string(), 2)]
+                && p[1].iter().any(|(c, _)| c == "member1")
+                && p.iter().all(|one| !one.is_empty())
+                && BINDINGS
+                    .iter()
+                    .zip(&p)
+                    .all(|(b, placed)| settled(&api, b, placed)))
+            .then_some(p)
+        },
+    )
+    .unwrap();
+    // Members keep reporting status, so the store's resourceVersion moves on its own (the API
+    // test pins it): the bindings' specs and generations must not.
+    let generations = || -> Vec<Value> {
+        BINDINGS
+            .iter()
+            .map(|b| api.get(&format!("{RBS}/{b}")).unwrap()["metadata"]["generation"].clone())
+            .collect()
+    };
+    let generations_before = generations();
+
+    // The dry-run through kubectl: the answer is printed as YAML.
+    let kubectl = Kubectl::new(&server).unwrap();
+    let file = data.path().join("sim.yaml");
+    std::fs::write(&file, SIM_YAML).unwrap();
+    let text = kubectl
+        .run(&["create", "-f", file.to_str().unwrap(), "-o", "yaml"])
+        .unwrap();
+    let by_kubectl: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(by_kubectl["kind"], "FailoverSimulation", "{text}");
+    // And through plain HTTP.
+    let (code, by_http) = api
+        .send(
+            "POST",
+            SIMS,
+            Some(
+                &json!({"apiVersion": "flotilla.io/v1alpha1", "kind": "FailoverSimulation",
+                         "metadata": {"name": "member1-fails"},
+                         "spec": {"failedClusters": ["member1"]}}),
+            ),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{by_http}");
+    let (predicted, evictions) = prediction(&by_kubectl, &before);
+    assert_eq!(
+        prediction(&by_http, &before),
+        (predicted.clone(), evictions.clone()),
+        "kubectl and HTTP answer the same"
+    );
+    // What the answer says, checked by hand once: nginx moves to member2 whole; web loses
+    // member1; api is not touched; each eviction comes 2 s after the failure (the 2 s monitor
+    // grace period, the NoExecute taint at once after it, tolerations of 0 s).
+    assert_eq!(predicted[0], [("member2".to_string(), 3)]);
+    assert!(
+        predicted[1].iter().all(|(c, _)| c != "member1")
+            && predicted[1].iter().map(|(_, r)| r).sum::<i64>() == 4,
+        "{predicted:?}"
+    );
+    assert_eq!(predicted[2], before[2]);
+    assert!(predicted[3].is_empty(), "{predicted:?}");
+    assert_eq!(
+        evictions,
+        [
+            ("nginx-deployment".to_string(), "member1".to_string(), 2),
+            ("web-deployment".to_string(), "member1".to_string(), 2),
+            ("solo-deployment".to_string(), "member1".to_string(), 2)
+        ],
+        "{text}"
+    );
+    assert_eq!(by_kubectl["status"]["summary"]["affected"], 3, "{text}");
+    let unplaceable = &by_kubectl["status"]["unplaceable"];
+    assert_eq!(unplaceable.as_array().map(Vec::len), Some(1), "{text}");
+    assert_eq!(unplaceable[0]["name"], "solo-deployment");
+    assert_eq!(unplaceable[0]["reason"], "NoClusterFit");
+    assert_eq!(unplaceable[0]["keeps"], json!(["member1"]));
+    // Nothing was stored or changed.
+    assert_eq!(generations(), generations_before);
+    assert_eq!(placements(&api), Some(before.clone()));
+    let (code, _) = api.send("GET", SIMS, None).unwrap();
+    assert_eq!(code, 405);
+
+    // The real failure.
+    member1.process.kill();
+    wait_for(
+        "the placements the dry-run predicted",
+        Duration::from_secs(60),
+        || (placements(&api)? == predicted).then_some(()),
+    )
+    .unwrap();
+    for (binding, cluster, _) in &evictions {
+        let evicted = wait_for(
+            &format!("the eviction Event of {binding}"),
+            Duration::from_secs(30),
+            || {
+                events_about(&api, "default", binding)
+                    .iter()
+                    .find(|e| {
+                        e["reason"] == "EvictWorkloadFromCluster"
+                            && e["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains(cluster.as_str()))
+                    })
+                    .cloned()
+            },
+        )
+        .unwrap();
+        assert_eq!(evicted["type"], "Warning", "{evicted}");
+    }
+    // Exactly the predicted evictions: no other binding was evicted, and the placements stay
+    // as predicted once the eviction tasks are done.
+    let evicted_bindings: Vec<&str> = BINDINGS
+        .iter()
+        .copied()
+        .filter(|b| {
+            events_about(&api, "default", b)
+                .iter()
+                .any(|e| e["reason"] == "EvictWorkloadFromCluster")
+        })
+        .collect();
+    assert_eq!(
+        evicted_bindings,
+        ["nginx-deployment", "web-deployment", "solo-deployment"]
+    );
+    // solo could not be placed, as predicted: the scheduler says NoClusterFit, and its task and
+    // its Work on member1 stay (the last copy is not deleted).
+    let solo = format!("{RBS}/solo-deployment");
+    let reason = wait_for(
+        "solo's Scheduled condition",
+        Duration::from_secs(30),
+        || {
+            let rb = api.get(&solo).ok()?;
+            rb["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Scheduled" && c["status"] == "False")
+                .and_then(|c| c["reason"].as_str().map(String::from))
+        },
+    )
+    .unwrap();
+    assert_eq!(reason, unplaceable[0]["reason"].as_str().unwrap());
+    wait_for(
+        "the eviction tasks of the moved bindings to end",
+        Duration::from_secs(60),
+        || {
+            BINDINGS[..3]
+                .iter()
+                .all(|b| flotilla_tests::eviction_tasks(&api, &format!("{RBS}/{b}")).is_empty())
+                .then_some(())
+        },
+    )
+    .unwrap();
+    assert_eq!(placements(&api), Some(predicted));
+    assert_eq!(flotilla_tests::eviction_tasks(&api, &solo).len(), 1);
+    assert!(
+        flotilla_tests::works_on(&api, "member1").iter().any(|w| {
+            w["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("solo-"))
+                && w.pointer("/metadata/deletionTimestamp").is_none()
+        }),
+        "solo's Work on member1 is kept"
+    );
+}
