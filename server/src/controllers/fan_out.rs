@@ -76,11 +76,17 @@ pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
     h.finish()
 }
 
-/// A Cluster's Ready status and deletion: what the controllers that judge health by
-/// readiness (binding status, graceful eviction) read of it.
+/// A Cluster's Ready status, labels and deletion: what the controllers that judge health by
+/// readiness (binding status, graceful eviction) read of it, and its labels, so an operator
+/// can make them look again (`kubectl label cluster …`) without a taint or heartbeat waking
+/// every binding of the cluster.
 pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    cluster
+        .pointer("/metadata/labels")
+        .map(Value::to_string)
+        .hash(&mut h);
     cluster
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -289,6 +295,9 @@ mod tests {
         for same in [&tainted, &busier, &apis] {
             assert_eq!(ready_fp(&ready), ready_fp(same));
         }
+        let mut labelled = ready.clone();
+        labelled["metadata"]["labels"]["poke"] = json!("1");
+        assert_ne!(ready_fp(&ready), ready_fp(&labelled));
     }
 
     fn rb(name: &str, clusters: &[&str], evicted_from: &[&str]) -> Value {

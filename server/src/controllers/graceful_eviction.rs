@@ -280,7 +280,13 @@ fn judged_fingerprint(binding: &Value) -> u64 {
     for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters"] {
         binding.pointer(pointer).map(Value::to_string).hash(&mut h);
     }
-    // Of the status, only what a task is judged on: each cluster's health.
+    // Of the status, only what a task is judged on: whether the scheduler has seen this
+    // generation (an empty placement holds the last copy only once it has), and each
+    // cluster's health.
+    binding
+        .pointer("/status/schedulerObservedGeneration")
+        .and_then(Value::as_i64)
+        .hash(&mut h);
     if let Some(items) = binding
         .pointer("/status/aggregatedStatus")
         .and_then(Value::as_array)
@@ -912,6 +918,10 @@ mod tests {
             judged_fingerprint(&evicting),
             judged_fingerprint(&healthier)
         );
+        // The scheduler catching up is news: an empty placement it chose holds the last copy.
+        let mut seen = evicting.clone();
+        seen["status"]["schedulerObservedGeneration"] = serde_json::json!(1);
+        assert_ne!(judged_fingerprint(&evicting), judged_fingerprint(&seen));
         // What a task is not judged on (conditions, the reflected status) wakes nobody.
         let mut busier = evicting.clone();
         busier["status"]["aggregatedStatus"][0]["status"]["readyReplicas"] = serde_json::json!(1);
