@@ -593,14 +593,13 @@ impl<E: Engine> KvStore<E> {
             }
             let mut object = change.object;
             set_resource_version(&mut object, rv)?;
-            let mut size = 0;
-            if change.event_type == EventType::Deleted {
+            let bytes = if change.event_type == EventType::Deleted {
                 batch.remove(&tree, change.key.as_bytes());
+                None
             } else {
-                let bytes = encode(&tree, &object)?;
-                size = bytes.len();
-                batch.put(&tree, change.key.as_bytes(), bytes);
-            }
+                Some(encode(&tree, &object)?)
+            };
+            let size = bytes.as_ref().map_or(0, Vec::len);
             let mut event = LoggedEvent {
                 resource_version: rv,
                 event_type: change.event_type,
@@ -609,7 +608,14 @@ impl<E: Engine> KvStore<E> {
                 object: Arc::new(object),
                 size: 0,
             };
-            let encoded = watch::encode_event(&event).map_err(engine_error)?;
+            let encoded = match &bytes {
+                Some(json) => watch::encode_event_with(&event, json),
+                None => watch::encode_event(&event),
+            }
+            .map_err(engine_error)?;
+            if let Some(json) = bytes {
+                batch.put(&tree, change.key.as_bytes(), json);
+            }
             event.size = encoded.len();
             batch.put(EVENTS_TREE, event_key(rv), encoded);
             refs.push(ObjRef {
@@ -759,7 +765,7 @@ impl<E: Engine> KvStore<E> {
         &self,
         res: &ResourceType,
         obj: &Value,
-    ) -> Result<(String, String, Value), StoreError> {
+    ) -> Result<(String, String, Arc<Value>), StoreError> {
         if !obj.is_object() {
             return Err(invalid("", "an object must be a JSON object"));
         }
@@ -774,7 +780,7 @@ impl<E: Engine> KvStore<E> {
         };
         let key = meta::object_key(res, namespace, &name)?;
         let stored = self
-            .read_object(res, &key)?
+            .read_shared(res, &key)?
             .ok_or_else(|| not_found(res, &name))?;
         if let Some(wanted) = meta::resource_version(obj)? {
             let current = meta::resource_version(&stored)?.unwrap_or(0);
@@ -805,7 +811,7 @@ impl<E: Engine> KvStore<E> {
     ) -> Result<(Value, Option<Ticket>), StoreError> {
         let (_name, key, stored) = self.stored_for_update(res, &obj)?;
         let new = if status_only {
-            let mut new = stored.clone();
+            let mut new = Value::clone(&stored);
             meta::keep_status(&mut new, &obj)?;
             new
         } else {
@@ -839,8 +845,8 @@ impl<E: Engine> KvStore<E> {
             }
             new
         };
-        if new == stored {
-            return Ok((stored, None));
+        if new == *stored {
+            return Ok((Value::clone(&stored), None));
         }
         let mut txn = Txn::default();
         if meta::is_deleting(&stored) {

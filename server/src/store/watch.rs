@@ -91,6 +91,40 @@ pub(crate) fn encode_event(event: &LoggedEvent) -> Result<Vec<u8>, EngineError> 
     })
 }
 
+/// As [`encode_event`], with the object's JSON given already encoded (the writer encoded it
+/// for the object's own tree): the object is not serialized a second time.
+pub(crate) fn encode_event_with(
+    event: &LoggedEvent,
+    object_json: &[u8],
+) -> Result<Vec<u8>, EngineError> {
+    #[derive(Serialize)]
+    struct Head<'a> {
+        #[serde(rename = "type")]
+        event_type: EventType,
+        resource: &'a str,
+        key: &'a str,
+    }
+    let mut out = Vec::with_capacity(object_json.len() + event.key.len() + 64);
+    serde_json::to_writer(
+        &mut out,
+        &Head {
+            event_type: event.event_type,
+            resource: &event.resource,
+            key: &event.key,
+        },
+    )
+    .map_err(|source| EngineError::Encode {
+        tree: EVENTS_TREE.to_string(),
+        source,
+    })?;
+    // `{"type":…,"key":"…"}` → `{"type":…,"key":"…","object":<object>}`
+    out.pop();
+    out.extend_from_slice(b",\"object\":");
+    out.extend_from_slice(object_json);
+    out.push(b'}');
+    Ok(out)
+}
+
 /// Reads an event of tree `events`.
 pub(crate) fn decode_event(key: &[u8], value: &[u8]) -> Result<LoggedEvent, EngineError> {
     let corrupt = |message: String| EngineError::Corrupt {
@@ -403,6 +437,13 @@ mod tests {
         assert_eq!(back.object, e.object);
         assert_eq!(event_key(7), "00000000000000000007");
         assert!(decode_event(b"x", &bytes).is_err());
+        // With the object's JSON spliced in: the same bytes, read back the same.
+        let spliced = encode_event_with(&e, &serde_json::to_vec(&*e.object).unwrap()).unwrap();
+        assert_eq!(spliced, bytes);
+        let mut odd = event(8);
+        odd.key = "ns/\"quoted\"\\key".to_string();
+        let spliced = encode_event_with(&odd, &serde_json::to_vec(&*odd.object).unwrap()).unwrap();
+        assert_eq!(spliced, encode_event(&odd).unwrap());
     }
 
     #[test]
