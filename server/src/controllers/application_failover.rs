@@ -23,14 +23,15 @@
 //! the binding, calls [`decide`] and writes the result back with compare-and-swap.
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
-use super::cluster_cache::ClusterCache;
-use super::eviction_brake::{hold_back, report_stops, EvictionBrake};
+use super::cluster_cache::{ClusterCache, Clusters};
+use super::eviction_brake::{hold_back, report_stops, EvictionBrake, Hold};
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use super::state_preservation::{preserve, report as report_preservation, Preservation};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::scheduler::ClusterSnapshot;
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -501,6 +502,109 @@ pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<
     }
 }
 
+/// Whether the scheduler would find a cluster for the binding once `decision`'s evictions are
+/// applied, the evicted and blocked clusters left out: the check before an
+/// Immediately/Directly eviction (the only copy must not go with nothing in its place). The
+/// controller asks it on the cached clusters, the failover dry-run on the simulated ones.
+pub fn another_cluster_fits(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    decision: &Decision,
+    snapshot: &ClusterSnapshot,
+    now: DateTime<Utc>,
+) -> bool {
+    let mut after = spec.clone();
+    apply(&mut after, decision, now);
+    let blocked = decision.state.blocked(now);
+    let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
+        spec: &after,
+        status,
+        clusters: snapshot,
+        options: crate::scheduler::ScheduleOptions::default(),
+        blocked: &blocked,
+    });
+    result.is_ok_and(|o| !o.clusters.is_empty())
+}
+
+/// What [`settle`] decides on.
+pub struct Look<'a> {
+    /// The binding's key (`rb|ns|name`, `crb|name`): the brake's tickets name it.
+    pub key: &'a str,
+    /// The binding's spec.
+    pub spec: &'a ResourceBindingSpec,
+    /// Its status.
+    pub status: &'a ResourceBindingStatus,
+    /// The state recorded in it.
+    pub previous: &'a FailoverState,
+    /// The controller's settings.
+    pub settings: &'a ApplicationFailoverSettings,
+    /// The producer the tasks name.
+    pub producer: &'a str,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+/// The rest of a decision once [`decide`] found evictions, as the controller makes it (the
+/// failover dry-run makes it the same way): an Immediately/Directly eviction with no other
+/// cluster to go to is held ([`another_cluster_fits`]), then the partition brake is asked for
+/// each remaining eviction and the ones it holds are decided again as braked. Answers the
+/// decision and the brake's holds.
+pub fn settle(
+    look: &Look<'_>,
+    decision: Decision,
+    clusters: &Clusters,
+    brake: Option<&EvictionBrake>,
+) -> (Decision, BTreeMap<String, Hold>) {
+    let mut decision = decision;
+    let mut immediate_possible = true;
+    if decision
+        .evictions
+        .iter()
+        .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
+        && !another_cluster_fits(
+            look.spec,
+            look.status,
+            &decision,
+            &clusters.snapshot,
+            look.now,
+        )
+    {
+        immediate_possible = false;
+        decision = decide_with(
+            look.spec,
+            look.status,
+            look.previous,
+            look.settings,
+            look.producer,
+            look.now,
+            false,
+        );
+    }
+    // The partition brake: the evictions it holds are decided again as held (nothing of
+    // them is written; the binding is looked at again when the brake says).
+    let held = hold_back(
+        brake,
+        clusters,
+        look.key,
+        decision.evictions.iter().map(|e| e.cluster.as_str()),
+        look.now,
+    );
+    if !held.is_empty() {
+        let waits = held.iter().map(|(c, h)| (c.clone(), h.wait)).collect();
+        decision = decide_braked(
+            look.spec,
+            look.status,
+            look.previous,
+            look.settings,
+            look.producer,
+            look.now,
+            immediate_possible,
+            &waits,
+        );
+    }
+    (decision, held)
+}
+
 /// `binding` with `state` in its annotation (removed when empty).
 fn with_state(binding: &Value, state: &FailoverState) -> Value {
     let mut updated = binding.clone();
@@ -629,52 +733,19 @@ impl Reconciler for ApplicationFailoverController {
         };
         let now = self.clock.now();
         let mut decision = decide(&spec, &status, &previous, &self.settings, producer, now);
-        let mut immediate_possible = true;
-        if decision
-            .evictions
-            .iter()
-            .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
-            && !self
-                .another_cluster_fits(&spec, &status, &decision, now)
-                .await?
-        {
-            immediate_possible = false;
-            decision = decide_with(
-                &spec,
-                &status,
-                &previous,
-                &self.settings,
-                producer,
-                now,
-                false,
-            );
-        }
-        // The partition brake: the evictions it holds are decided again as held (nothing of
-        // them is written; the binding is looked at again when the brake says).
-        let held = if decision.evictions.is_empty() {
-            BTreeMap::new()
-        } else {
+        let mut held = BTreeMap::new();
+        if !decision.evictions.is_empty() {
             let clusters = self.clusters.get().await?;
-            hold_back(
-                self.brake.as_ref(),
-                &clusters,
+            let look = Look {
                 key,
-                decision.evictions.iter().map(|e| e.cluster.as_str()),
-                now,
-            )
-        };
-        if !held.is_empty() {
-            let waits = held.iter().map(|(c, h)| (c.clone(), h.wait)).collect();
-            decision = decide_braked(
-                &spec,
-                &status,
-                &previous,
-                &self.settings,
+                spec: &spec,
+                status: &status,
+                previous: &previous,
+                settings: &self.settings,
                 producer,
                 now,
-                immediate_possible,
-                &waits,
-            );
+            };
+            (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
         let mut updated = with_state(&object, &decision.state);
         if !decision.evictions.is_empty() {
@@ -705,29 +776,6 @@ impl Reconciler for ApplicationFailoverController {
 }
 
 impl ApplicationFailoverController {
-    /// Whether the scheduler would find a cluster for the binding once `decision`'s evictions
-    /// are applied (the evicted and blocked clusters left out).
-    async fn another_cluster_fits(
-        &self,
-        spec: &ResourceBindingSpec,
-        status: &ResourceBindingStatus,
-        decision: &Decision,
-        now: DateTime<Utc>,
-    ) -> Result<bool, ReconcileError> {
-        let mut after = spec.clone();
-        apply(&mut after, decision, now);
-        let clusters = self.clusters.get().await?;
-        let blocked = decision.state.blocked(now);
-        let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
-            spec: &after,
-            status,
-            clusters: &clusters.snapshot,
-            options: crate::scheduler::ScheduleOptions::default(),
-            blocked: &blocked,
-        });
-        Ok(result.is_ok_and(|o| !o.clusters.is_empty()))
-    }
-
     /// Events, metrics and the condition of a decision already written.
     async fn report(
         &self,

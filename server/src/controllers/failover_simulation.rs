@@ -37,10 +37,14 @@
 //! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
 
 use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
+use super::cluster_cache::Clusters;
 use super::cluster_status::HealthConfig;
 use super::cluster_taint_policy;
 use super::cluster_taints::{desired_taints, TaintConfig};
 use super::context::ControllerSettings;
+use super::eviction_brake::{
+    fleet_view, BrakeSettings, EvictionBrake, Hold, HoldReason, Member, Pace,
+};
 use super::taint_manager::{self, TaintManagerSettings};
 use crate::scheduler::decision::{self, DecisionInput, Step};
 use crate::scheduler::{
@@ -57,8 +61,9 @@ use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::policy::{PurgeMode, DEFAULT_SCHEDULER_NAME};
 use flotilla_api::simulation::{
-    ClusterTimeline, FailoverSimulationSpec, FailoverSimulationStatus, HeldEviction, OldCopy,
-    PendingEviction, ScheduledResult, SimulatedBinding, SimulatedEviction, SimulationSummary,
+    BrakeForecast, ClusterTimeline, EvictionDelay, FailoverSimulationSpec,
+    FailoverSimulationStatus, HeldEviction, OldCopy, PendingEviction, RegionForecast,
+    RegionStateChange, ScheduledResult, SimulatedBinding, SimulatedEviction, SimulationSummary,
     SimulationTimeline, UnplaceableBinding, CLUSTER_RESOURCE_BINDING, RESOURCE_BINDING,
 };
 use flotilla_api::validation::{FieldError, Path, ValidationErrors};
@@ -89,6 +94,19 @@ pub struct SimulationSettings {
     pub application_failover: ApplicationFailoverSettings,
     /// `--graceful-eviction-timeout`: the grace of a task whose policy sets none.
     pub graceful_eviction_timeout: std::time::Duration,
+    /// The server's partition brake (`None`: the server runs none, nothing holds evictions).
+    pub brake: Option<BrakeOf>,
+}
+
+/// What the dry-run needs of the server's partition brake: its flags and the server's start
+/// (its startup grace counts from it). The dry-run runs a brake of its own with them, so the
+/// rule and the buckets are the brake's own code.
+#[derive(Clone, Debug)]
+pub struct BrakeOf {
+    /// The brake's flags.
+    pub settings: BrakeSettings,
+    /// When the server started.
+    pub started: DateTime<Utc>,
 }
 
 impl SimulationSettings {
@@ -100,7 +118,17 @@ impl SimulationSettings {
             taint_manager: settings.taint_manager.clone(),
             application_failover: settings.application_failover.clone(),
             graceful_eviction_timeout: settings.graceful_eviction_timeout,
+            brake: None,
         }
+    }
+
+    /// These settings with the server's `brake`.
+    pub fn with_brake(mut self, brake: &EvictionBrake) -> Self {
+        self.brake = Some(BrakeOf {
+            settings: brake.settings().clone(),
+            started: brake.started(),
+        });
+        self
     }
 }
 
@@ -183,8 +211,7 @@ pub enum SimulationError {
 struct Phase {
     /// Milliseconds after the failure.
     at_ms: i64,
-    by_name: BTreeMap<String, Cluster>,
-    snapshot: ClusterSnapshot,
+    clusters: Clusters,
 }
 
 /// The clusters over time: the stored ones, then each change of a failed cluster.
@@ -235,8 +262,7 @@ impl World {
                 let snapshot = ClusterSnapshot::new(by_name.values());
                 Arc::new(Phase {
                     at_ms,
-                    by_name,
-                    snapshot,
+                    clusters: Clusters { by_name, snapshot },
                 })
             })
             .collect();
@@ -253,8 +279,7 @@ impl World {
             .unwrap_or_else(|| {
                 Arc::new(Phase {
                     at_ms: 0,
-                    by_name: BTreeMap::new(),
-                    snapshot: ClusterSnapshot::default(),
+                    clusters: Clusters::default(),
                 })
             })
     }
@@ -394,6 +419,13 @@ fn binding_ref(namespace: &str, name: &str) -> String {
 
 /// Simulates the request at `now` over `clusters`, the ClusterTaintPolicies and `bindings`
 /// (every ResourceBinding and ClusterResourceBinding) and answers the status.
+///
+/// The bindings go through time together, because the partition brake is shared: at each
+/// instant the bindings due then are taken in the order of their keys (`crb|<name>` before
+/// `rb|<namespace>|<name>`), the order the taint manager's queue gets them from a cluster's
+/// fan-out (which lists a cluster's bindings sorted by key); each asks the brake (a brake of
+/// the dry-run's own, with the server's flags and start) for its evictions in the order of its
+/// `spec.clusters`, taint manager before application failover, as the controllers do.
 pub fn simulate(
     spec: &FailoverSimulationSpec,
     clusters: &BTreeMap<String, Cluster>,
@@ -413,6 +445,24 @@ pub fn simulate(
         failed_at,
     );
     let horizon_ms = spec.after_seconds.map(|s| s.saturating_mul(1000));
+    let brake = settings
+        .brake
+        .as_ref()
+        .map(|b| EvictionBrake::new(b.settings.clone(), b.started, None));
+    let mut runs: Vec<Run> = bindings
+        .iter()
+        .map(|b| {
+            let unhealthy: Vec<String> = spec
+                .unhealthy_applications
+                .iter()
+                .filter(|a| b.is(a.binding_kind(), &a.namespace, &a.name))
+                .map(|a| a.cluster.clone())
+                .collect();
+            Run::new(b, &unhealthy, settings, failed_at)
+        })
+        .collect();
+    run_all(&mut runs, &world, horizon_ms, brake.as_ref());
+
     let mut status = FailoverSimulationStatus {
         failed_at: Some(Time::new(failed_at)),
         timeline: SimulationTimeline {
@@ -424,32 +474,238 @@ pub fn simulate(
         bindings: bindings.len(),
         ..Default::default()
     };
-    for b in bindings {
-        let unhealthy: Vec<String> = spec
-            .unhealthy_applications
-            .iter()
-            .filter(|a| b.is(a.binding_kind(), &a.namespace, &a.name))
-            .map(|a| a.cluster.clone())
-            .collect();
-        let run = Run::new(b, &unhealthy, settings, failed_at);
-        let out = run.finish(&world, &spec.failed_clusters, horizon_ms);
-        let Some(out) = out else { continue };
+    for run in runs {
+        let Some(out) = run.finish(&spec.failed_clusters) else {
+            continue;
+        };
         summary.affected += 1;
         summary.evictions += out.binding.evictions.len();
         summary.pending += out.binding.pending.len();
+        summary.held += out.binding.held.len();
+        summary.delayed += out
+            .binding
+            .evictions
+            .iter()
+            .filter(|e| e.brake.is_some())
+            .count()
+            + out
+                .binding
+                .pending
+                .iter()
+                .filter(|e| e.brake.is_some())
+                .count();
         if let Some(u) = out.unplaceable {
             summary.unplaceable += 1;
             status.unplaceable.push(u);
         }
         status.bindings.push(out.binding);
     }
+    status.brake = forecast(&world, settings.brake.as_ref(), failed_at, &status.bindings);
     status.summary = summary;
     Ok(status)
+}
+
+/// Runs every binding through every instant: each instant something can change (the phases of
+/// the world) and each one a controller asks to be woken at. At one instant the bindings due
+/// are taken in key order, pass after pass (the taint manager, application failover and the
+/// scheduler each) until no binding changes.
+fn run_all(
+    runs: &mut [Run],
+    world: &World,
+    horizon_ms: Option<i64>,
+    brake: Option<&EvictionBrake>,
+) {
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|a, b| runs[*a].key.cmp(&runs[*b].key));
+    let mut queue: BTreeSet<(i64, usize)> = world
+        .change_times()
+        .flat_map(|t| (0..order.len()).map(move |rank| (t, rank)))
+        .collect();
+    let mut steps = vec![0usize; runs.len()];
+    let mut horizon_taken = false;
+    while let Some(&(at_ms, _)) = queue.first() {
+        let mut due = Vec::new();
+        while let Some(&(t, rank)) = queue.first() {
+            if t != at_ms {
+                break;
+            }
+            queue.pop_first();
+            if steps[rank] < MAX_STEPS {
+                steps[rank] += 1;
+                due.push(rank);
+            }
+        }
+        if !horizon_taken && horizon_ms.is_some_and(|h| at_ms > h) {
+            // The bindings as they stand at the horizon; the run goes on past it only to say
+            // which evictions would come later.
+            for run in runs.iter_mut() {
+                run.at_horizon = Some(run.horizon());
+            }
+            horizon_taken = true;
+        }
+        let phase = world.at(at_ms);
+        for _ in 0..MAX_PASSES {
+            let mut changed = Vec::new();
+            for &rank in &due {
+                let Some(run) = order.get(rank).and_then(|&i| runs.get_mut(i)) else {
+                    continue;
+                };
+                let (moved, wakes) = run.pass(&phase, at_ms, brake);
+                for wake in wakes {
+                    if wake <= LOOK_AHEAD_MS {
+                        queue.insert((wake.max(at_ms + 1), rank));
+                    }
+                }
+                if moved {
+                    changed.push(rank);
+                }
+            }
+            if changed.is_empty() {
+                break;
+            }
+            due = changed;
+        }
+    }
+}
+
+/// The partition brake's part of the answer: each region's states from the failure on (the
+/// brake's own [`fleet_view`] at each instant the clusters change and at the end of the
+/// startup grace) and what it did to the evictions.
+fn forecast(
+    world: &World,
+    brake: Option<&BrakeOf>,
+    failed_at: DateTime<Utc>,
+    bindings: &[SimulatedBinding],
+) -> BrakeForecast {
+    let Some(brake) = brake else {
+        return BrakeForecast {
+            message:
+                "this server runs no partition brake (no controllers): nothing holds evictions back"
+                    .into(),
+            ..Default::default()
+        };
+    };
+    let grace_until =
+        brake.started + Duration::from_std(brake.settings.startup_grace).unwrap_or(Duration::MAX);
+    let grace_ms = ms(grace_until - failed_at);
+    let mut times: BTreeSet<i64> = world.change_times().collect();
+    if grace_ms > 0 && grace_ms <= LOOK_AHEAD_MS {
+        times.insert(grace_ms);
+    }
+    let mut regions: BTreeMap<String, RegionForecast> = BTreeMap::new();
+    for at_ms in times {
+        let phase = world.at(at_ms);
+        let view = fleet_view(
+            phase.clusters.by_name.values().map(|c| Member {
+                region: &c.spec.region,
+                ready: c.is_ready(),
+            }),
+            &brake.settings,
+            brake.started,
+            failed_at + Duration::milliseconds(at_ms),
+        );
+        for (name, v) in view.regions {
+            let r = regions
+                .entry(name.clone())
+                .or_insert_with(|| RegionForecast {
+                    region: name,
+                    ..Default::default()
+                });
+            let rate = v.pace.describe();
+            if r.states
+                .last()
+                .is_none_or(|l| l.state != v.state.as_str() || l.rate != rate)
+            {
+                r.states.push(RegionStateChange {
+                    after_seconds: seconds(at_ms),
+                    state: v.state.as_str().to_string(),
+                    rate: rate.clone(),
+                });
+            }
+            r.state = v.state.as_str().to_string();
+            r.rate = rate;
+            r.evictions_per_second = match v.pace {
+                Pace::PerSecond(p) => Some(p),
+                _ => None,
+            };
+            r.clusters = v.counts.clusters;
+            r.not_ready_clusters = v.counts.not_ready;
+            r.message = v.reason;
+        }
+    }
+    let stored = world.at(0);
+    let region_of = |cluster: &str| EvictionBrake::region_of(&stored.clusters, cluster).to_string();
+    let (mut total, mut delayed, mut held, mut longest) = (0, 0, 0, 0);
+    for b in bindings {
+        for e in &b.evictions {
+            total += 1;
+            let r = regions.entry(region_of(&e.cluster)).or_default();
+            r.evictions += 1;
+            if let Some(d) = &e.brake {
+                r.delayed_evictions += 1;
+                delayed += 1;
+                longest = longest.max(d.delay_seconds);
+            }
+        }
+        for h in b.held.iter().filter(|h| !h.region.is_empty()) {
+            held += 1;
+            regions.entry(h.region.clone()).or_default().held_evictions += 1;
+        }
+    }
+    let mut message = if delayed == 0 && held == 0 {
+        format!("the brake delays none of the {total} evictions and stops none")
+    } else {
+        format!(
+            "the brake delays {delayed} of the {total} evictions (the longest by {longest} s) and stops {held}"
+        )
+    };
+    if !brake.settings.rate_limit {
+        message.push_str(
+            "; pacing is off (--enable-eviction-rate-limit=false): only the startup grace and a fleet that looks cut off hold evictions back",
+        );
+    }
+    BrakeForecast {
+        pacing: brake.settings.rate_limit,
+        startup_grace_until: (grace_ms > 0).then(|| Time::new(grace_until)),
+        message,
+        regions: regions
+            .into_values()
+            .filter(|r| !r.region.is_empty())
+            .collect(),
+    }
+}
+
+/// An eviction the brake is holding back, while it does.
+#[derive(Clone, Debug)]
+struct BrakeHold {
+    /// When the controller first wanted it (ms after the failure).
+    first_ms: i64,
+    /// Why it waited, each reason once, in order.
+    reasons: Vec<HoldReason>,
+    /// The last answer.
+    last: Hold,
+    /// Who wanted it.
+    producer: String,
+}
+
+/// The binding's key, as the controllers' queues name it (and the brake's tickets).
+fn key_of(input: &BindingInput) -> String {
+    if input.kind == CLUSTER_RESOURCE_BINDING {
+        format!("crb|{}", input.name)
+    } else {
+        format!("rb|{}|{}", input.namespace, input.name)
+    }
+}
+
+/// `d` in whole milliseconds, rounded up (a wake must never come before what it waits for).
+fn ceil_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
 }
 
 /// One binding going through the controllers' decisions over time.
 struct Run<'a> {
     input: &'a BindingInput,
+    key: String,
     settings: &'a SimulationSettings,
     failed_at: DateTime<Utc>,
     spec: ResourceBindingSpec,
@@ -459,7 +715,10 @@ struct Run<'a> {
     producer: &'static str,
     evictions: Vec<SimulatedEviction>,
     held: Vec<HeldEviction>,
+    /// Evictions the brake holds now, by cluster.
+    holds: BTreeMap<String, BrakeHold>,
     scheduled: Option<Result<(), (&'static str, String)>>,
+    at_horizon: Option<Horizon>,
 }
 
 struct RunOutcome {
@@ -491,6 +750,7 @@ impl<'a> Run<'a> {
         }
         Run {
             input,
+            key: key_of(input),
             settings,
             failed_at,
             spec: input.spec.clone(),
@@ -504,39 +764,17 @@ impl<'a> Run<'a> {
             },
             evictions: Vec::new(),
             held: Vec::new(),
+            holds: BTreeMap::new(),
             scheduled: None,
+            at_horizon: None,
         }
     }
 
-    /// Runs every instant up to the horizon; `None` when the binding is not affected.
-    fn finish(
-        mut self,
-        world: &World,
-        failed: &[String],
-        horizon_ms: Option<i64>,
-    ) -> Option<RunOutcome> {
-        let mut times: BTreeSet<i64> = world.change_times().collect();
-        let mut steps = 0;
-        // The binding as it stands at the horizon; the run goes on past it only to say which
-        // evictions would come later.
-        let mut at_horizon: Option<Horizon> = None;
-        while let Some(at_ms) = times.pop_first() {
-            if steps >= MAX_STEPS {
-                break;
-            }
-            if at_horizon.is_none() && horizon_ms.is_some_and(|h| at_ms > h) {
-                at_horizon = Some(self.horizon());
-            }
-            steps += 1;
-            let phase = world.at(at_ms);
-            for wake in self.step(&phase, at_ms) {
-                if wake <= LOOK_AHEAD_MS {
-                    times.insert(wake);
-                }
-            }
-        }
+    /// The answer for the binding once every instant has run; `None` when it is not affected.
+    fn finish(mut self, failed: &[String]) -> Option<RunOutcome> {
         let mut pending = Vec::new();
-        if let Some(h) = at_horizon {
+        let mut holds = std::mem::take(&mut self.holds);
+        if let Some(h) = self.at_horizon.take() {
             pending = self
                 .evictions
                 .drain(h.evictions..)
@@ -544,13 +782,25 @@ impl<'a> Run<'a> {
                     cluster: e.cluster,
                     producer: e.producer,
                     after_seconds: e.after_seconds,
+                    brake: e.brake,
                 })
                 .collect();
             self.spec.clusters = h.clusters;
             self.spec.graceful_eviction_tasks = h.tasks;
             self.held = h.held;
             self.scheduled = h.scheduled;
+            // Held at the horizon and not evicted after it: held.
+            holds = h.holds;
+            holds.retain(|c, _| !pending.iter().any(|p| &p.cluster == c));
         }
+        self.held
+            .extend(holds.into_iter().map(|(cluster, h)| HeldEviction {
+                reason: h.last.reason.as_str().to_string(),
+                producer: h.producer,
+                region: h.last.region.clone(),
+                message: h.last.event_message(&cluster),
+                cluster,
+            }));
         let before = &self.input.spec.clusters;
         let on_failed = before.iter().any(|c| failed.contains(&c.name));
         let unplaced = matches!(self.scheduled, Some(Err(_)));
@@ -613,113 +863,170 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// One instant: the taint manager, application failover and the scheduler until a pass
-    /// changes nothing. Returns the instants the controllers ask to be woken at.
-    fn step(&mut self, phase: &Phase, at_ms: i64) -> Vec<i64> {
+    /// Records what the brake held at `at_ms`; answers when to look again (a stop is looked
+    /// at again only when the clusters change: its answer cannot change before).
+    fn note_holds(
+        &mut self,
+        held: &BTreeMap<String, Hold>,
+        producer: &str,
+        at_ms: i64,
+    ) -> Vec<i64> {
+        let mut wakes = Vec::new();
+        for (cluster, hold) in held {
+            let h = self
+                .holds
+                .entry(cluster.clone())
+                .or_insert_with(|| BrakeHold {
+                    first_ms: at_ms,
+                    reasons: Vec::new(),
+                    last: hold.clone(),
+                    producer: producer.to_string(),
+                });
+            if !h.reasons.contains(&hold.reason) {
+                h.reasons.push(hold.reason);
+            }
+            h.last = hold.clone();
+            if !hold.reason.stops() {
+                wakes.push(at_ms.saturating_add(ceil_ms(hold.wait)));
+            }
+        }
+        wakes
+    }
+
+    /// How long the brake made the eviction from `cluster`, happening at `at_ms`, wait.
+    fn delay_of(&mut self, cluster: &str, at_ms: i64) -> Option<EvictionDelay> {
+        let h = self.holds.remove(cluster)?;
+        Some(EvictionDelay {
+            region: h.last.region,
+            reasons: h.reasons.iter().map(|r| r.as_str().to_string()).collect(),
+            due_after_seconds: seconds(h.first_ms),
+            delay_seconds: seconds(at_ms) - seconds(h.first_ms),
+        })
+    }
+
+    /// One pass at one instant: the taint manager, application failover and the scheduler.
+    /// Returns whether the binding changed and the instants the controllers ask to be woken at.
+    fn pass(
+        &mut self,
+        phase: &Phase,
+        at_ms: i64,
+        brake: Option<&EvictionBrake>,
+    ) -> (bool, Vec<i64>) {
         let now = self.failed_at + Duration::milliseconds(at_ms);
         let mut wake = Vec::new();
-        let later = |d: std::time::Duration| {
-            at_ms.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        };
-        for _ in 0..MAX_PASSES {
-            let mut changed = false;
-            // The taint manager.
-            let d = taint_manager::decide(
+        let later = |d: std::time::Duration| at_ms.saturating_add(ceil_ms(d));
+        let mut changed = false;
+        // The taint manager.
+        let mut d = taint_manager::decide(
+            &self.spec,
+            &self.status,
+            |n| {
+                phase
+                    .clusters
+                    .by_name
+                    .get(n)
+                    .map(|c| c.spec.taints.as_slice())
+            },
+            &self.settings.taint_manager,
+            now,
+        );
+        wake.extend(d.requeue_after.map(later));
+        let held = taint_manager::hold_evictions(&mut d, brake, &phase.clusters, &self.key, now);
+        wake.extend(self.note_holds(&held, EVICTION_PRODUCER_TAINT_MANAGER, at_ms));
+        for e in &d.evictions {
+            let replicas = self.replicas_on(&e.cluster);
+            let (purge_mode, old_copy) = match &e.task {
+                Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
+                None => (None, fate("Deleted", None)),
+            };
+            let brake = self.delay_of(&e.cluster, at_ms);
+            self.evictions.push(SimulatedEviction {
+                cluster: e.cluster.clone(),
+                producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
+                reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
+                message: e.cause.message(&e.cluster),
+                purge_mode,
+                replicas,
+                after_seconds: seconds(at_ms),
+                old_copy,
+                brake,
+            });
+        }
+        if !d.evictions.is_empty() {
+            taint_manager::apply(&mut self.spec, &d, now);
+            changed = true;
+        }
+        // Application failover.
+        if self
+            .spec
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.application.is_some())
+            || !self.state.is_empty()
+        {
+            let settings = &self.settings.application_failover;
+            let d = app::decide(
                 &self.spec,
                 &self.status,
-                |n| phase.by_name.get(n).map(|c| c.spec.taints.as_slice()),
-                &self.settings.taint_manager,
+                &self.state,
+                settings,
+                self.producer,
                 now,
             );
-            wake.extend(d.requeue_after.map(later));
+            let mut requeue = d.requeue_after;
+            let mut held = BTreeMap::new();
+            let mut d = d;
+            if !d.evictions.is_empty() {
+                let look = app::Look {
+                    key: &self.key,
+                    spec: &self.spec,
+                    status: &self.status,
+                    previous: &self.state,
+                    settings,
+                    producer: self.producer,
+                    now,
+                };
+                (d, held) = app::settle(&look, d, &phase.clusters, brake);
+            }
+            if held.is_empty() {
+                // (Without holds the decision's own requeue; with them it also holds each
+                // hold's wait, which note_holds answers for the ones that are not stops.)
+                requeue = d.requeue_after;
+            }
+            wake.extend(requeue.map(later));
+            wake.extend(self.note_holds(&held, self.producer, at_ms));
+            self.held = held_by_application_failover(&d, self.producer);
             for e in &d.evictions {
                 let replicas = self.replicas_on(&e.cluster);
-                let (purge_mode, old_copy) = match &e.task {
-                    Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
-                    None => (None, fate("Deleted", None)),
-                };
+                let (purge_mode, old_copy) = old_copy(
+                    e.task.purge_mode,
+                    e.task.grace_period_seconds,
+                    self.settings,
+                );
+                let brake = self.delay_of(&e.cluster, at_ms);
                 self.evictions.push(SimulatedEviction {
                     cluster: e.cluster.clone(),
-                    producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
-                    reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
-                    message: e.cause.message(&e.cluster),
+                    producer: e.task.producer.clone(),
+                    reason: e.task.reason.clone(),
+                    message: e.task.message.clone(),
                     purge_mode,
                     replicas,
                     after_seconds: seconds(at_ms),
                     old_copy,
+                    brake,
                 });
             }
             if !d.evictions.is_empty() {
-                taint_manager::apply(&mut self.spec, &d, now);
+                app::apply(&mut self.spec, &d, now);
                 changed = true;
             }
-            // Application failover.
-            if self
-                .spec
-                .failover
-                .as_ref()
-                .is_some_and(|f| f.application.is_some())
-                || !self.state.is_empty()
-            {
-                let settings = &self.settings.application_failover;
-                let mut d = app::decide(
-                    &self.spec,
-                    &self.status,
-                    &self.state,
-                    settings,
-                    self.producer,
-                    now,
-                );
-                if d.evictions
-                    .iter()
-                    .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
-                    && !another_cluster_fits(&self.spec, &self.status, &d, &phase.snapshot, now)
-                {
-                    d = app::decide_with(
-                        &self.spec,
-                        &self.status,
-                        &self.state,
-                        settings,
-                        self.producer,
-                        now,
-                        false,
-                    );
-                }
-                wake.extend(d.requeue_after.map(later));
-                self.held = held(&d);
-                for e in &d.evictions {
-                    let replicas = self.replicas_on(&e.cluster);
-                    let (purge_mode, old_copy) = old_copy(
-                        e.task.purge_mode,
-                        e.task.grace_period_seconds,
-                        self.settings,
-                    );
-                    self.evictions.push(SimulatedEviction {
-                        cluster: e.cluster.clone(),
-                        producer: e.task.producer.clone(),
-                        reason: e.task.reason.clone(),
-                        message: e.task.message.clone(),
-                        purge_mode,
-                        replicas,
-                        after_seconds: seconds(at_ms),
-                        old_copy,
-                    });
-                }
-                if !d.evictions.is_empty() {
-                    app::apply(&mut self.spec, &d, now);
-                    changed = true;
-                }
-                self.state = d.state;
-            }
-            // The scheduler.
-            if self.schedule(&phase.snapshot, now) {
-                changed = true;
-            }
-            if !changed {
-                break;
-            }
+            self.state = d.state;
         }
-        wake
+        // The scheduler.
+        if self.schedule(&phase.clusters.snapshot, now) {
+            changed = true;
+        }
+        (changed, wake)
     }
 
     fn replicas_on(&self, cluster: &str) -> i32 {
@@ -798,6 +1105,7 @@ impl<'a> Run<'a> {
             tasks: self.spec.graceful_eviction_tasks.clone(),
             held: self.held.clone(),
             scheduled: self.scheduled.clone(),
+            holds: self.holds.clone(),
         }
     }
 }
@@ -809,6 +1117,7 @@ struct Horizon {
     tasks: Vec<flotilla_api::binding::GracefulEvictionTask>,
     held: Vec<HeldEviction>,
     scheduled: Option<Result<(), (&'static str, String)>>,
+    holds: BTreeMap<String, BrakeHold>,
 }
 
 /// The `Scheduled` condition's message as the decision writes it (it names the clusters being
@@ -848,13 +1157,15 @@ fn old_copy(
     (Some(mode.as_str().to_string()), copy)
 }
 
-/// Application failover's held evictions.
-fn held(d: &app::Decision) -> Vec<HeldEviction> {
+/// Application failover's held evictions (the brake's are told apart).
+fn held_by_application_failover(d: &app::Decision, producer: &str) -> Vec<HeldEviction> {
     let mut out = Vec::new();
     let mut push = |clusters: &[String], reason: &str| {
         out.extend(clusters.iter().map(|c| HeldEviction {
             cluster: c.clone(),
             reason: reason.to_string(),
+            producer: producer.to_string(),
+            ..Default::default()
         }));
     };
     push(&d.halted, "MaxMoves");
@@ -863,30 +1174,6 @@ fn held(d: &app::Decision) -> Vec<HeldEviction> {
         push(clusters, "Backoff");
     }
     out
-}
-
-/// Whether the scheduler would find a cluster for the binding once `decision`'s evictions are
-/// applied, the evicted and blocked clusters left out: the check the application failover
-/// controller makes before an Immediately/Directly eviction (its `another_cluster_fits`, here
-/// on the simulated clusters).
-pub fn another_cluster_fits(
-    spec: &ResourceBindingSpec,
-    status: &ResourceBindingStatus,
-    decision: &app::Decision,
-    snapshot: &ClusterSnapshot,
-    now: DateTime<Utc>,
-) -> bool {
-    let mut after = spec.clone();
-    app::apply(&mut after, decision, now);
-    let blocked = decision.state.blocked(now);
-    let result = schedule(&ScheduleInput {
-        spec: &after,
-        status,
-        clusters: snapshot,
-        options: ScheduleOptions::default(),
-        blocked: &blocked,
-    });
-    result.is_ok_and(|o| !o.clusters.is_empty())
 }
 
 /// Sorts bindings as the answer lists them: kind, namespace, name.
@@ -1029,7 +1316,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(status.summary.bindings, 1);
-        assert_eq!(status.brake.state, "NotComputed");
+        assert!(
+            status.brake.regions.is_empty(),
+            "no brake: {:?}",
+            status.brake
+        );
         let out = status.bindings.first()?;
         Some((
             out.evictions
@@ -1346,7 +1637,9 @@ mod tests {
             out.held,
             [HeldEviction {
                 cluster: "m1".into(),
-                reason: "NoTarget".into()
+                reason: "NoTarget".into(),
+                producer: EVICTION_PRODUCER_RB_APPLICATION_FAILOVER.into(),
+                ..Default::default()
             }]
         );
         assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
