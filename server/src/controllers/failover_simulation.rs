@@ -863,8 +863,10 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Records what the brake held at `at_ms`; answers when to look again (a stop is looked
-    /// at again only when the clusters change: its answer cannot change before).
+    /// Records what the brake held at `at_ms`; answers when to look again: when the brake
+    /// says for the pacing and the startup grace; a stop of a disrupted fleet or a rate of 0
+    /// only when the clusters change (its answer cannot change before, and the controllers'
+    /// retries every 10 s in between find the same).
     fn note_holds(
         &mut self,
         held: &BTreeMap<String, Hold>,
@@ -886,7 +888,10 @@ impl<'a> Run<'a> {
                 h.reasons.push(hold.reason);
             }
             h.last = hold.clone();
-            if !hold.reason.stops() {
+            if !matches!(
+                hold.reason,
+                HoldReason::FullDisruption | HoldReason::RateZero
+            ) {
                 wakes.push(at_ms.saturating_add(ceil_ms(hold.wait)));
             }
         }
@@ -1722,5 +1727,397 @@ mod tests {
                 "spec.unhealthyApplications[1].cluster"
             ]
         );
+    }
+
+    /// What the brake does to the evictions of one request: `fleet` as (cluster, region,
+    /// failed), `n` bindings `b0`…, each Duplicated over the whole fleet and placed on every
+    /// cluster (so each is evicted from every failed one, untolerated, 300 s after the
+    /// failure), the brake's flags, the server started `started` seconds before the failure.
+    /// Answers per binding (name, evictions as (cluster, afterSeconds, brake reasons,
+    /// delaySeconds), held as (cluster, reason)) and the status.
+    #[allow(clippy::type_complexity)]
+    fn braked(
+        fleet_spec: &[(&str, &str, bool)],
+        n: usize,
+        brake: BrakeSettings,
+        started: i64,
+        after: Option<i64>,
+    ) -> (
+        Vec<(
+            String,
+            Vec<(String, i64, Vec<String>, i64)>,
+            Vec<(String, String)>,
+        )>,
+        FailoverSimulationStatus,
+    ) {
+        let clusters: Vec<Cluster> = fleet_spec
+            .iter()
+            .map(|&(name, region, _)| {
+                let mut c = cluster(name, true, 100);
+                c.spec.region = region.to_string();
+                c
+            })
+            .collect();
+        let names: Vec<&str> = fleet_spec.iter().map(|c| c.0).collect();
+        let placed: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "replicas": 1}))
+            .collect();
+        // Listed in the answer's order, asked in key order: the same here.
+        let bindings: Vec<BindingInput> = (0..n)
+            .map(|i| {
+                binding(
+                    &format!("b{i}"),
+                    1,
+                    duplicated(&names, json!([])),
+                    json!(placed),
+                    Value::Null,
+                )
+            })
+            .collect();
+        let failed: Vec<&str> = fleet_spec.iter().filter(|c| c.2).map(|c| c.0).collect();
+        let settings = SimulationSettings {
+            brake: Some(BrakeOf {
+                settings: brake,
+                started: at0() - Duration::seconds(started),
+            }),
+            ..SimulationSettings::default()
+        };
+        let status = simulate(
+            &request(&failed, after),
+            &fleet(&clusters),
+            &[],
+            &bindings,
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        let per_binding = status
+            .bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.name.clone(),
+                    b.evictions
+                        .iter()
+                        .map(|e| {
+                            let (reasons, delay) = e
+                                .brake
+                                .as_ref()
+                                .map(|d| (d.reasons.clone(), d.delay_seconds))
+                                .unwrap_or_default();
+                            (e.cluster.clone(), e.after_seconds, reasons, delay)
+                        })
+                        .collect(),
+                    b.held
+                        .iter()
+                        .map(|h| (h.cluster.clone(), h.reason.clone()))
+                        .collect(),
+                )
+            })
+            .collect();
+        (per_binding, status)
+    }
+
+    #[test]
+    fn the_brake_delays_and_stops_evictions_as_the_servers_brake_would() {
+        let long_ago = 3600;
+        let rl = || vec!["RateLimited".to_string()];
+        let ev = |c: &str, at: i64, reasons: Vec<String>, delay: i64| {
+            (c.to_string(), at, reasons, delay)
+        };
+        let none = Vec::<String>::new;
+        let one_of_four = [
+            ("m1", "", true),
+            ("m2", "", false),
+            ("m3", "", false),
+            ("m4", "", false),
+        ];
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            Vec<(&str, &str, bool)>,
+            usize,
+            BrakeSettings,
+            i64,
+            Vec<Vec<(String, i64, Vec<String>, i64)>>,
+            Vec<Vec<(String, String)>>,
+        )> = vec![
+            (
+                "Normal: one eviction per 2 s (0.5/s) from when they are due, in key order",
+                one_of_four.to_vec(),
+                3,
+                BrakeSettings::default(),
+                long_ago,
+                vec![
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 302, rl(), 2)],
+                    vec![ev("m1", 304, rl(), 4)],
+                ],
+                vec![vec![], vec![], vec![]],
+            ),
+            (
+                "pacing off: all at once",
+                one_of_four.to_vec(),
+                3,
+                BrakeSettings {
+                    rate_limit: false,
+                    ..BrakeSettings::default()
+                },
+                long_ago,
+                vec![
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 300, none(), 0)],
+                ],
+                vec![vec![], vec![], vec![]],
+            ),
+            (
+                "startup grace: due at 300 s, the server started 10 s before the failure with a grace of 400 s: from 390 s on, paced",
+                one_of_four.to_vec(),
+                2,
+                BrakeSettings {
+                    startup_grace: std::time::Duration::from_secs(400),
+                    ..BrakeSettings::default()
+                },
+                10,
+                vec![
+                    vec![ev("m1", 390, vec!["StartupGrace".into()], 90)],
+                    vec![ev(
+                        "m1",
+                        392,
+                        vec!["StartupGrace".into(), "RateLimited".into()],
+                        92,
+                    )],
+                ],
+                vec![vec![], vec![]],
+            ),
+            (
+                "a region over the threshold: its evictions at the secondary rate (0.1/s), the other region's at the primary",
+                vec![
+                    ("a1", "a", true),
+                    ("a2", "a", true),
+                    ("a3", "a", true),
+                    ("b1", "b", false),
+                    ("b2", "b", false),
+                    ("b3", "b", false),
+                    ("b4", "b", false),
+                ],
+                2,
+                BrakeSettings::default(),
+                long_ago,
+                vec![
+                    vec![
+                        ev("a1", 300, none(), 0),
+                        ev("a2", 310, rl(), 10),
+                        ev("a3", 320, rl(), 20),
+                    ],
+                    vec![
+                        ev("a1", 330, rl(), 30),
+                        ev("a2", 340, rl(), 40),
+                        ev("a3", 350, rl(), 50),
+                    ],
+                ],
+                vec![vec![], vec![]],
+            ),
+            (
+                "the whole fleet fails: nothing is evicted, every eviction is held by FullDisruption",
+                vec![("m1", "a", true), ("m2", "b", true)],
+                1,
+                BrakeSettings::default(),
+                long_ago,
+                vec![vec![]],
+                vec![vec![
+                    ("m1".into(), "FullDisruption".into()),
+                    ("m2".into(), "FullDisruption".into()),
+                ]],
+            ),
+            (
+                "a rate of 0: stopped (RateZero)",
+                one_of_four.to_vec(),
+                1,
+                BrakeSettings {
+                    primary_rate: 0.0,
+                    ..BrakeSettings::default()
+                },
+                long_ago,
+                vec![vec![]],
+                vec![vec![("m1".into(), "RateZero".into())]],
+            ),
+        ];
+        for (case, fleet_spec, n, brake, started, evictions, held) in cases {
+            let (got, status) = braked(&fleet_spec, n, brake, started, None);
+            let want: Vec<_> = (0..n)
+                .map(|i| {
+                    (
+                        format!("b{i}-deployment"),
+                        evictions[i].clone(),
+                        held[i].clone(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{case}: {:?}", status.brake);
+            // A held eviction keeps its cluster; the scheduler places the others' replicas.
+            for b in &status.bindings {
+                for h in &b.held {
+                    assert!(
+                        b.clusters_after.iter().any(|c| c.name == h.cluster),
+                        "{case}: {b:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_answer_tells_each_regions_state_and_what_the_brake_did() {
+        // Region a loses all three clusters: PartialDisruption from 40 s (when they turn
+        // Unknown), at 0.1/s.
+        let fleet_spec = [
+            ("a1", "a", true),
+            ("a2", "a", true),
+            ("a3", "a", true),
+            ("b1", "b", false),
+            ("b2", "b", false),
+            ("b3", "b", false),
+            ("b4", "b", false),
+        ];
+        let (_, status) = braked(&fleet_spec, 1, BrakeSettings::default(), 3600, None);
+        let brake = &status.brake;
+        assert!(brake.pacing);
+        assert_eq!(brake.startup_grace_until, None);
+        let regions: Vec<(&str, &str, &str, usize, usize, usize, usize)> = brake
+            .regions
+            .iter()
+            .map(|r| {
+                (
+                    r.region.as_str(),
+                    r.state.as_str(),
+                    r.rate.as_str(),
+                    r.clusters,
+                    r.not_ready_clusters,
+                    r.evictions,
+                    r.delayed_evictions,
+                )
+            })
+            .collect();
+        assert_eq!(
+            regions,
+            [
+                ("a", "PartialDisruption", "0.1/s", 3, 3, 3, 2),
+                ("b", "Normal", "0.5/s", 4, 0, 0, 0)
+            ]
+        );
+        let a = &brake.regions[0];
+        assert_eq!(
+            a.states
+                .iter()
+                .map(|s| (s.after_seconds, s.state.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "Normal"), (40, "PartialDisruption")]
+        );
+        assert_eq!(a.evictions_per_second, Some(0.1));
+        assert_eq!(
+            a.message,
+            "3 of 3 clusters of region a are not Ready (more than 55%)"
+        );
+        assert_eq!(
+            brake.message,
+            "the brake delays 2 of the 3 evictions (the longest by 20 s) and stops 0"
+        );
+        assert_eq!((status.summary.delayed, status.summary.held), (2, 0));
+
+        // The whole fleet: held, and the Event the binding would get says why.
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", true)],
+            1,
+            BrakeSettings::default(),
+            3600,
+            None,
+        );
+        let held = &status.bindings[0].held[0];
+        assert_eq!(held.producer, EVICTION_PRODUCER_TAINT_MANAGER);
+        assert_eq!(held.region, "(none)");
+        assert!(
+            held.message
+                .contains("all 2 clusters of the fleet are not Ready"),
+            "{held:?}"
+        );
+        assert_eq!(
+            status.bindings[0].clusters_after,
+            status.bindings[0].clusters_before
+        );
+        assert_eq!(status.brake.regions[0].state, "FullDisruption");
+        assert_eq!(status.brake.regions[0].held_evictions, 2);
+        assert_eq!((status.summary.evictions, status.summary.held), (0, 2));
+
+        // Pacing off and a startup grace still running: both said.
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", false), ("m3", "", false)],
+            1,
+            BrakeSettings {
+                rate_limit: false,
+                ..BrakeSettings::default()
+            },
+            10,
+            None,
+        );
+        assert!(!status.brake.pacing);
+        assert!(
+            status.brake.message.contains("pacing is off"),
+            "{}",
+            status.brake.message
+        );
+        assert_eq!(
+            status.brake.startup_grace_until,
+            Some(Time::new(at0() + Duration::seconds(30)))
+        );
+        assert_eq!(
+            status.brake.regions[0]
+                .states
+                .iter()
+                .map(|s| (s.after_seconds, s.state.as_str(), s.rate.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "StartupGrace", "stopped"), (30, "Normal", "unlimited")]
+        );
+    }
+
+    #[test]
+    fn paced_evictions_past_the_horizon_are_pending_with_their_delay() {
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", false), ("m3", "", false)],
+            3,
+            BrakeSettings::default(),
+            3600,
+            Some(301),
+        );
+        let got: Vec<(usize, usize, Option<i64>, Option<i64>)> = status
+            .bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.evictions.len(),
+                    b.pending.len(),
+                    b.pending.first().map(|p| p.after_seconds),
+                    b.pending
+                        .first()
+                        .and_then(|p| p.brake.as_ref())
+                        .map(|d| d.delay_seconds),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 0, None, None),
+                (0, 1, Some(302), Some(2)),
+                (0, 1, Some(304), Some(4))
+            ]
+        );
+        // Not yet evicted at the horizon: they keep m1 then.
+        assert!(status.bindings[1]
+            .clusters_after
+            .iter()
+            .any(|c| c.name == "m1"));
     }
 }
