@@ -1481,6 +1481,114 @@ mod tests {
         assert_eq!(d.requeue_after, Some(Duration::from_secs(10)));
     }
 
+    /// Clusters `(name, Ready)` serving Deployments.
+    fn fleet(spec: &[(&str, bool)]) -> Clusters {
+        let by_name: BTreeMap<String, flotilla_api::cluster::Cluster> = spec
+            .iter()
+            .map(|&(name, ready)| {
+                let c = serde_json::from_value(json!({
+                    "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": name},
+                    "spec": {"syncMode": "Pull"},
+                    "status": {
+                        "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "Unknown" },
+                                        "reason": "r", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}
+                }))
+                .unwrap();
+                (name.to_string(), c)
+            })
+            .collect();
+        let snapshot = ClusterSnapshot::new(by_name.values());
+        Clusters { by_name, snapshot }
+    }
+
+    #[test]
+    fn settle_holds_what_cannot_go_and_asks_the_brake_for_the_rest() {
+        use super::super::eviction_brake::{BrakeSettings, HoldReason};
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy)]);
+        let placed = |mode: PurgeMode, affinity: &[&str]| {
+            let mut s = spec(Some(app(Some(mode), Some(0))), &["m1"]);
+            s.resource =
+                serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "namespace": "default", "name": "web"}))
+                .unwrap();
+            s.placement = Some(
+                serde_json::from_value(json!({"clusterAffinity": {"clusterNames": affinity},
+                    "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}))
+                .unwrap(),
+            );
+            s
+        };
+        let unpaced = || EvictionBrake::new(BrakeSettings::unpaced(), at(-100), None);
+        // (case, purge mode, affinity, fleet, brake) → (evicted, no target, braked, held why)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            PurgeMode,
+            Vec<&str>,
+            Vec<(&str, bool)>,
+            Option<EvictionBrake>,
+            (Vec<&str>, Vec<&str>, Vec<&str>, Vec<HoldReason>),
+        )> = vec![
+            (
+                "graceful, no brake: evicted",
+                PurgeMode::Graciously,
+                vec!["m1", "m2"],
+                vec![("m1", true), ("m2", true)],
+                None,
+                (vec!["m1"], vec![], vec![], vec![]),
+            ),
+            (
+                "Immediately, m2 fits: evicted",
+                PurgeMode::Immediately,
+                vec!["m1", "m2"],
+                vec![("m1", true), ("m2", true)],
+                Some(unpaced()),
+                (vec!["m1"], vec![], vec![], vec![]),
+            ),
+            (
+                "Immediately, nowhere else: held for want of a target, the brake not asked",
+                PurgeMode::Immediately,
+                vec!["m1"],
+                vec![("m1", true), ("m2", true)],
+                Some(unpaced()),
+                (vec![], vec!["m1"], vec![], vec![]),
+            ),
+            (
+                "the whole fleet not Ready: the brake stops it",
+                PurgeMode::Graciously,
+                vec!["m1", "m2"],
+                vec![("m1", false), ("m2", false)],
+                Some(unpaced()),
+                (vec![], vec![], vec!["m1"], vec![HoldReason::FullDisruption]),
+            ),
+        ];
+        for (case, mode, affinity, clusters, brake, want) in cases {
+            let spec = placed(mode, &affinity);
+            let previous = FailoverState::default();
+            let look = Look {
+                key: "rb|default|web-deployment",
+                spec: &spec,
+                status: &st,
+                previous: &previous,
+                settings: &settings,
+                producer: RB,
+                now: at(0),
+            };
+            let d = decide(&spec, &st, &previous, &settings, RB, at(0));
+            let (d, held) = settle(&look, d, &fleet(&clusters), brake.as_ref());
+            let got = (
+                d.evictions.iter().map(|e| e.cluster.as_str()).collect(),
+                d.no_target.iter().map(String::as_str).collect(),
+                d.braked.iter().map(String::as_str).collect(),
+                held.values().map(|h| h.reason).collect(),
+            );
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
     #[test]
     fn the_fingerprint_ignores_bindings_without_application_failover() {
         let plain = json!({"metadata": {"generation": 3}, "spec": {}, "status": {"aggregatedStatus": [{"clusterName": "m1", "health": "Unhealthy"}]}});
