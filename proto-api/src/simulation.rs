@@ -171,8 +171,8 @@ pub struct FailoverSimulationStatus {
     pub unplaceable: Vec<UnplaceableBinding>,
     /// Counts.
     pub summary: SimulationSummary,
-    /// What the partition brake would delay. Not computed yet: the brake lands separately
-    /// (issue 14, item 1); until then this says `NotComputed`.
+    /// What the partition brake would do: its regions' states after the failure and what it
+    /// delays or stops (each eviction says its own delay, each held one why).
     pub brake: BrakeForecast,
 }
 
@@ -223,7 +223,8 @@ pub struct SimulatedBinding {
     /// Evictions due after `spec.afterSeconds` (only with it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingEviction>,
-    /// Evictions application failover would hold back (move limit, back-off, no other cluster).
+    /// Evictions held back: by application failover (move limit, back-off, no other cluster)
+    /// or stopped by the partition brake.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<HeldEviction>,
     /// The scheduler's last answer: `Success`, `NoClusterFit`, `Unschedulable` or
@@ -249,10 +250,13 @@ pub struct SimulatedEviction {
     pub purge_mode: Option<String>,
     /// Replicas the binding had there.
     pub replicas: i32,
-    /// Seconds after the failure at which it happens.
+    /// Seconds after the failure at which it happens (the brake's delay included).
     pub after_seconds: i64,
     /// What becomes of the copy on that cluster.
     pub old_copy: OldCopy,
+    /// How long the partition brake made it wait (absent: it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brake: Option<EvictionDelay>,
 }
 
 /// What becomes of the evicted copy.
@@ -276,18 +280,31 @@ pub struct PendingEviction {
     pub cluster: String,
     /// Who would evict.
     pub producer: String,
-    /// Seconds after the failure at which it is due.
+    /// Seconds after the failure at which it would happen (the brake's delay included).
     pub after_seconds: i64,
+    /// How long the partition brake makes it wait (absent: it does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brake: Option<EvictionDelay>,
 }
 
-/// An eviction held back.
+/// An eviction held back: it does not happen, the binding keeps the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct HeldEviction {
     /// The cluster.
     pub cluster: String,
-    /// `MaxMoves`, `Backoff` or `NoTarget`.
+    /// Application failover's `MaxMoves`, `Backoff` or `NoTarget`, or the partition brake's
+    /// `FullDisruption` (the fleet looks cut off) or `RateZero` (the region's rate is 0).
     pub reason: String,
+    /// The controller that would evict (`TaintManager`, the application failover controller).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub producer: String,
+    /// The cluster's region, when the brake holds the eviction.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    /// Why, when the brake holds it (the Event `EvictionHeld` the binding would get).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// The scheduler's answer for a binding.
@@ -333,27 +350,87 @@ pub struct SimulationSummary {
     pub pending: usize,
     /// Bindings that could not be placed.
     pub unplaceable: usize,
+    /// Evictions (and pending ones) the partition brake delays.
+    pub delayed: usize,
+    /// Evictions held back (the partition brake's stops and application failover's holds).
+    pub held: usize,
 }
 
-/// The partition brake's part of the answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The partition brake's part of the answer: what the server's brake (`evictionbrakes`) would
+/// do with the evictions of this failure, computed by the brake's own rule and buckets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct BrakeForecast {
-    /// `NotComputed` until the brake exists.
-    pub state: String,
-    /// Why.
+    /// Whether the server paces evictions per region (`--enable-eviction-rate-limit`); without
+    /// pacing only the stops (startup grace, a fleet that looks cut off, a rate of 0) hold
+    /// evictions back.
+    pub pacing: bool,
+    /// When the server's startup grace (`--eviction-startup-grace-period`) ends, when that is
+    /// after the failure: evictions due before wait until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_grace_until: Option<Time>,
+    /// What the brake does to this failure, in a sentence.
     pub message: String,
+    /// Every region of the fleet (`(none)` for clusters without `spec.region`), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionForecast>,
 }
 
-impl Default for BrakeForecast {
-    fn default() -> Self {
-        Self {
-            state: "NotComputed".into(),
-            message: "the partition brake is not part of this server yet; evictions are shown \
-                      as if nothing delayed them"
-                .into(),
-        }
-    }
+/// One region as the brake would see it once the failure is seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegionForecast {
+    /// The region.
+    pub region: String,
+    /// `Normal`, `PartialDisruption`, `FullDisruption` or `StartupGrace`: the last of
+    /// `states`.
+    pub state: String,
+    /// `0.5/s`, `unlimited` or `stopped`.
+    pub rate: String,
+    /// The rate when evictions are paced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evictions_per_second: Option<f64>,
+    /// Clusters of the region.
+    pub clusters: usize,
+    /// Of which not Ready once the failure is seen.
+    pub not_ready_clusters: usize,
+    /// Why the region is in its state.
+    pub message: String,
+    /// The region's states from the failure on, each from `afterSeconds`.
+    pub states: Vec<RegionStateChange>,
+    /// Evictions from the region's clusters.
+    pub evictions: usize,
+    /// Of which the brake delays (startup grace, pacing).
+    pub delayed_evictions: usize,
+    /// Evictions the brake stops (they do not happen; the bindings keep those clusters).
+    pub held_evictions: usize,
+}
+
+/// A region's state from some instant on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegionStateChange {
+    /// Seconds after the failure.
+    pub after_seconds: i64,
+    /// The state.
+    pub state: String,
+    /// Its rate: `0.5/s`, `unlimited` or `stopped`.
+    pub rate: String,
+}
+
+/// What the brake did to one eviction that happens (or is pending): it waited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EvictionDelay {
+    /// The evicted cluster's region.
+    pub region: String,
+    /// Why it waited, in order: `StartupGrace`, `RateLimited` (a paced region: one eviction
+    /// per `1/rate`), or a stop that ended (`FullDisruption`, `RateZero`).
+    pub reasons: Vec<String>,
+    /// Seconds after the failure at which the controller wanted to evict.
+    pub due_after_seconds: i64,
+    /// How much later it happens (`afterSeconds - dueAfterSeconds`).
+    pub delay_seconds: i64,
 }
 
 #[cfg(test)]
@@ -446,6 +523,9 @@ mod tests {
             "a misspelt field is refused"
         );
         let status = serde_json::to_value(FailoverSimulationStatus::default()).unwrap();
-        assert_eq!(status["brake"]["state"], "NotComputed");
+        assert_eq!(
+            status["brake"],
+            serde_json::json!({"pacing": false, "message": ""})
+        );
     }
 }

@@ -104,7 +104,8 @@ async fn a_simulation_answers_the_request_and_changes_nothing() {
     let status = &answer["status"];
     assert_eq!(
         status["summary"],
-        json!({"bindings": 2, "affected": 1, "evictions": 1, "pending": 0, "unplaceable": 0}),
+        json!({"bindings": 2, "affected": 1, "evictions": 1, "pending": 0, "unplaceable": 0,
+               "delayed": 0, "held": 0}),
         "{status}"
     );
     let web = &status["bindings"][0];
@@ -125,7 +126,15 @@ async fn a_simulation_answers_the_request_and_changes_nothing() {
         status["timeline"]["clusters"][0]["notReadyAfterSeconds"],
         40
     );
-    assert_eq!(status["brake"]["state"], "NotComputed");
+    // This router runs no controllers, so no partition brake: the answer says so.
+    assert_eq!(status["brake"]["pacing"], false, "{status}");
+    assert!(status["brake"].get("regions").is_none(), "{status}");
+    assert!(
+        status["brake"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no partition brake")),
+        "{status}"
+    );
     assert_eq!(world(&api).await, before, "the simulation wrote something");
 
     // YAML in, YAML out, as kubectl create -f sim.yaml -o yaml sends it.

@@ -6,6 +6,12 @@
 //! both answer the same prediction and change nothing. Then member1's agent is SIGKILLed, and
 //! the placements the controllers write must equal the prediction exactly, with the evictions
 //! it named, and `solo` unplaceable as predicted: NoClusterFit, its Work on member1 kept.
+//!
+//! The server runs the partition brake with its defaults (pacing 0.5/s per region; a startup
+//! grace of one monitor grace period, long over when the dry-run is asked): the answer says the
+//! three evictions from member1 go one per 2 s, in key order (2, 4 and 6 s after the failure),
+//! and the real evictions are that far apart. The dry-run of every member failing predicts
+//! nothing evicted: every eviction held by FullDisruption, every placement kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
@@ -271,8 +277,9 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         "kubectl and HTTP answer the same"
     );
     // What the answer says, checked by hand once: nginx moves to member2 whole; web loses
-    // member1; api is not touched; each eviction comes 2 s after the failure (the 2 s monitor
-    // grace period, the NoExecute taint at once after it, tolerations of 0 s).
+    // member1; api is not touched; the evictions are due 2 s after the failure (the 2 s
+    // monitor grace period, the NoExecute taint at once after it, tolerations of 0 s) and the
+    // brake paces them at 0.5/s in key order: nginx at 2 s, solo at 4 s, web at 6 s.
     assert_eq!(predicted[0], [("member2".to_string(), 3)]);
     assert!(
         predicted[1].iter().all(|(c, _)| c != "member1")
@@ -285,11 +292,65 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         evictions,
         [
             ("nginx-deployment".to_string(), "member1".to_string(), 2),
-            ("web-deployment".to_string(), "member1".to_string(), 2),
-            ("solo-deployment".to_string(), "member1".to_string(), 2)
+            ("web-deployment".to_string(), "member1".to_string(), 6),
+            ("solo-deployment".to_string(), "member1".to_string(), 4)
         ],
         "{text}"
     );
+    let delay = |name: &str| {
+        let b = by_kubectl["status"]["bindings"]
+            .as_array()
+            .and_then(|bs| bs.iter().find(|b| b["name"] == name))
+            .cloned()
+            .unwrap_or_default();
+        let brake = &b["evictions"][0]["brake"];
+        (
+            brake["reasons"].clone(),
+            brake["dueAfterSeconds"].as_i64(),
+            brake["delaySeconds"].as_i64(),
+        )
+    };
+    assert_eq!(
+        delay("nginx-deployment"),
+        (Value::Null, None, None),
+        "{text}"
+    );
+    assert_eq!(
+        delay("solo-deployment"),
+        (json!(["RateLimited"]), Some(2), Some(2)),
+        "{text}"
+    );
+    assert_eq!(
+        delay("web-deployment"),
+        (json!(["RateLimited"]), Some(2), Some(4)),
+        "{text}"
+    );
+    let brake = &by_kubectl["status"]["brake"];
+    assert_eq!(brake["pacing"], true, "{text}");
+    assert_eq!(brake["regions"].as_array().map(Vec::len), Some(1), "{text}");
+    let region = &brake["regions"][0];
+    assert_eq!(
+        (
+            &region["region"],
+            &region["state"],
+            &region["rate"],
+            &region["clusters"],
+            &region["notReadyClusters"],
+            &region["evictions"],
+            &region["delayedEvictions"],
+        ),
+        (
+            &json!("(none)"),
+            &json!("Normal"),
+            &json!("0.5/s"),
+            &json!(3),
+            &json!(1),
+            &json!(3),
+            &json!(2)
+        ),
+        "{text}"
+    );
+    assert_eq!(by_kubectl["status"]["summary"]["delayed"], 2, "{text}");
     assert_eq!(by_kubectl["status"]["summary"]["affected"], 3, "{text}");
     let unplaceable = &by_kubectl["status"]["unplaceable"];
     assert_eq!(unplaceable.as_array().map(Vec::len), Some(1), "{text}");
@@ -301,6 +362,59 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     assert_eq!(placements(&api), Some(before.clone()));
     let (code, _) = api.send("GET", SIMS, None).unwrap();
     assert_eq!(code, 405);
+
+    // Every member failing: the brake sees a fleet cut off, so nothing is evicted; each
+    // binding keeps its placement, every eviction held by FullDisruption.
+    let (code, all) = api
+        .send(
+            "POST",
+            SIMS,
+            Some(
+                &json!({"apiVersion": "flotilla.io/v1alpha1", "kind": "FailoverSimulation",
+                         "metadata": {"name": "all-fail"},
+                         "spec": {"failedClusters": ["member1", "member2", "member3"]}}),
+            ),
+        )
+        .unwrap();
+    assert_eq!(code, 201, "{all}");
+    let status = &all["status"];
+    assert_eq!(status["summary"]["evictions"], 0, "{all}");
+    assert_eq!(status["summary"]["affected"], 4, "{all}");
+    for (name, placed) in BINDINGS.iter().zip(&before) {
+        let b = status["bindings"]
+            .as_array()
+            .and_then(|bs| bs.iter().find(|b| b["name"] == *name))
+            .unwrap_or_else(|| panic!("{name} not in {all}"));
+        assert_eq!(b["clustersAfter"], b["clustersBefore"], "{all}");
+        let mut held: Vec<(String, String)> = b["held"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                assert!(
+                    h["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("all 3 clusters of the fleet are not Ready")),
+                    "{h}"
+                );
+                (
+                    h["cluster"].as_str().unwrap().to_string(),
+                    h["reason"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        held.sort();
+        let want: Vec<(String, String)> = placed
+            .iter()
+            .map(|(c, _)| (c.clone(), "FullDisruption".to_string()))
+            .collect();
+        assert_eq!(held, want, "{name}: {all}");
+    }
+    let region = &status["brake"]["regions"][0];
+    assert_eq!(region["state"], "FullDisruption", "{all}");
+    assert_eq!(region["rate"], "stopped", "{all}");
+    assert_eq!(region["heldEvictions"], 8, "{all}");
+    assert_eq!(generations(), generations_before);
 
     // The real failure.
     member1.process.kill();
@@ -329,6 +443,30 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         .unwrap();
         assert_eq!(evicted["type"], "Warning", "{evicted}");
     }
+    // The brake paced them as predicted: one per 2 s (the order may differ from the answer's:
+    // the taint manager's workers take the three bindings at once; Events are stamped in
+    // whole seconds).
+    let mut stamps: Vec<chrono::DateTime<chrono::Utc>> = evictions
+        .iter()
+        .map(|(binding, _, _)| {
+            events_about(&api, "default", binding)
+                .iter()
+                .find(|e| e["reason"] == "EvictWorkloadFromCluster")
+                .and_then(|e| e["firstTimestamp"].as_str())
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .unwrap()
+        })
+        .collect();
+    stamps.sort();
+    let gaps: Vec<i64> = stamps
+        .windows(2)
+        .map(|w| (w[1] - w[0]).num_seconds())
+        .collect();
+    assert!(
+        gaps.iter().all(|g| *g >= 1) && gaps.iter().sum::<i64>() >= 3,
+        "evictions 2 s apart: {stamps:?}"
+    );
     // Exactly the predicted evictions: no other binding was evicted, and the placements stay
     // as predicted once the eviction tasks are done.
     let evicted_bindings: Vec<&str> = BINDINGS

@@ -85,12 +85,17 @@ pub async fn serve(
         );
     }
     sort_inputs(&mut bindings);
+    // The brake's flags and the server's start, from the brake the controllers share.
+    let settings = match &state.eviction_brake {
+        Some(brake) => state.simulation.clone().with_brake(brake),
+        None => state.simulation.clone(),
+    };
     let status = simulate(
         &request.spec,
         &clusters,
         &taint_policies,
         &bindings,
-        &state.simulation,
+        &settings,
         state.clock.now(),
     )
     .map_err(|e| invalid(&name, e))?;

@@ -23,14 +23,15 @@
 //! the binding, calls [`decide`] and writes the result back with compare-and-swap.
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
-use super::cluster_cache::ClusterCache;
-use super::eviction_brake::{hold_back, report_stops, EvictionBrake};
+use super::cluster_cache::{ClusterCache, Clusters};
+use super::eviction_brake::{hold_back, report_stops, EvictionBrake, Hold};
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use super::state_preservation::{preserve, report as report_preservation, Preservation};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
+use crate::scheduler::ClusterSnapshot;
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -501,6 +502,109 @@ pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<
     }
 }
 
+/// Whether the scheduler would find a cluster for the binding once `decision`'s evictions are
+/// applied, the evicted and blocked clusters left out: the check before an
+/// Immediately/Directly eviction (the only copy must not go with nothing in its place). The
+/// controller asks it on the cached clusters, the failover dry-run on the simulated ones.
+pub fn another_cluster_fits(
+    spec: &ResourceBindingSpec,
+    status: &ResourceBindingStatus,
+    decision: &Decision,
+    snapshot: &ClusterSnapshot,
+    now: DateTime<Utc>,
+) -> bool {
+    let mut after = spec.clone();
+    apply(&mut after, decision, now);
+    let blocked = decision.state.blocked(now);
+    let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
+        spec: &after,
+        status,
+        clusters: snapshot,
+        options: crate::scheduler::ScheduleOptions::default(),
+        blocked: &blocked,
+    });
+    result.is_ok_and(|o| !o.clusters.is_empty())
+}
+
+/// What [`settle`] decides on.
+pub struct Look<'a> {
+    /// The binding's key (`rb|ns|name`, `crb|name`): the brake's tickets name it.
+    pub key: &'a str,
+    /// The binding's spec.
+    pub spec: &'a ResourceBindingSpec,
+    /// Its status.
+    pub status: &'a ResourceBindingStatus,
+    /// The state recorded in it.
+    pub previous: &'a FailoverState,
+    /// The controller's settings.
+    pub settings: &'a ApplicationFailoverSettings,
+    /// The producer the tasks name.
+    pub producer: &'a str,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+/// The rest of a decision once [`decide`] found evictions, as the controller makes it (the
+/// failover dry-run makes it the same way): an Immediately/Directly eviction with no other
+/// cluster to go to is held ([`another_cluster_fits`]), then the partition brake is asked for
+/// each remaining eviction and the ones it holds are decided again as braked. Answers the
+/// decision and the brake's holds.
+pub fn settle(
+    look: &Look<'_>,
+    decision: Decision,
+    clusters: &Clusters,
+    brake: Option<&EvictionBrake>,
+) -> (Decision, BTreeMap<String, Hold>) {
+    let mut decision = decision;
+    let mut immediate_possible = true;
+    if decision
+        .evictions
+        .iter()
+        .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
+        && !another_cluster_fits(
+            look.spec,
+            look.status,
+            &decision,
+            &clusters.snapshot,
+            look.now,
+        )
+    {
+        immediate_possible = false;
+        decision = decide_with(
+            look.spec,
+            look.status,
+            look.previous,
+            look.settings,
+            look.producer,
+            look.now,
+            false,
+        );
+    }
+    // The partition brake: the evictions it holds are decided again as held (nothing of
+    // them is written; the binding is looked at again when the brake says).
+    let held = hold_back(
+        brake,
+        clusters,
+        look.key,
+        decision.evictions.iter().map(|e| e.cluster.as_str()),
+        look.now,
+    );
+    if !held.is_empty() {
+        let waits = held.iter().map(|(c, h)| (c.clone(), h.wait)).collect();
+        decision = decide_braked(
+            look.spec,
+            look.status,
+            look.previous,
+            look.settings,
+            look.producer,
+            look.now,
+            immediate_possible,
+            &waits,
+        );
+    }
+    (decision, held)
+}
+
 /// `binding` with `state` in its annotation (removed when empty).
 fn with_state(binding: &Value, state: &FailoverState) -> Value {
     let mut updated = binding.clone();
@@ -629,52 +733,19 @@ impl Reconciler for ApplicationFailoverController {
         };
         let now = self.clock.now();
         let mut decision = decide(&spec, &status, &previous, &self.settings, producer, now);
-        let mut immediate_possible = true;
-        if decision
-            .evictions
-            .iter()
-            .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
-            && !self
-                .another_cluster_fits(&spec, &status, &decision, now)
-                .await?
-        {
-            immediate_possible = false;
-            decision = decide_with(
-                &spec,
-                &status,
-                &previous,
-                &self.settings,
-                producer,
-                now,
-                false,
-            );
-        }
-        // The partition brake: the evictions it holds are decided again as held (nothing of
-        // them is written; the binding is looked at again when the brake says).
-        let held = if decision.evictions.is_empty() {
-            BTreeMap::new()
-        } else {
+        let mut held = BTreeMap::new();
+        if !decision.evictions.is_empty() {
             let clusters = self.clusters.get().await?;
-            hold_back(
-                self.brake.as_ref(),
-                &clusters,
+            let look = Look {
                 key,
-                decision.evictions.iter().map(|e| e.cluster.as_str()),
-                now,
-            )
-        };
-        if !held.is_empty() {
-            let waits = held.iter().map(|(c, h)| (c.clone(), h.wait)).collect();
-            decision = decide_braked(
-                &spec,
-                &status,
-                &previous,
-                &self.settings,
+                spec: &spec,
+                status: &status,
+                previous: &previous,
+                settings: &self.settings,
                 producer,
                 now,
-                immediate_possible,
-                &waits,
-            );
+            };
+            (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
         let mut updated = with_state(&object, &decision.state);
         if !decision.evictions.is_empty() {
@@ -705,29 +776,6 @@ impl Reconciler for ApplicationFailoverController {
 }
 
 impl ApplicationFailoverController {
-    /// Whether the scheduler would find a cluster for the binding once `decision`'s evictions
-    /// are applied (the evicted and blocked clusters left out).
-    async fn another_cluster_fits(
-        &self,
-        spec: &ResourceBindingSpec,
-        status: &ResourceBindingStatus,
-        decision: &Decision,
-        now: DateTime<Utc>,
-    ) -> Result<bool, ReconcileError> {
-        let mut after = spec.clone();
-        apply(&mut after, decision, now);
-        let clusters = self.clusters.get().await?;
-        let blocked = decision.state.blocked(now);
-        let result = crate::scheduler::schedule(&crate::scheduler::ScheduleInput {
-            spec: &after,
-            status,
-            clusters: &clusters.snapshot,
-            options: crate::scheduler::ScheduleOptions::default(),
-            blocked: &blocked,
-        });
-        Ok(result.is_ok_and(|o| !o.clusters.is_empty()))
-    }
-
     /// Events, metrics and the condition of a decision already written.
     async fn report(
         &self,
@@ -1431,6 +1479,114 @@ mod tests {
         assert_eq!(d.state.last_failover, None);
         assert!(d.state.left.is_empty());
         assert_eq!(d.requeue_after, Some(Duration::from_secs(10)));
+    }
+
+    /// Clusters `(name, Ready)` serving Deployments.
+    fn fleet(spec: &[(&str, bool)]) -> Clusters {
+        let by_name: BTreeMap<String, flotilla_api::cluster::Cluster> = spec
+            .iter()
+            .map(|&(name, ready)| {
+                let c = serde_json::from_value(json!({
+                    "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                    "metadata": {"name": name},
+                    "spec": {"syncMode": "Pull"},
+                    "status": {
+                        "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "Unknown" },
+                                        "reason": "r", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}
+                }))
+                .unwrap();
+                (name.to_string(), c)
+            })
+            .collect();
+        let snapshot = ClusterSnapshot::new(by_name.values());
+        Clusters { by_name, snapshot }
+    }
+
+    #[test]
+    fn settle_holds_what_cannot_go_and_asks_the_brake_for_the_rest() {
+        use super::super::eviction_brake::{BrakeSettings, HoldReason};
+        let settings = ApplicationFailoverSettings::default();
+        let st = status(&[("m1", Unhealthy)]);
+        let placed = |mode: PurgeMode, affinity: &[&str]| {
+            let mut s = spec(Some(app(Some(mode), Some(0))), &["m1"]);
+            s.resource =
+                serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "namespace": "default", "name": "web"}))
+                .unwrap();
+            s.placement = Some(
+                serde_json::from_value(json!({"clusterAffinity": {"clusterNames": affinity},
+                    "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}))
+                .unwrap(),
+            );
+            s
+        };
+        let unpaced = || EvictionBrake::new(BrakeSettings::unpaced(), at(-100), None);
+        // (case, purge mode, affinity, fleet, brake) → (evicted, no target, braked, held why)
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            PurgeMode,
+            Vec<&str>,
+            Vec<(&str, bool)>,
+            Option<EvictionBrake>,
+            (Vec<&str>, Vec<&str>, Vec<&str>, Vec<HoldReason>),
+        )> = vec![
+            (
+                "graceful, no brake: evicted",
+                PurgeMode::Graciously,
+                vec!["m1", "m2"],
+                vec![("m1", true), ("m2", true)],
+                None,
+                (vec!["m1"], vec![], vec![], vec![]),
+            ),
+            (
+                "Immediately, m2 fits: evicted",
+                PurgeMode::Immediately,
+                vec!["m1", "m2"],
+                vec![("m1", true), ("m2", true)],
+                Some(unpaced()),
+                (vec!["m1"], vec![], vec![], vec![]),
+            ),
+            (
+                "Immediately, nowhere else: held for want of a target, the brake not asked",
+                PurgeMode::Immediately,
+                vec!["m1"],
+                vec![("m1", true), ("m2", true)],
+                Some(unpaced()),
+                (vec![], vec!["m1"], vec![], vec![]),
+            ),
+            (
+                "the whole fleet not Ready: the brake stops it",
+                PurgeMode::Graciously,
+                vec!["m1", "m2"],
+                vec![("m1", false), ("m2", false)],
+                Some(unpaced()),
+                (vec![], vec![], vec!["m1"], vec![HoldReason::FullDisruption]),
+            ),
+        ];
+        for (case, mode, affinity, clusters, brake, want) in cases {
+            let spec = placed(mode, &affinity);
+            let previous = FailoverState::default();
+            let look = Look {
+                key: "rb|default|web-deployment",
+                spec: &spec,
+                status: &st,
+                previous: &previous,
+                settings: &settings,
+                producer: RB,
+                now: at(0),
+            };
+            let d = decide(&spec, &st, &previous, &settings, RB, at(0));
+            let (d, held) = settle(&look, d, &fleet(&clusters), brake.as_ref());
+            let got = (
+                d.evictions.iter().map(|e| e.cluster.as_str()).collect(),
+                d.no_target.iter().map(String::as_str).collect(),
+                d.braked.iter().map(String::as_str).collect(),
+                held.values().map(|h| h.reason).collect(),
+            );
+            assert_eq!(got, want, "{case}");
+        }
     }
 
     #[test]

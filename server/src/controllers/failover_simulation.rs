@@ -24,23 +24,45 @@
 //! `afterSeconds` the run stops there, and evictions due later are `pending` (up to a year
 //! after the failure; later ones are not reported). Times are the
 //! earliest the controllers can act (the status controller looks at pull members every
-//! `--cluster-monitor-period`, so a real failure may be seen up to that much later). Not modelled:
-//! the partition brake (it lands separately; the answer says `NotComputed`), the graceful
-//! eviction controller removing tasks (the placement shown is the one written right after the
-//! evictions, while old copies are kept as their purge mode says), and members reporting new
-//! capacity after the moves.
+//! `--cluster-monitor-period`, so a real failure may be seen up to that much later).
+//!
+//! The partition brake: every eviction asks a brake of the dry-run's own
+//! ([`EvictionBrake`], built from the server's flags and start, so its rule — [`fleet_view`],
+//! `admit_in` — and its token buckets and reservations are the brake's own code), through the
+//! producers' own steps ([`taint_manager::hold_evictions`], [`application_failover::settle`]),
+//! with the failed clusters not Ready from the instant the timeline says. So the bindings go
+//! through time together: at each instant the ones due are taken in key order (`crb|…` before
+//! `rb|ns|name`), each asking for its clusters in `spec.clusters` order, taint manager first.
+//! That is the order the taint manager's queue receives them from a cluster's fan-out (sorted
+//! by key), so the times of a region's evictions (one per `1/rate` from the first due) are
+//! exact, and which binding gets which is exact with one worker and approximate with several
+//! (the controllers run 16 workers: neighbours reconciled at once may swap), as it is between the taint
+//! manager and application failover evicting at the same instant. A paced or startup-grace
+//! eviction happens later and says by how much; a stopped one (FullDisruption, a rate of 0) does
+//! not happen while the stop lasts, and is listed as held. The brake's buckets start full (evictions
+//! in progress when the dry-run is asked are not counted).
+//!
+//! Not modelled: the graceful eviction controller removing tasks (the placement shown is the
+//! one written right after the evictions, while old copies are kept as their purge mode says),
+//! and members reporting new capacity after the moves.
 //!
 //! [`cluster_taints::desired_taints`]: super::cluster_taints::desired_taints
+//! [`taint_manager::hold_evictions`]: super::taint_manager::hold_evictions
+//! [`application_failover::settle`]: super::application_failover::settle
 //! [`cluster_taint_policy::desired_taints`]: super::cluster_taint_policy::desired_taints
 //! [`application_failover::decide`]: super::application_failover::decide
 //! [`application_failover::apply`]: super::application_failover::apply
 //! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
 
 use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
+use super::cluster_cache::Clusters;
 use super::cluster_status::HealthConfig;
 use super::cluster_taint_policy;
 use super::cluster_taints::{desired_taints, TaintConfig};
 use super::context::ControllerSettings;
+use super::eviction_brake::{
+    fleet_view, BrakeSettings, EvictionBrake, Hold, HoldReason, Member, Pace,
+};
 use super::taint_manager::{self, TaintManagerSettings};
 use crate::scheduler::decision::{self, DecisionInput, Step};
 use crate::scheduler::{
@@ -57,8 +79,9 @@ use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::policy::{PurgeMode, DEFAULT_SCHEDULER_NAME};
 use flotilla_api::simulation::{
-    ClusterTimeline, FailoverSimulationSpec, FailoverSimulationStatus, HeldEviction, OldCopy,
-    PendingEviction, ScheduledResult, SimulatedBinding, SimulatedEviction, SimulationSummary,
+    BrakeForecast, ClusterTimeline, EvictionDelay, FailoverSimulationSpec,
+    FailoverSimulationStatus, HeldEviction, OldCopy, PendingEviction, RegionForecast,
+    RegionStateChange, ScheduledResult, SimulatedBinding, SimulatedEviction, SimulationSummary,
     SimulationTimeline, UnplaceableBinding, CLUSTER_RESOURCE_BINDING, RESOURCE_BINDING,
 };
 use flotilla_api::validation::{FieldError, Path, ValidationErrors};
@@ -89,6 +112,19 @@ pub struct SimulationSettings {
     pub application_failover: ApplicationFailoverSettings,
     /// `--graceful-eviction-timeout`: the grace of a task whose policy sets none.
     pub graceful_eviction_timeout: std::time::Duration,
+    /// The server's partition brake (`None`: the server runs none, nothing holds evictions).
+    pub brake: Option<BrakeOf>,
+}
+
+/// What the dry-run needs of the server's partition brake: its flags and the server's start
+/// (its startup grace counts from it). The dry-run runs a brake of its own with them, so the
+/// rule and the buckets are the brake's own code.
+#[derive(Clone, Debug)]
+pub struct BrakeOf {
+    /// The brake's flags.
+    pub settings: BrakeSettings,
+    /// When the server started.
+    pub started: DateTime<Utc>,
 }
 
 impl SimulationSettings {
@@ -100,7 +136,17 @@ impl SimulationSettings {
             taint_manager: settings.taint_manager.clone(),
             application_failover: settings.application_failover.clone(),
             graceful_eviction_timeout: settings.graceful_eviction_timeout,
+            brake: None,
         }
+    }
+
+    /// These settings with the server's `brake`.
+    pub fn with_brake(mut self, brake: &EvictionBrake) -> Self {
+        self.brake = Some(BrakeOf {
+            settings: brake.settings().clone(),
+            started: brake.started(),
+        });
+        self
     }
 }
 
@@ -183,8 +229,7 @@ pub enum SimulationError {
 struct Phase {
     /// Milliseconds after the failure.
     at_ms: i64,
-    by_name: BTreeMap<String, Cluster>,
-    snapshot: ClusterSnapshot,
+    clusters: Clusters,
 }
 
 /// The clusters over time: the stored ones, then each change of a failed cluster.
@@ -235,8 +280,7 @@ impl World {
                 let snapshot = ClusterSnapshot::new(by_name.values());
                 Arc::new(Phase {
                     at_ms,
-                    by_name,
-                    snapshot,
+                    clusters: Clusters { by_name, snapshot },
                 })
             })
             .collect();
@@ -253,8 +297,7 @@ impl World {
             .unwrap_or_else(|| {
                 Arc::new(Phase {
                     at_ms: 0,
-                    by_name: BTreeMap::new(),
-                    snapshot: ClusterSnapshot::default(),
+                    clusters: Clusters::default(),
                 })
             })
     }
@@ -394,6 +437,13 @@ fn binding_ref(namespace: &str, name: &str) -> String {
 
 /// Simulates the request at `now` over `clusters`, the ClusterTaintPolicies and `bindings`
 /// (every ResourceBinding and ClusterResourceBinding) and answers the status.
+///
+/// The bindings go through time together, because the partition brake is shared: at each
+/// instant the bindings due then are taken in the order of their keys (`crb|<name>` before
+/// `rb|<namespace>|<name>`), the order the taint manager's queue gets them from a cluster's
+/// fan-out (which lists a cluster's bindings sorted by key); each asks the brake (a brake of
+/// the dry-run's own, with the server's flags and start) for its evictions in the order of its
+/// `spec.clusters`, taint manager before application failover, as the controllers do.
 pub fn simulate(
     spec: &FailoverSimulationSpec,
     clusters: &BTreeMap<String, Cluster>,
@@ -413,6 +463,24 @@ pub fn simulate(
         failed_at,
     );
     let horizon_ms = spec.after_seconds.map(|s| s.saturating_mul(1000));
+    let brake = settings
+        .brake
+        .as_ref()
+        .map(|b| EvictionBrake::new(b.settings.clone(), b.started, None));
+    let mut runs: Vec<Run> = bindings
+        .iter()
+        .map(|b| {
+            let unhealthy: Vec<String> = spec
+                .unhealthy_applications
+                .iter()
+                .filter(|a| b.is(a.binding_kind(), &a.namespace, &a.name))
+                .map(|a| a.cluster.clone())
+                .collect();
+            Run::new(b, &unhealthy, settings, failed_at)
+        })
+        .collect();
+    run_all(&mut runs, &world, horizon_ms, brake.as_ref());
+
     let mut status = FailoverSimulationStatus {
         failed_at: Some(Time::new(failed_at)),
         timeline: SimulationTimeline {
@@ -424,32 +492,238 @@ pub fn simulate(
         bindings: bindings.len(),
         ..Default::default()
     };
-    for b in bindings {
-        let unhealthy: Vec<String> = spec
-            .unhealthy_applications
-            .iter()
-            .filter(|a| b.is(a.binding_kind(), &a.namespace, &a.name))
-            .map(|a| a.cluster.clone())
-            .collect();
-        let run = Run::new(b, &unhealthy, settings, failed_at);
-        let out = run.finish(&world, &spec.failed_clusters, horizon_ms);
-        let Some(out) = out else { continue };
+    for run in runs {
+        let Some(out) = run.finish(&spec.failed_clusters) else {
+            continue;
+        };
         summary.affected += 1;
         summary.evictions += out.binding.evictions.len();
         summary.pending += out.binding.pending.len();
+        summary.held += out.binding.held.len();
+        summary.delayed += out
+            .binding
+            .evictions
+            .iter()
+            .filter(|e| e.brake.is_some())
+            .count()
+            + out
+                .binding
+                .pending
+                .iter()
+                .filter(|e| e.brake.is_some())
+                .count();
         if let Some(u) = out.unplaceable {
             summary.unplaceable += 1;
             status.unplaceable.push(u);
         }
         status.bindings.push(out.binding);
     }
+    status.brake = forecast(&world, settings.brake.as_ref(), failed_at, &status.bindings);
     status.summary = summary;
     Ok(status)
+}
+
+/// Runs every binding through every instant: each instant something can change (the phases of
+/// the world) and each one a controller asks to be woken at. At one instant the bindings due
+/// are taken in key order, pass after pass (the taint manager, application failover and the
+/// scheduler each) until no binding changes.
+fn run_all(
+    runs: &mut [Run],
+    world: &World,
+    horizon_ms: Option<i64>,
+    brake: Option<&EvictionBrake>,
+) {
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|a, b| runs[*a].key.cmp(&runs[*b].key));
+    let mut queue: BTreeSet<(i64, usize)> = world
+        .change_times()
+        .flat_map(|t| (0..order.len()).map(move |rank| (t, rank)))
+        .collect();
+    let mut steps = vec![0usize; runs.len()];
+    let mut horizon_taken = false;
+    while let Some(&(at_ms, _)) = queue.first() {
+        let mut due = Vec::new();
+        while let Some(&(t, rank)) = queue.first() {
+            if t != at_ms {
+                break;
+            }
+            queue.pop_first();
+            if steps[rank] < MAX_STEPS {
+                steps[rank] += 1;
+                due.push(rank);
+            }
+        }
+        if !horizon_taken && horizon_ms.is_some_and(|h| at_ms > h) {
+            // The bindings as they stand at the horizon; the run goes on past it only to say
+            // which evictions would come later.
+            for run in runs.iter_mut() {
+                run.at_horizon = Some(run.horizon());
+            }
+            horizon_taken = true;
+        }
+        let phase = world.at(at_ms);
+        for _ in 0..MAX_PASSES {
+            let mut changed = Vec::new();
+            for &rank in &due {
+                let Some(run) = order.get(rank).and_then(|&i| runs.get_mut(i)) else {
+                    continue;
+                };
+                let (moved, wakes) = run.pass(&phase, at_ms, brake);
+                for wake in wakes {
+                    if wake <= LOOK_AHEAD_MS {
+                        queue.insert((wake.max(at_ms + 1), rank));
+                    }
+                }
+                if moved {
+                    changed.push(rank);
+                }
+            }
+            if changed.is_empty() {
+                break;
+            }
+            due = changed;
+        }
+    }
+}
+
+/// The partition brake's part of the answer: each region's states from the failure on (the
+/// brake's own [`fleet_view`] at each instant the clusters change and at the end of the
+/// startup grace) and what it did to the evictions.
+fn forecast(
+    world: &World,
+    brake: Option<&BrakeOf>,
+    failed_at: DateTime<Utc>,
+    bindings: &[SimulatedBinding],
+) -> BrakeForecast {
+    let Some(brake) = brake else {
+        return BrakeForecast {
+            message:
+                "this server runs no partition brake (no controllers): nothing holds evictions back"
+                    .into(),
+            ..Default::default()
+        };
+    };
+    let grace_until =
+        brake.started + Duration::from_std(brake.settings.startup_grace).unwrap_or(Duration::MAX);
+    let grace_ms = ms(grace_until - failed_at);
+    let mut times: BTreeSet<i64> = world.change_times().collect();
+    if grace_ms > 0 && grace_ms <= LOOK_AHEAD_MS {
+        times.insert(grace_ms);
+    }
+    let mut regions: BTreeMap<String, RegionForecast> = BTreeMap::new();
+    for at_ms in times {
+        let phase = world.at(at_ms);
+        let view = fleet_view(
+            phase.clusters.by_name.values().map(|c| Member {
+                region: &c.spec.region,
+                ready: c.is_ready(),
+            }),
+            &brake.settings,
+            brake.started,
+            failed_at + Duration::milliseconds(at_ms),
+        );
+        for (name, v) in view.regions {
+            let r = regions
+                .entry(name.clone())
+                .or_insert_with(|| RegionForecast {
+                    region: name,
+                    ..Default::default()
+                });
+            let rate = v.pace.describe();
+            if r.states
+                .last()
+                .is_none_or(|l| l.state != v.state.as_str() || l.rate != rate)
+            {
+                r.states.push(RegionStateChange {
+                    after_seconds: seconds(at_ms),
+                    state: v.state.as_str().to_string(),
+                    rate: rate.clone(),
+                });
+            }
+            r.state = v.state.as_str().to_string();
+            r.rate = rate;
+            r.evictions_per_second = match v.pace {
+                Pace::PerSecond(p) => Some(p),
+                _ => None,
+            };
+            r.clusters = v.counts.clusters;
+            r.not_ready_clusters = v.counts.not_ready;
+            r.message = v.reason;
+        }
+    }
+    let stored = world.at(0);
+    let region_of = |cluster: &str| EvictionBrake::region_of(&stored.clusters, cluster).to_string();
+    let (mut total, mut delayed, mut held, mut longest) = (0, 0, 0, 0);
+    for b in bindings {
+        for e in &b.evictions {
+            total += 1;
+            let r = regions.entry(region_of(&e.cluster)).or_default();
+            r.evictions += 1;
+            if let Some(d) = &e.brake {
+                r.delayed_evictions += 1;
+                delayed += 1;
+                longest = longest.max(d.delay_seconds);
+            }
+        }
+        for h in b.held.iter().filter(|h| !h.region.is_empty()) {
+            held += 1;
+            regions.entry(h.region.clone()).or_default().held_evictions += 1;
+        }
+    }
+    let mut message = if delayed == 0 && held == 0 {
+        format!("the brake delays none of the {total} evictions and stops none")
+    } else {
+        format!(
+            "the brake delays {delayed} of the {total} evictions (the longest by {longest} s) and stops {held}"
+        )
+    };
+    if !brake.settings.rate_limit {
+        message.push_str(
+            "; pacing is off (--enable-eviction-rate-limit=false): only the startup grace and a fleet that looks cut off hold evictions back",
+        );
+    }
+    BrakeForecast {
+        pacing: brake.settings.rate_limit,
+        startup_grace_until: (grace_ms > 0).then(|| Time::new(grace_until)),
+        message,
+        regions: regions
+            .into_values()
+            .filter(|r| !r.region.is_empty())
+            .collect(),
+    }
+}
+
+/// An eviction the brake is holding back, while it does.
+#[derive(Clone, Debug)]
+struct BrakeHold {
+    /// When the controller first wanted it (ms after the failure).
+    first_ms: i64,
+    /// Why it waited, each reason once, in order.
+    reasons: Vec<HoldReason>,
+    /// The last answer.
+    last: Hold,
+    /// Who wanted it.
+    producer: String,
+}
+
+/// The binding's key, as the controllers' queues name it (and the brake's tickets).
+fn key_of(input: &BindingInput) -> String {
+    if input.kind == CLUSTER_RESOURCE_BINDING {
+        format!("crb|{}", input.name)
+    } else {
+        format!("rb|{}|{}", input.namespace, input.name)
+    }
+}
+
+/// `d` in whole milliseconds, rounded up (a wake must never come before what it waits for).
+fn ceil_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
 }
 
 /// One binding going through the controllers' decisions over time.
 struct Run<'a> {
     input: &'a BindingInput,
+    key: String,
     settings: &'a SimulationSettings,
     failed_at: DateTime<Utc>,
     spec: ResourceBindingSpec,
@@ -459,7 +733,10 @@ struct Run<'a> {
     producer: &'static str,
     evictions: Vec<SimulatedEviction>,
     held: Vec<HeldEviction>,
+    /// Evictions the brake holds now, by cluster.
+    holds: BTreeMap<String, BrakeHold>,
     scheduled: Option<Result<(), (&'static str, String)>>,
+    at_horizon: Option<Horizon>,
 }
 
 struct RunOutcome {
@@ -491,6 +768,7 @@ impl<'a> Run<'a> {
         }
         Run {
             input,
+            key: key_of(input),
             settings,
             failed_at,
             spec: input.spec.clone(),
@@ -504,39 +782,17 @@ impl<'a> Run<'a> {
             },
             evictions: Vec::new(),
             held: Vec::new(),
+            holds: BTreeMap::new(),
             scheduled: None,
+            at_horizon: None,
         }
     }
 
-    /// Runs every instant up to the horizon; `None` when the binding is not affected.
-    fn finish(
-        mut self,
-        world: &World,
-        failed: &[String],
-        horizon_ms: Option<i64>,
-    ) -> Option<RunOutcome> {
-        let mut times: BTreeSet<i64> = world.change_times().collect();
-        let mut steps = 0;
-        // The binding as it stands at the horizon; the run goes on past it only to say which
-        // evictions would come later.
-        let mut at_horizon: Option<Horizon> = None;
-        while let Some(at_ms) = times.pop_first() {
-            if steps >= MAX_STEPS {
-                break;
-            }
-            if at_horizon.is_none() && horizon_ms.is_some_and(|h| at_ms > h) {
-                at_horizon = Some(self.horizon());
-            }
-            steps += 1;
-            let phase = world.at(at_ms);
-            for wake in self.step(&phase, at_ms) {
-                if wake <= LOOK_AHEAD_MS {
-                    times.insert(wake);
-                }
-            }
-        }
+    /// The answer for the binding once every instant has run; `None` when it is not affected.
+    fn finish(mut self, failed: &[String]) -> Option<RunOutcome> {
         let mut pending = Vec::new();
-        if let Some(h) = at_horizon {
+        let mut holds = std::mem::take(&mut self.holds);
+        if let Some(h) = self.at_horizon.take() {
             pending = self
                 .evictions
                 .drain(h.evictions..)
@@ -544,13 +800,25 @@ impl<'a> Run<'a> {
                     cluster: e.cluster,
                     producer: e.producer,
                     after_seconds: e.after_seconds,
+                    brake: e.brake,
                 })
                 .collect();
             self.spec.clusters = h.clusters;
             self.spec.graceful_eviction_tasks = h.tasks;
             self.held = h.held;
             self.scheduled = h.scheduled;
+            // Held at the horizon and not evicted after it: held.
+            holds = h.holds;
+            holds.retain(|c, _| !pending.iter().any(|p| &p.cluster == c));
         }
+        self.held
+            .extend(holds.into_iter().map(|(cluster, h)| HeldEviction {
+                reason: h.last.reason.as_str().to_string(),
+                producer: h.producer,
+                region: h.last.region.clone(),
+                message: h.last.event_message(&cluster),
+                cluster,
+            }));
         let before = &self.input.spec.clusters;
         let on_failed = before.iter().any(|c| failed.contains(&c.name));
         let unplaced = matches!(self.scheduled, Some(Err(_)));
@@ -613,113 +881,175 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// One instant: the taint manager, application failover and the scheduler until a pass
-    /// changes nothing. Returns the instants the controllers ask to be woken at.
-    fn step(&mut self, phase: &Phase, at_ms: i64) -> Vec<i64> {
+    /// Records what the brake held at `at_ms`; answers when to look again: when the brake
+    /// says for the pacing and the startup grace; a stop of a disrupted fleet or a rate of 0
+    /// only when the clusters change (its answer cannot change before, and the controllers'
+    /// retries every 10 s in between find the same).
+    fn note_holds(
+        &mut self,
+        held: &BTreeMap<String, Hold>,
+        producer: &str,
+        at_ms: i64,
+    ) -> Vec<i64> {
+        let mut wakes = Vec::new();
+        for (cluster, hold) in held {
+            let h = self
+                .holds
+                .entry(cluster.clone())
+                .or_insert_with(|| BrakeHold {
+                    first_ms: at_ms,
+                    reasons: Vec::new(),
+                    last: hold.clone(),
+                    producer: producer.to_string(),
+                });
+            if !h.reasons.contains(&hold.reason) {
+                h.reasons.push(hold.reason);
+            }
+            h.last = hold.clone();
+            if !matches!(
+                hold.reason,
+                HoldReason::FullDisruption | HoldReason::RateZero
+            ) {
+                wakes.push(at_ms.saturating_add(ceil_ms(hold.wait)));
+            }
+        }
+        wakes
+    }
+
+    /// How long the brake made the eviction from `cluster`, happening at `at_ms`, wait.
+    fn delay_of(&mut self, cluster: &str, at_ms: i64) -> Option<EvictionDelay> {
+        let h = self.holds.remove(cluster)?;
+        Some(EvictionDelay {
+            region: h.last.region,
+            reasons: h.reasons.iter().map(|r| r.as_str().to_string()).collect(),
+            due_after_seconds: seconds(h.first_ms),
+            delay_seconds: seconds(at_ms) - seconds(h.first_ms),
+        })
+    }
+
+    /// One pass at one instant: the taint manager, application failover and the scheduler.
+    /// Returns whether the binding changed and the instants the controllers ask to be woken at.
+    fn pass(
+        &mut self,
+        phase: &Phase,
+        at_ms: i64,
+        brake: Option<&EvictionBrake>,
+    ) -> (bool, Vec<i64>) {
         let now = self.failed_at + Duration::milliseconds(at_ms);
         let mut wake = Vec::new();
-        let later = |d: std::time::Duration| {
-            at_ms.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        };
-        for _ in 0..MAX_PASSES {
-            let mut changed = false;
-            // The taint manager.
-            let d = taint_manager::decide(
+        let later = |d: std::time::Duration| at_ms.saturating_add(ceil_ms(d));
+        let mut changed = false;
+        // The taint manager.
+        let mut d = taint_manager::decide(
+            &self.spec,
+            &self.status,
+            |n| {
+                phase
+                    .clusters
+                    .by_name
+                    .get(n)
+                    .map(|c| c.spec.taints.as_slice())
+            },
+            &self.settings.taint_manager,
+            now,
+        );
+        wake.extend(d.requeue_after.map(later));
+        let held = taint_manager::hold_evictions(&mut d, brake, &phase.clusters, &self.key, now);
+        wake.extend(self.note_holds(&held, EVICTION_PRODUCER_TAINT_MANAGER, at_ms));
+        for e in &d.evictions {
+            let replicas = self.replicas_on(&e.cluster);
+            let (purge_mode, old_copy) = match &e.task {
+                Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
+                None => (None, fate("Deleted", None)),
+            };
+            let brake = self.delay_of(&e.cluster, at_ms);
+            self.evictions.push(SimulatedEviction {
+                cluster: e.cluster.clone(),
+                producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
+                reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
+                message: e.cause.message(&e.cluster),
+                purge_mode,
+                replicas,
+                after_seconds: seconds(at_ms),
+                old_copy,
+                brake,
+            });
+        }
+        if !d.evictions.is_empty() {
+            taint_manager::apply(&mut self.spec, &d, now);
+            changed = true;
+        }
+        // Application failover.
+        if self
+            .spec
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.application.is_some())
+            || !self.state.is_empty()
+        {
+            let settings = &self.settings.application_failover;
+            let d = app::decide(
                 &self.spec,
                 &self.status,
-                |n| phase.by_name.get(n).map(|c| c.spec.taints.as_slice()),
-                &self.settings.taint_manager,
+                &self.state,
+                settings,
+                self.producer,
                 now,
             );
-            wake.extend(d.requeue_after.map(later));
+            let mut requeue = d.requeue_after;
+            let mut held = BTreeMap::new();
+            let mut d = d;
+            if !d.evictions.is_empty() {
+                let look = app::Look {
+                    key: &self.key,
+                    spec: &self.spec,
+                    status: &self.status,
+                    previous: &self.state,
+                    settings,
+                    producer: self.producer,
+                    now,
+                };
+                (d, held) = app::settle(&look, d, &phase.clusters, brake);
+            }
+            if held.is_empty() {
+                // (Without holds the decision's own requeue; with them it also holds each
+                // hold's wait, which note_holds answers for the ones that are not stops.)
+                requeue = d.requeue_after;
+            }
+            wake.extend(requeue.map(later));
+            wake.extend(self.note_holds(&held, self.producer, at_ms));
+            self.held = held_by_application_failover(&d, self.producer);
             for e in &d.evictions {
                 let replicas = self.replicas_on(&e.cluster);
-                let (purge_mode, old_copy) = match &e.task {
-                    Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
-                    None => (None, fate("Deleted", None)),
-                };
+                let (purge_mode, old_copy) = old_copy(
+                    e.task.purge_mode,
+                    e.task.grace_period_seconds,
+                    self.settings,
+                );
+                let brake = self.delay_of(&e.cluster, at_ms);
                 self.evictions.push(SimulatedEviction {
                     cluster: e.cluster.clone(),
-                    producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
-                    reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
-                    message: e.cause.message(&e.cluster),
+                    producer: e.task.producer.clone(),
+                    reason: e.task.reason.clone(),
+                    message: e.task.message.clone(),
                     purge_mode,
                     replicas,
                     after_seconds: seconds(at_ms),
                     old_copy,
+                    brake,
                 });
             }
             if !d.evictions.is_empty() {
-                taint_manager::apply(&mut self.spec, &d, now);
+                app::apply(&mut self.spec, &d, now);
                 changed = true;
             }
-            // Application failover.
-            if self
-                .spec
-                .failover
-                .as_ref()
-                .is_some_and(|f| f.application.is_some())
-                || !self.state.is_empty()
-            {
-                let settings = &self.settings.application_failover;
-                let mut d = app::decide(
-                    &self.spec,
-                    &self.status,
-                    &self.state,
-                    settings,
-                    self.producer,
-                    now,
-                );
-                if d.evictions
-                    .iter()
-                    .any(|e| e.task.purge_mode.is_some_and(|m| m.is_immediate()))
-                    && !another_cluster_fits(&self.spec, &self.status, &d, &phase.snapshot, now)
-                {
-                    d = app::decide_with(
-                        &self.spec,
-                        &self.status,
-                        &self.state,
-                        settings,
-                        self.producer,
-                        now,
-                        false,
-                    );
-                }
-                wake.extend(d.requeue_after.map(later));
-                self.held = held(&d);
-                for e in &d.evictions {
-                    let replicas = self.replicas_on(&e.cluster);
-                    let (purge_mode, old_copy) = old_copy(
-                        e.task.purge_mode,
-                        e.task.grace_period_seconds,
-                        self.settings,
-                    );
-                    self.evictions.push(SimulatedEviction {
-                        cluster: e.cluster.clone(),
-                        producer: e.task.producer.clone(),
-                        reason: e.task.reason.clone(),
-                        message: e.task.message.clone(),
-                        purge_mode,
-                        replicas,
-                        after_seconds: seconds(at_ms),
-                        old_copy,
-                    });
-                }
-                if !d.evictions.is_empty() {
-                    app::apply(&mut self.spec, &d, now);
-                    changed = true;
-                }
-                self.state = d.state;
-            }
-            // The scheduler.
-            if self.schedule(&phase.snapshot, now) {
-                changed = true;
-            }
-            if !changed {
-                break;
-            }
+            self.state = d.state;
         }
-        wake
+        // The scheduler.
+        if self.schedule(&phase.clusters.snapshot, now) {
+            changed = true;
+        }
+        (changed, wake)
     }
 
     fn replicas_on(&self, cluster: &str) -> i32 {
@@ -798,6 +1128,7 @@ impl<'a> Run<'a> {
             tasks: self.spec.graceful_eviction_tasks.clone(),
             held: self.held.clone(),
             scheduled: self.scheduled.clone(),
+            holds: self.holds.clone(),
         }
     }
 }
@@ -809,6 +1140,7 @@ struct Horizon {
     tasks: Vec<flotilla_api::binding::GracefulEvictionTask>,
     held: Vec<HeldEviction>,
     scheduled: Option<Result<(), (&'static str, String)>>,
+    holds: BTreeMap<String, BrakeHold>,
 }
 
 /// The `Scheduled` condition's message as the decision writes it (it names the clusters being
@@ -848,13 +1180,15 @@ fn old_copy(
     (Some(mode.as_str().to_string()), copy)
 }
 
-/// Application failover's held evictions.
-fn held(d: &app::Decision) -> Vec<HeldEviction> {
+/// Application failover's held evictions (the brake's are told apart).
+fn held_by_application_failover(d: &app::Decision, producer: &str) -> Vec<HeldEviction> {
     let mut out = Vec::new();
     let mut push = |clusters: &[String], reason: &str| {
         out.extend(clusters.iter().map(|c| HeldEviction {
             cluster: c.clone(),
             reason: reason.to_string(),
+            producer: producer.to_string(),
+            ..Default::default()
         }));
     };
     push(&d.halted, "MaxMoves");
@@ -863,30 +1197,6 @@ fn held(d: &app::Decision) -> Vec<HeldEviction> {
         push(clusters, "Backoff");
     }
     out
-}
-
-/// Whether the scheduler would find a cluster for the binding once `decision`'s evictions are
-/// applied, the evicted and blocked clusters left out: the check the application failover
-/// controller makes before an Immediately/Directly eviction (its `another_cluster_fits`, here
-/// on the simulated clusters).
-pub fn another_cluster_fits(
-    spec: &ResourceBindingSpec,
-    status: &ResourceBindingStatus,
-    decision: &app::Decision,
-    snapshot: &ClusterSnapshot,
-    now: DateTime<Utc>,
-) -> bool {
-    let mut after = spec.clone();
-    app::apply(&mut after, decision, now);
-    let blocked = decision.state.blocked(now);
-    let result = schedule(&ScheduleInput {
-        spec: &after,
-        status,
-        clusters: snapshot,
-        options: ScheduleOptions::default(),
-        blocked: &blocked,
-    });
-    result.is_ok_and(|o| !o.clusters.is_empty())
 }
 
 /// Sorts bindings as the answer lists them: kind, namespace, name.
@@ -1029,7 +1339,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(status.summary.bindings, 1);
-        assert_eq!(status.brake.state, "NotComputed");
+        assert!(
+            status.brake.regions.is_empty(),
+            "no brake: {:?}",
+            status.brake
+        );
         let out = status.bindings.first()?;
         Some((
             out.evictions
@@ -1346,7 +1660,9 @@ mod tests {
             out.held,
             [HeldEviction {
                 cluster: "m1".into(),
-                reason: "NoTarget".into()
+                reason: "NoTarget".into(),
+                producer: EVICTION_PRODUCER_RB_APPLICATION_FAILOVER.into(),
+                ..Default::default()
             }]
         );
         assert_eq!(targets(&out.clusters_after), pairs(&[("m1", 2)]));
@@ -1429,5 +1745,397 @@ mod tests {
                 "spec.unhealthyApplications[1].cluster"
             ]
         );
+    }
+
+    /// What the brake does to the evictions of one request: `fleet` as (cluster, region,
+    /// failed), `n` bindings `b0`…, each Duplicated over the whole fleet and placed on every
+    /// cluster (so each is evicted from every failed one, untolerated, 300 s after the
+    /// failure), the brake's flags, the server started `started` seconds before the failure.
+    /// Answers per binding (name, evictions as (cluster, afterSeconds, brake reasons,
+    /// delaySeconds), held as (cluster, reason)) and the status.
+    #[allow(clippy::type_complexity)]
+    fn braked(
+        fleet_spec: &[(&str, &str, bool)],
+        n: usize,
+        brake: BrakeSettings,
+        started: i64,
+        after: Option<i64>,
+    ) -> (
+        Vec<(
+            String,
+            Vec<(String, i64, Vec<String>, i64)>,
+            Vec<(String, String)>,
+        )>,
+        FailoverSimulationStatus,
+    ) {
+        let clusters: Vec<Cluster> = fleet_spec
+            .iter()
+            .map(|&(name, region, _)| {
+                let mut c = cluster(name, true, 100);
+                c.spec.region = region.to_string();
+                c
+            })
+            .collect();
+        let names: Vec<&str> = fleet_spec.iter().map(|c| c.0).collect();
+        let placed: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"name": n, "replicas": 1}))
+            .collect();
+        // Listed in the answer's order, asked in key order: the same here.
+        let bindings: Vec<BindingInput> = (0..n)
+            .map(|i| {
+                binding(
+                    &format!("b{i}"),
+                    1,
+                    duplicated(&names, json!([])),
+                    json!(placed),
+                    Value::Null,
+                )
+            })
+            .collect();
+        let failed: Vec<&str> = fleet_spec.iter().filter(|c| c.2).map(|c| c.0).collect();
+        let settings = SimulationSettings {
+            brake: Some(BrakeOf {
+                settings: brake,
+                started: at0() - Duration::seconds(started),
+            }),
+            ..SimulationSettings::default()
+        };
+        let status = simulate(
+            &request(&failed, after),
+            &fleet(&clusters),
+            &[],
+            &bindings,
+            &settings,
+            at0(),
+        )
+        .unwrap();
+        let per_binding = status
+            .bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.name.clone(),
+                    b.evictions
+                        .iter()
+                        .map(|e| {
+                            let (reasons, delay) = e
+                                .brake
+                                .as_ref()
+                                .map(|d| (d.reasons.clone(), d.delay_seconds))
+                                .unwrap_or_default();
+                            (e.cluster.clone(), e.after_seconds, reasons, delay)
+                        })
+                        .collect(),
+                    b.held
+                        .iter()
+                        .map(|h| (h.cluster.clone(), h.reason.clone()))
+                        .collect(),
+                )
+            })
+            .collect();
+        (per_binding, status)
+    }
+
+    #[test]
+    fn the_brake_delays_and_stops_evictions_as_the_servers_brake_would() {
+        let long_ago = 3600;
+        let rl = || vec!["RateLimited".to_string()];
+        let ev = |c: &str, at: i64, reasons: Vec<String>, delay: i64| {
+            (c.to_string(), at, reasons, delay)
+        };
+        let none = Vec::<String>::new;
+        let one_of_four = [
+            ("m1", "", true),
+            ("m2", "", false),
+            ("m3", "", false),
+            ("m4", "", false),
+        ];
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            Vec<(&str, &str, bool)>,
+            usize,
+            BrakeSettings,
+            i64,
+            Vec<Vec<(String, i64, Vec<String>, i64)>>,
+            Vec<Vec<(String, String)>>,
+        )> = vec![
+            (
+                "Normal: one eviction per 2 s (0.5/s) from when they are due, in key order",
+                one_of_four.to_vec(),
+                3,
+                BrakeSettings::default(),
+                long_ago,
+                vec![
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 302, rl(), 2)],
+                    vec![ev("m1", 304, rl(), 4)],
+                ],
+                vec![vec![], vec![], vec![]],
+            ),
+            (
+                "pacing off: all at once",
+                one_of_four.to_vec(),
+                3,
+                BrakeSettings {
+                    rate_limit: false,
+                    ..BrakeSettings::default()
+                },
+                long_ago,
+                vec![
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 300, none(), 0)],
+                ],
+                vec![vec![], vec![], vec![]],
+            ),
+            (
+                "startup grace: due at 300 s, the server started 10 s before the failure with a grace of 400 s: from 390 s on, paced",
+                one_of_four.to_vec(),
+                2,
+                BrakeSettings {
+                    startup_grace: std::time::Duration::from_secs(400),
+                    ..BrakeSettings::default()
+                },
+                10,
+                vec![
+                    vec![ev("m1", 390, vec!["StartupGrace".into()], 90)],
+                    vec![ev(
+                        "m1",
+                        392,
+                        vec!["StartupGrace".into(), "RateLimited".into()],
+                        92,
+                    )],
+                ],
+                vec![vec![], vec![]],
+            ),
+            (
+                "a region over the threshold: its evictions at the secondary rate (0.1/s), the other region's at the primary",
+                vec![
+                    ("a1", "a", true),
+                    ("a2", "a", true),
+                    ("a3", "a", true),
+                    ("b1", "b", false),
+                    ("b2", "b", false),
+                    ("b3", "b", false),
+                    ("b4", "b", false),
+                ],
+                2,
+                BrakeSettings::default(),
+                long_ago,
+                vec![
+                    vec![
+                        ev("a1", 300, none(), 0),
+                        ev("a2", 310, rl(), 10),
+                        ev("a3", 320, rl(), 20),
+                    ],
+                    vec![
+                        ev("a1", 330, rl(), 30),
+                        ev("a2", 340, rl(), 40),
+                        ev("a3", 350, rl(), 50),
+                    ],
+                ],
+                vec![vec![], vec![]],
+            ),
+            (
+                "the whole fleet fails: nothing is evicted, every eviction is held by FullDisruption",
+                vec![("m1", "a", true), ("m2", "b", true)],
+                1,
+                BrakeSettings::default(),
+                long_ago,
+                vec![vec![]],
+                vec![vec![
+                    ("m1".into(), "FullDisruption".into()),
+                    ("m2".into(), "FullDisruption".into()),
+                ]],
+            ),
+            (
+                "a rate of 0: stopped (RateZero)",
+                one_of_four.to_vec(),
+                1,
+                BrakeSettings {
+                    primary_rate: 0.0,
+                    ..BrakeSettings::default()
+                },
+                long_ago,
+                vec![vec![]],
+                vec![vec![("m1".into(), "RateZero".into())]],
+            ),
+        ];
+        for (case, fleet_spec, n, brake, started, evictions, held) in cases {
+            let (got, status) = braked(&fleet_spec, n, brake, started, None);
+            let want: Vec<_> = (0..n)
+                .map(|i| {
+                    (
+                        format!("b{i}-deployment"),
+                        evictions[i].clone(),
+                        held[i].clone(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{case}: {:?}", status.brake);
+            // A held eviction keeps its cluster; the scheduler places the others' replicas.
+            for b in &status.bindings {
+                for h in &b.held {
+                    assert!(
+                        b.clusters_after.iter().any(|c| c.name == h.cluster),
+                        "{case}: {b:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_answer_tells_each_regions_state_and_what_the_brake_did() {
+        // Region a loses all three clusters: PartialDisruption from 40 s (when they turn
+        // Unknown), at 0.1/s.
+        let fleet_spec = [
+            ("a1", "a", true),
+            ("a2", "a", true),
+            ("a3", "a", true),
+            ("b1", "b", false),
+            ("b2", "b", false),
+            ("b3", "b", false),
+            ("b4", "b", false),
+        ];
+        let (_, status) = braked(&fleet_spec, 1, BrakeSettings::default(), 3600, None);
+        let brake = &status.brake;
+        assert!(brake.pacing);
+        assert_eq!(brake.startup_grace_until, None);
+        let regions: Vec<(&str, &str, &str, usize, usize, usize, usize)> = brake
+            .regions
+            .iter()
+            .map(|r| {
+                (
+                    r.region.as_str(),
+                    r.state.as_str(),
+                    r.rate.as_str(),
+                    r.clusters,
+                    r.not_ready_clusters,
+                    r.evictions,
+                    r.delayed_evictions,
+                )
+            })
+            .collect();
+        assert_eq!(
+            regions,
+            [
+                ("a", "PartialDisruption", "0.1/s", 3, 3, 3, 2),
+                ("b", "Normal", "0.5/s", 4, 0, 0, 0)
+            ]
+        );
+        let a = &brake.regions[0];
+        assert_eq!(
+            a.states
+                .iter()
+                .map(|s| (s.after_seconds, s.state.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "Normal"), (40, "PartialDisruption")]
+        );
+        assert_eq!(a.evictions_per_second, Some(0.1));
+        assert_eq!(
+            a.message,
+            "3 of 3 clusters of region a are not Ready (more than 55%)"
+        );
+        assert_eq!(
+            brake.message,
+            "the brake delays 2 of the 3 evictions (the longest by 20 s) and stops 0"
+        );
+        assert_eq!((status.summary.delayed, status.summary.held), (2, 0));
+
+        // The whole fleet: held, and the Event the binding would get says why.
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", true)],
+            1,
+            BrakeSettings::default(),
+            3600,
+            None,
+        );
+        let held = &status.bindings[0].held[0];
+        assert_eq!(held.producer, EVICTION_PRODUCER_TAINT_MANAGER);
+        assert_eq!(held.region, "(none)");
+        assert!(
+            held.message
+                .contains("all 2 clusters of the fleet are not Ready"),
+            "{held:?}"
+        );
+        assert_eq!(
+            status.bindings[0].clusters_after,
+            status.bindings[0].clusters_before
+        );
+        assert_eq!(status.brake.regions[0].state, "FullDisruption");
+        assert_eq!(status.brake.regions[0].held_evictions, 2);
+        assert_eq!((status.summary.evictions, status.summary.held), (0, 2));
+
+        // Pacing off and a startup grace still running: both said.
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", false), ("m3", "", false)],
+            1,
+            BrakeSettings {
+                rate_limit: false,
+                ..BrakeSettings::default()
+            },
+            10,
+            None,
+        );
+        assert!(!status.brake.pacing);
+        assert!(
+            status.brake.message.contains("pacing is off"),
+            "{}",
+            status.brake.message
+        );
+        assert_eq!(
+            status.brake.startup_grace_until,
+            Some(Time::new(at0() + Duration::seconds(30)))
+        );
+        assert_eq!(
+            status.brake.regions[0]
+                .states
+                .iter()
+                .map(|s| (s.after_seconds, s.state.as_str(), s.rate.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "StartupGrace", "stopped"), (30, "Normal", "unlimited")]
+        );
+    }
+
+    #[test]
+    fn paced_evictions_past_the_horizon_are_pending_with_their_delay() {
+        let (_, status) = braked(
+            &[("m1", "", true), ("m2", "", false), ("m3", "", false)],
+            3,
+            BrakeSettings::default(),
+            3600,
+            Some(301),
+        );
+        let got: Vec<(usize, usize, Option<i64>, Option<i64>)> = status
+            .bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.evictions.len(),
+                    b.pending.len(),
+                    b.pending.first().map(|p| p.after_seconds),
+                    b.pending
+                        .first()
+                        .and_then(|p| p.brake.as_ref())
+                        .map(|d| d.delay_seconds),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 0, None, None),
+                (0, 1, Some(302), Some(2)),
+                (0, 1, Some(304), Some(4))
+            ]
+        );
+        // Not yet evicted at the horizon: they keep m1 then.
+        assert!(status.bindings[1]
+            .clusters_after
+            .iter()
+            .any(|c| c.name == "m1"));
     }
 }

@@ -14,8 +14,8 @@
 //! settings, now); the controller only feeds it and writes the result back.
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
-use super::cluster_cache::ClusterCache;
-use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake};
+use super::cluster_cache::{ClusterCache, Clusters};
+use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -33,6 +33,7 @@ use flotilla_api::cluster::{Taint, TaintEffect};
 use flotilla_api::meta::Time;
 use flotilla_api::policy::{PurgeMode, Toleration};
 use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -244,6 +245,30 @@ pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<
     }
 }
 
+/// The partition brake's part of a decision, as the controller makes it (the failover
+/// dry-run makes it the same way): each eviction asks `brake` (in the decision's order, that
+/// of `spec.clusters`); the ones it holds leave the decision and are answered, with how long
+/// they wait. The caller looks again when the earliest hold says.
+pub fn hold_evictions(
+    decision: &mut Decision,
+    brake: Option<&EvictionBrake>,
+    clusters: &Clusters,
+    key: &str,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, Hold> {
+    let held = hold_back(
+        brake,
+        clusters,
+        key,
+        decision.evictions.iter().map(|e| e.cluster.as_str()),
+        now,
+    );
+    decision
+        .evictions
+        .retain(|e| !held.contains_key(&e.cluster));
+    held
+}
+
 /// The taint manager controller: one reconcile per binding (`rb|ns|name`, `crb|name`), woken by
 /// the binding and by changes of the clusters it targets; it evicts what [`decide`] says and
 /// looks again when the earliest toleration runs out.
@@ -359,16 +384,7 @@ impl Reconciler for TaintManagerController {
             now,
         );
         // The partition brake: an eviction it holds is not written; look again when it says.
-        let held = hold_back(
-            self.brake.as_ref(),
-            &clusters,
-            key,
-            decision.evictions.iter().map(|e| e.cluster.as_str()),
-            now,
-        );
-        decision
-            .evictions
-            .retain(|e| !held.contains_key(&e.cluster));
+        let held = hold_evictions(&mut decision, self.brake.as_ref(), &clusters, key, now);
         decision.requeue_after = earliest(decision.requeue_after, &held);
         report_stops(self.brake.as_ref(), &self.events, &object, key, &held).await;
         if !decision.evictions.is_empty() {

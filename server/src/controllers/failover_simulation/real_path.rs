@@ -10,12 +10,21 @@
 //! Immediately, Graciously, Never) and are named Unhealthy on one of their clusters: the real
 //! path reads that health in the binding's status, and the application failover controller
 //! runs beside the others.
+//!
+//! Both producers ask one partition brake (the server's `EvictionBrake`, on the fake clock),
+//! with flags drawn per case: pacing on or off, primary and secondary rates (some of them not
+//! a whole number of seconds apart, some 0), the unhealthy threshold, and a startup grace that
+//! ends before the failure or during it; sometimes the whole fleet fails. The dry-run gets the
+//! same flags and start, and must predict the same evictions at the same times (to the second:
+//! tasks are stamped in whole seconds), the same placements, and the same evictions held
+//! (each with the `EvictionHeld` Event the real binding got).
 
 use super::*;
 use crate::clock::{Clock, FakeClock, SharedClock};
 use crate::controllers::application_failover::ApplicationFailoverController;
 use crate::controllers::cluster_taint_policy::ClusterTaintPolicyController;
 use crate::controllers::cluster_taints::ClusterTaintController;
+use crate::controllers::eviction_brake::{BrakeSettings, EvictionBrake};
 use crate::controllers::failover_metrics::FailoverMetrics;
 use crate::controllers::queue::{Backoff, WorkQueue};
 use crate::controllers::runtime::{Action, Reconciler};
@@ -65,13 +74,53 @@ struct FleetCase {
     /// A ClusterTaintPolicy adding `example.com/down:NoExecute` to not-Ready clusters: none,
     /// for region r0, or for every cluster.
     policy: u8,
+    /// Every cluster fails.
+    all_fail: bool,
+    /// The partition brake's flags.
+    brake: BrakeSettings,
+}
+
+/// The server started this long before the failure (its startup grace counts from then).
+const STARTED_BEFORE_S: i64 = 600;
+
+fn brake_case() -> impl Strategy<Value = BrakeSettings> {
+    (
+        prop::bool::weighted(0.8),
+        prop::sample::select(vec![0.5, 0.3, 2.0, 0.0]),
+        prop::sample::select(vec![0.1, 0.25, 0.0]),
+        prop::sample::select(vec![0.55, 0.3]),
+        // The grace ends 500 s before the failure, 30 s or 100 s after it.
+        prop::sample::select(vec![100u64, 630, 700]),
+    )
+        .prop_map(
+            |(rate_limit, primary_rate, secondary_rate, unhealthy_threshold, grace)| {
+                BrakeSettings {
+                    rate_limit,
+                    primary_rate,
+                    secondary_rate,
+                    unhealthy_threshold,
+                    startup_grace: std::time::Duration::from_secs(grace),
+                    ..BrakeSettings::default()
+                }
+            },
+        )
 }
 
 fn fleet_case() -> impl Strategy<Value = FleetCase> {
-    (prop::bool::weighted(0.7), 0u8..3).prop_map(|(automatic_no_execute, policy)| FleetCase {
-        automatic_no_execute,
-        policy,
-    })
+    (
+        prop::bool::weighted(0.7),
+        0u8..3,
+        prop::bool::weighted(0.15),
+        brake_case(),
+    )
+        .prop_map(
+            |(automatic_no_execute, policy, all_fail, brake)| FleetCase {
+                automatic_no_execute,
+                policy,
+                all_fail,
+                brake,
+            },
+        )
 }
 
 fn taint_policy(f: &FleetCase) -> Option<Value> {
@@ -292,13 +341,13 @@ fn later(now: DateTime<Utc>, a: &Action) -> Option<DateTime<Utc>> {
 }
 
 /// Builds the world, places every binding with the real scheduler, asks the dry-run, then
-/// fails the clusters for real and returns (the answer, the bindings as the controllers left
-/// them).
+/// fails the clusters for real and returns (the answer, the bindings before, the bindings as
+/// the controllers left them, the Events they recorded).
 async fn run(
     fleet: &FleetCase,
     clusters: &[ClusterCase],
     bindings: &[BindingCase],
-) -> (FailoverSimulationStatus, Vec<Value>, Vec<Value>) {
+) -> (FailoverSimulationStatus, Vec<Value>, Vec<Value>, Vec<Value>) {
     let clock = Arc::new(FakeClock::new(t0() - Duration::minutes(10)));
     let shared: SharedClock = clock.clone();
     let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
@@ -306,6 +355,13 @@ async fn run(
     let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
     let mut settings = SimulationSettings::default();
     settings.taints.automatic_no_execute = fleet.automatic_no_execute;
+    let started = t0() - Duration::seconds(STARTED_BEFORE_S);
+    settings.brake = Some(BrakeOf {
+        settings: fleet.brake.clone(),
+        started,
+    });
+    // One brake, both producers, on the fake clock.
+    let brake = EvictionBrake::new(fleet.brake.clone(), started, None);
     let metrics = FailoverMetrics::register(&registry).unwrap();
     let ctl = Controllers {
         taints: ClusterTaintController::new(
@@ -330,14 +386,16 @@ async fn run(
             events.clone(),
             metrics.clone(),
             settings.taint_manager.clone(),
-        ),
+        )
+        .with_brake(brake.clone()),
         application: ApplicationFailoverController::new(
             store.clone(),
             shared.clone(),
             events.clone(),
             metrics,
             settings.application_failover.clone(),
-        ),
+        )
+        .with_brake(brake),
         scheduler: SchedulerController::new(store.clone(), shared.clone(), events, &registry)
             .unwrap(),
     };
@@ -435,7 +493,11 @@ async fn run(
     let detected = t0() + settings.health.grace.monitor;
     let mut wake: BTreeSet<DateTime<Utc>> = BTreeSet::new();
     let mut marked = false;
-    for _ in 0..48 {
+    // Held evictions are looked at again every 10 s while a stop lasts: run the controllers
+    // well past every deadline a case can have (the last NoExecute toleration runs out 370 s
+    // after the failure; pacing of up to 15 evictions at 0.1/s adds 150 s).
+    let end = t0() + Duration::seconds(1200);
+    for _ in 0..400 {
         let now = clock.now();
         if !marked && now >= detected {
             mark_unknown(store.as_ref(), &failed, now).await;
@@ -458,7 +520,7 @@ async fn run(
                 ctl.scheduler.reconcile(key).await.unwrap();
             }
         }
-        let Some(next) = wake.iter().copied().find(|t| *t > now) else {
+        let Some(next) = wake.iter().copied().find(|t| *t > now && *t <= end) else {
             break;
         };
         wake.retain(|t| *t > next);
@@ -475,7 +537,12 @@ async fn run(
             .unwrap_or_default()
             .to_string()
     });
-    (answer, stored, after)
+    let events = store
+        .list(&well_known::events(), None, &ListOptions::default())
+        .await
+        .unwrap()
+        .items;
+    (answer, stored, after, events)
 }
 
 fn targets_of(b: &Value) -> Vec<TargetCluster> {
@@ -486,6 +553,7 @@ fn check(
     answer: &FailoverSimulationStatus,
     before: &[Value],
     after: &[Value],
+    events: &[Value],
 ) -> Result<(), TestCaseError> {
     for b in after {
         let name = b["metadata"]["name"].as_str().unwrap_or_default();
@@ -518,6 +586,53 @@ fn check(
                     .map(|e| (e.cluster.clone(), e.purge_mode.clone().unwrap_or_default()))
                     .collect();
                 prop_assert_eq!(evicted, tasks, "evictions of {}", name);
+                // When: the task is stamped in whole seconds (rounded down), the answer says
+                // the second the eviction happens in (rounded up).
+                let stamped: Vec<i64> = b["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(|ts| {
+                        ts.iter()
+                            .map(|t| {
+                                serde_json::from_value::<Time>(t["creationTimestamp"].clone())
+                                    .map(|c| (c.as_datetime() - t0()).num_seconds())
+                                    .unwrap_or(i64::MIN)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for (e, real) in sim.evictions.iter().zip(&stamped) {
+                    prop_assert!(
+                        *real == e.after_seconds || *real == e.after_seconds - 1,
+                        "{} evicted from {} {} s after the failure, predicted {} s: {:?}",
+                        name,
+                        e.cluster,
+                        real,
+                        e.after_seconds,
+                        sim
+                    );
+                }
+                // Held by the brake's stop: the controller told so in an Event.
+                for h in sim
+                    .held
+                    .iter()
+                    .filter(|h| h.reason == "FullDisruption" || h.reason == "RateZero")
+                {
+                    let told = events.iter().any(|ev| {
+                        ev["involvedObject"]["name"] == name
+                            && ev["reason"] == "EvictionHeld"
+                            && ev["message"].as_str().is_some_and(|m| {
+                                m.contains(&format!("cluster {} ", h.cluster))
+                                    && m.contains(&h.reason)
+                            })
+                    });
+                    prop_assert!(
+                        told,
+                        "{} held from {} without an Event: {:?}",
+                        name,
+                        h.cluster,
+                        h
+                    );
+                }
                 let reason = b["status"]["conditions"]
                     .as_array()
                     .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled"))
@@ -560,11 +675,16 @@ proptest! {
         mut clusters in prop::collection::vec(cluster_case(), 3..=5),
         bindings in prop::collection::vec(binding_case(), 1..=3),
     ) {
+        if fleet.all_fail {
+            for c in &mut clusters {
+                c.failed = true;
+            }
+        }
         if !clusters.iter().any(|c| c.failed) {
             clusters[0].failed = true;
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let (answer, before, after) = rt.block_on(run(&fleet, &clusters, &bindings));
-        check(&answer, &before, &after)?;
+        let (answer, before, after, events) = rt.block_on(run(&fleet, &clusters, &bindings));
+        check(&answer, &before, &after, &events)?;
     }
 }
