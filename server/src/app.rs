@@ -76,6 +76,8 @@ pub struct ServerConfig {
     pub event_log_max_bytes: usize,
     /// The store's group commit rounds start at least this far apart.
     pub min_flush_interval: Duration,
+    /// Bytes of decoded objects the store keeps for reads (0: none).
+    pub object_cache_bytes: usize,
     /// Controller settings; `None` runs the API alone.
     pub controllers: Option<ControllerSettings>,
     /// The clock of the store, the API and every controller (a [`crate::clock::FakeClock`]
@@ -95,6 +97,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("event_log_capacity", &self.event_log_capacity)
             .field("event_log_max_bytes", &self.event_log_max_bytes)
             .field("min_flush_interval", &self.min_flush_interval)
+            .field("object_cache_bytes", &self.object_cache_bytes)
             .field("controllers", &self.controllers)
             .finish_non_exhaustive()
     }
@@ -113,6 +116,7 @@ impl ServerConfig {
             event_log_capacity: 10_000,
             event_log_max_bytes: crate::store::DEFAULT_EVENT_LOG_MAX_BYTES,
             min_flush_interval: DEFAULT_MIN_FLUSH_INTERVAL,
+            object_cache_bytes: crate::store::object_cache::DEFAULT_BUDGET,
             controllers: Some(ControllerSettings::default()),
             clock: Arc::new(SystemClock),
         }
@@ -293,6 +297,7 @@ pub async fn open_store(
         event_log_capacity: config.event_log_capacity,
         event_log_max_bytes: config.event_log_max_bytes,
         min_flush_interval: config.min_flush_interval,
+        object_cache_bytes: config.object_cache_bytes,
         ..StoreConfig::default()
     };
     let store: Arc<dyn Store> = match config.engine {

@@ -80,6 +80,10 @@ struct Flags {
     /// write at once).
     #[arg(long, default_value_t = DEFAULT_MIN_FLUSH_INTERVAL.as_micros() as u64)]
     store_min_flush_interval_us: u64,
+    /// Bytes (of stored JSON) of decoded objects the store keeps for reads, so the
+    /// controllers' many reads of a hot object do not parse it again; 0 keeps none.
+    #[arg(long, default_value_t = flotilla_server::store::object_cache::DEFAULT_BUDGET)]
+    store_object_cache_bytes: usize,
     /// Push members are probed this often.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     cluster_status_update_frequency: Duration,
@@ -284,6 +288,7 @@ async fn main() -> anyhow::Result<()> {
     config.event_log_capacity = flags.event_log_capacity;
     config.event_log_max_bytes = flags.event_log_max_bytes;
     config.min_flush_interval = Duration::from_micros(flags.store_min_flush_interval_us);
+    config.object_cache_bytes = flags.store_object_cache_bytes;
     config.limits.max_body_bytes = flags.max_request_bytes;
     config.limits.request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     config.limits.header_read_timeout = Duration::from_secs(flags.header_read_timeout_seconds);
