@@ -9,15 +9,20 @@
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3), and it
 //! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
+//! A binding asking for exactly-once placement marks its Works (`flotilla.io/placement-guarantee`)
+//! and dispatches nothing while an old copy on a not-Ready member has not reached its fence time
+//! ([`super::fencing`]; a `WaitingForFence` Event says until when).
 //! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
 //! that cluster's Work is left as it is — never written with the template's full count — the
 //! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
 
 use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::cluster_cache::ClusterCache;
+use super::cluster_taints::lease_renew_time;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
@@ -27,7 +32,9 @@ use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
-use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
+use flotilla_api::work::{
+    EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
+};
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::borrow::Borrow;
@@ -226,6 +233,9 @@ pub fn plan_works(
             annotations.insert(PRESERVED_LABELS_ANNOTATION.into(), json!(keys.join(",")));
         }
         annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
+        if spec.failover.as_ref().is_some_and(|f| f.exactly_once()) {
+            annotations.insert(PLACEMENT_GUARANTEE_ANNOTATION.into(), json!(EXACTLY_ONCE));
+        }
         if is_workload {
             annotations.insert(
                 ASSIGNED_REPLICAS_ANNOTATION.into(),
@@ -330,6 +340,12 @@ pub struct BindingController {
     /// Bindings whose failed revision was already reported, with the message: one Event per
     /// failure, not one per retry.
     warned: Mutex<HashMap<String, String>>,
+    /// Time source of the fence gate.
+    clock: SharedClock,
+    /// `--member-fence-after`.
+    member_fence_after: Duration,
+    /// Bindings whose fence wait was already told, with the member and its fence time.
+    fence_told: Mutex<HashMap<String, (String, chrono::DateTime<chrono::Utc>)>>,
 }
 
 impl BindingController {
@@ -347,7 +363,59 @@ impl BindingController {
             interpreter,
             events: events.for_component("binding-controller"),
             warned: Mutex::new(HashMap::new()),
+            clock: Arc::new(crate::clock::SystemClock),
+            member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
+            fence_told: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The fence gate's clock and `--member-fence-after`.
+    pub fn with_fencing(mut self, clock: SharedClock, member_fence_after: Duration) -> Self {
+        self.clock = clock;
+        self.member_fence_after = member_fence_after;
+        self
+    }
+
+    /// The fence gate (see [`super::fencing`]): how long an exactly-once binding's dispatch
+    /// must still wait for an old member to fence itself; tells it once with an Event.
+    async fn fence_gate(
+        &self,
+        key: &str,
+        binding: &Value,
+        candidates: Vec<String>,
+    ) -> Result<Option<Duration>, ReconcileError> {
+        if candidates.is_empty() {
+            self.fence_told.lock().remove(key);
+            return Ok(None);
+        }
+        let mut renewals = Vec::with_capacity(candidates.len());
+        for cluster in candidates {
+            let renewed = lease_renew_time(self.store.as_ref(), &cluster).await?;
+            renewals.push((cluster, renewed));
+        }
+        let now = self.clock.now();
+        let Some(wait) = super::fencing::fence_wait(&renewals, now, self.member_fence_after) else {
+            self.fence_told.lock().remove(key);
+            return Ok(None);
+        };
+        let told = (wait.cluster.clone(), wait.until);
+        let first = self.fence_told.lock().insert(key.to_string(), told.clone()) != Some(told);
+        if first {
+            let message = format!(
+                "exactly-once: new Works wait until {} for cluster {} to fence itself \
+                 (last lease renewal {} + --member-fence-after {}s)",
+                wait.until.to_rfc3339(),
+                wait.cluster,
+                wait.renewed.to_rfc3339(),
+                self.member_fence_after.as_secs_f64(),
+            );
+            tracing::info!(binding = key, cluster = %wait.cluster, until = %wait.until.to_rfc3339(),
+                "dispatch waits for the old member's fence time");
+            self.events
+                .record(binding, EventType::Normal, "WaitingForFence", &message)
+                .await;
+        }
+        Ok(Some(wait.remaining(now).max(Duration::from_millis(10))))
     }
 
     /// The binding key a Work belongs to (from its annotations).
@@ -377,7 +445,8 @@ pub fn controller(
         ctx.registry.clone(),
         ctx.interpreter.clone(),
         ctx.events.clone(),
-    );
+    )
+    .with_fencing(ctx.clock.clone(), ctx.settings.member_fence_after);
     let mut sources = binding_sources();
     sources.push(
         Source::mapped(well_known::works(), BindingController::work_key)
@@ -441,7 +510,7 @@ impl Reconciler for BindingController {
         let works_rt = well_known::works();
         let existing = owned_works(self.store.as_ref(), &binding).await?;
         let clusters = self.clusters.get().await?;
-        let plan = plan_works(
+        let mut plan = plan_works(
             &binding,
             &spec,
             &template,
@@ -449,6 +518,13 @@ impl Reconciler for BindingController {
             self.interpreter.as_ref(),
             &|c| clusters.is_ready(c),
         );
+        // Exactly-once: nothing is dispatched before the old member's fence time.
+        let candidates =
+            super::fencing::unfenced_candidates(&spec, &existing, &|c| clusters.is_ready(c));
+        if let Some(wait) = self.fence_gate(key, &binding, candidates).await? {
+            plan.apply.clear();
+            plan.retry_after = Some(plan.retry_after.map_or(wait, |r| r.min(wait)));
+        }
         for (wns, wname) in &plan.delete {
             match self
                 .store

@@ -623,6 +623,7 @@ mod tests {
                     purge_mode: Some(m),
                     grace_period_seconds: Some(100),
                     state_preservation: None,
+                    fencing: None,
                 }),
                 application: None,
             }),
