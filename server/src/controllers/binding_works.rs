@@ -711,6 +711,38 @@ mod tests {
     }
 
     #[test]
+    fn exactly_once_bindings_mark_their_works() {
+        let resource = json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"});
+        let table = [
+            (json!(null), None),
+            (json!({"cluster": {"purgeMode": "Immediately"}}), None),
+            (
+                json!({"cluster": {"purgeMode": "Immediately", "fencing": {"exactlyOnce": false}}}),
+                None,
+            ),
+            (
+                json!({"cluster": {"purgeMode": "Immediately", "fencing": {"exactlyOnce": true}}}),
+                Some(EXACTLY_ONCE),
+            ),
+        ];
+        for (failover, want) in table {
+            let (b, spec) = binding(json!({"resource": resource, "replicas": 1,
+                "clusters": [{"name": "m1", "replicas": 1}], "failover": failover}));
+            let plan = plan_works(
+                &b,
+                &spec,
+                &template(),
+                &[] as &[Value],
+                &SpecReplicas,
+                &all_ready,
+            );
+            let got =
+                plan.apply[0]["metadata"]["annotations"][PLACEMENT_GUARANTEE_ANNOTATION].as_str();
+            assert_eq!(got, want, "{failover}");
+        }
+    }
+
+    #[test]
     fn one_work_per_target_with_its_share() {
         let (b, spec) = binding(
             json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},

@@ -165,17 +165,20 @@ mod tests {
         }
     }
 
+    /// (case, (cluster, last renewal) per candidate, now, expected (cluster, fence time)).
+    type Row = (
+        &'static str,
+        Vec<(String, Option<DateTime<Utc>>)>,
+        DateTime<Utc>,
+        Option<(&'static str, i64)>,
+    );
+
     #[test]
     fn fence_wait_table() {
         let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         let at = |s: i64| t0 + chrono::Duration::seconds(s);
         let after = Duration::from_secs(45);
-        let table: Vec<(
-            &str,
-            Vec<(String, Option<DateTime<Utc>>)>,
-            DateTime<Utc>,
-            Option<(&str, i64)>,
-        )> = vec![
+        let table: Vec<Row> = vec![
             ("no candidates", vec![], at(100), None),
             (
                 "no lease (push member)",
