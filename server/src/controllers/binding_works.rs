@@ -710,6 +710,145 @@ mod tests {
         assert!(plan.delete.is_empty(), "m2's Work stays as it is");
     }
 
+    /// The fence gate on an in-memory store with a fake clock: an exactly-once binding moved
+    /// off a not-Ready pull member gets no new Work before that member's lease renewal +
+    /// `member_fence_after`, says so once with an Event, and looks again at the fence time.
+    #[tokio::test]
+    async fn the_replacement_waits_for_the_old_members_fence_time() {
+        use crate::clock::{FakeClock, SharedClock};
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use chrono::TimeZone;
+        let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let fake = Arc::new(FakeClock::new(t0));
+        let clock: SharedClock = fake.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = Arc::new(KindRegistry::new());
+        let events = EventRecorder::new(
+            store.clone(),
+            clock.clone(),
+            "test",
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let controller = BindingController::new(
+            store.clone(),
+            registry.clone(),
+            Arc::new(SpecReplicas),
+            events,
+        )
+        .with_fencing(clock.clone(), Duration::from_secs(45));
+        let mut tpl = template();
+        tpl["metadata"]["name"] = json!("db");
+        tpl["spec"]["replicas"] = json!(1);
+        store
+            .create(&registry.resolve_kind("apps/v1", "Deployment"), tpl)
+            .await
+            .unwrap();
+        for (name, ready) in [("member1", "Unknown"), ("member2", "True")] {
+            store
+                .create(
+                    &well_known::clusters(),
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                           "metadata": {"name": name}, "spec": {"syncMode": "Pull"},
+                           "status": {"conditions": [{"type": "Ready", "status": ready,
+                               "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "member1", "namespace": "karmada-cluster"},
+                       "spec": {"holderIdentity": "member1", "leaseDurationSeconds": 40,
+                                "renewTime": "2026-01-01T00:00:00.000000Z"}}),
+            )
+            .await
+            .unwrap();
+        let rb = store
+            .create(
+                &well_known::resource_bindings(),
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                       "metadata": {"name": "db-deployment", "namespace": "default", "uid": "b-uid"},
+                       "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "namespace": "default", "name": "db"},
+                                "replicas": 1, "clusters": [{"name": "member2", "replicas": 1}],
+                                "failover": {"cluster": {"purgeMode": "Immediately",
+                                                         "fencing": {"exactlyOnce": true}}}}}),
+            )
+            .await
+            .unwrap();
+        let uid = rb["metadata"]["uid"].clone();
+        store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       // The execution finalizer keeps it (being deleted) until its member
+                       // confirms, as in the real flow.
+                       "metadata": {"name": "db-1", "namespace": "karmada-es-member1",
+                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER],
+                                    "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
+                                        "kind": "ResourceBinding", "name": "db-deployment",
+                                        "uid": uid, "controller": true}]},
+                       "spec": {"workload": {"manifests": []}}}),
+            )
+            .await
+            .unwrap();
+        let key = "rb|default|db-deployment";
+        let works_on_member2 = || async {
+            store
+                .list(
+                    &well_known::works(),
+                    Some("karmada-es-member2"),
+                    &ListOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .len()
+        };
+        let waits = || async {
+            store
+                .list(
+                    &well_known::events(),
+                    Some("default"),
+                    &ListOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|e| e["reason"] == "WaitingForFence")
+                .count()
+        };
+
+        fake.advance(chrono::Duration::seconds(10));
+        let action = controller.reconcile(key).await.unwrap();
+        assert!(
+            matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(35)),
+            "{action:?}"
+        );
+        assert_eq!(works_on_member2().await, 0);
+        assert_eq!(waits().await, 1);
+        // Looking again before the fence time: still waiting, told once.
+        fake.advance(chrono::Duration::seconds(30));
+        let action = controller.reconcile(key).await.unwrap();
+        assert!(
+            matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(5)),
+            "{action:?}"
+        );
+        assert_eq!(works_on_member2().await, 0);
+        assert_eq!(waits().await, 1);
+        // The fence time has passed: the replacement goes out.
+        fake.advance(chrono::Duration::seconds(5));
+        assert!(matches!(
+            controller.reconcile(key).await.unwrap(),
+            Action::Done
+        ));
+        assert_eq!(works_on_member2().await, 1);
+    }
+
     #[test]
     fn exactly_once_bindings_mark_their_works() {
         let resource = json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"});
