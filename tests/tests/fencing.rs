@@ -6,7 +6,8 @@
 //! from its runtime and reports `fencedAt`; the server evicts member1, holds the replacement
 //! with a `WaitingForFence` Event until member1's fence time, and only then creates member2's
 //! Work. When the partition heals, member1 does not start the workload again: its Work is
-//! being deleted, the agent finishes that, and member2 keeps the only copy.
+//! being deleted, the agent finishes that, records a `Fenced` Event on it, and member2 keeps
+//! the only copy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{DateTime, Utc};
@@ -210,6 +211,18 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     })
     .unwrap();
     assert!(db_on(&member1).is_none(), "member1 started db again");
+    // The agent told what it did once it could: a Fenced Event on the old Work.
+    let work_name = works[0]["metadata"]["name"].as_str().unwrap().to_string();
+    wait_for(
+        "the Fenced Event on member1's Work",
+        Duration::from_secs(30),
+        || {
+            events_about(&api, "karmada-es-member1", &work_name)
+                .into_iter()
+                .find(|e| e["reason"] == "Fenced")
+        },
+    )
+    .unwrap();
     assert_eq!(
         placement_of(&api, RB),
         Some(vec![("member2".to_string(), 1)])

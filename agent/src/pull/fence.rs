@@ -11,7 +11,8 @@
 //! or being deleted is not.
 //!
 //! [`FenceState`] lives in the [`crate::member::Member`] (the fault API reports `fencedAt`); the
-//! decision is the pure [`fence_step`]; [`run`] is the loop that acts on it.
+//! decision is the pure [`fence_step`]; [`run`] is the loop that acts on it, and once the lease
+//! renews it records a Warning Event `Fenced` on each Work it fenced.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -86,6 +87,8 @@ struct Inner {
     tracked: BTreeMap<String, Vec<ObjectRef>>,
     fenced_at: Option<DateTime<Utc>>,
     fences: u64,
+    /// Works fenced and not yet told to the server (an Event each once it is reachable).
+    untold: Vec<(String, DateTime<Utc>)>,
 }
 
 impl Default for FenceState {
@@ -96,6 +99,7 @@ impl Default for FenceState {
                 tracked: BTreeMap::new(),
                 fenced_at: None,
                 fences: 0,
+                untold: Vec::new(),
             }),
             phase: watch::channel(FencePhase::Armed).0,
         }
@@ -175,11 +179,18 @@ impl FenceState {
         self.inner.lock().fences
     }
 
-    /// The fence's objects are gone from the runtime (at `at`): reported as `fencedAt`.
-    pub fn fenced(&self, at: DateTime<Utc>) {
+    /// The objects of `works` are gone from the runtime (at `at`): reported as `fencedAt`, and
+    /// as an Event per Work once the server can be told.
+    pub fn fenced(&self, at: DateTime<Utc>, works: Vec<String>) {
         let mut inner = self.inner.lock();
         inner.fenced_at = Some(at);
         inner.fences += 1;
+        inner.untold.extend(works.into_iter().map(|w| (w, at)));
+    }
+
+    /// The fenced Works not yet told, with when; empties the list.
+    pub fn take_untold(&self) -> Vec<(String, DateTime<Utc>)> {
+        std::mem::take(&mut self.inner.lock().untold)
     }
 
     /// Decides at `now` and, when it is time, turns Fenced and answers the objects to delete
@@ -220,6 +231,7 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
             let silent_ms = (ctx.clock.now() - fence.last_renewal(started)).num_milliseconds();
             tracing::warn!(cluster = %ctx.cluster(), silent_ms, works = objects.len(),
                 "lease not renewed for --fence-after; fencing exactly-once workloads");
+            let works: Vec<String> = objects.iter().map(|(w, _)| w.clone()).collect();
             for (work, refs) in objects {
                 for object in refs {
                     match ctx.member.runtime.delete(&object).await {
@@ -231,8 +243,14 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                     }
                 }
             }
-            fence.fenced(ctx.clock.now());
+            fence.fenced(ctx.clock.now(), works);
             continue;
+        }
+        if fence.phase() != FencePhase::Fenced {
+            // The lease renews again: each fenced Work gets its Event (best effort).
+            for (work, at) in fence.take_untold() {
+                record_fenced(&ctx, &work, at, fence_after).await;
+            }
         }
         // Wake at the deadline, on a renewal (phase change), or at a coarse recheck so a
         // renewal that moved `last_renewal` without a phase change pushes the deadline out.
@@ -245,6 +263,46 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
             _ = phase.changed() => {}
             _ = crate::stopped(&mut shutdown) => return,
         }
+    }
+}
+
+/// Records a Warning Event `Fenced` about the Work `key` (`namespace/name`); failures are logged.
+async fn record_fenced(ctx: &PullContext, key: &str, at: DateTime<Utc>, fence_after: Duration) {
+    let Some((namespace, name)) = key.split_once('/') else {
+        return;
+    };
+    let now = ctx.clock.now();
+    let stamp = flotilla_api::meta::Time::new(now).to_string();
+    let suffix = format!("{:x}", now.timestamp_nanos_opt().unwrap_or_default());
+    let message = format!(
+        "lease not renewed for {}s: the exactly-once workload's objects were deleted from cluster {} at {}; they are applied again only if this Work is still wanted",
+        fence_after.as_secs_f64(),
+        ctx.cluster(),
+        super::lease::micro_time(at),
+    );
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": format!("{name}.{suffix}"), "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": flotilla_api::work::WORK_API_VERSION,
+            "kind": "Work",
+            "namespace": namespace,
+            "name": name,
+        },
+        "reason": "Fenced",
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "flotilla-agent", "host": ctx.cluster()},
+        "reportingComponent": "flotilla-agent",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    });
+    let path = format!("/api/v1/namespaces/{namespace}/events");
+    if let Err(e) = ctx.client.post(&path, &event).await {
+        tracing::warn!(cluster = %ctx.cluster(), work = %key, error = %crate::error_chain(&e),
+            "recording the Fenced event failed");
     }
 }
 
@@ -345,8 +403,13 @@ mod tests {
         let (step, objects) = fence.check(started, clock.now(), after);
         assert_eq!(step, FenceStep::Fence);
         assert_eq!(objects, vec![("karmada-es-m1/db".to_string(), vec![obj])]);
-        fence.fenced(clock.now());
+        fence.fenced(clock.now(), vec!["karmada-es-m1/db".to_string()]);
         assert_eq!(fence.fenced_at(), Some(clock.now()));
+        assert_eq!(
+            fence.take_untold(),
+            vec![("karmada-es-m1/db".to_string(), clock.now())]
+        );
+        assert!(fence.take_untold().is_empty(), "told once");
         assert!(!fence.allows_apply());
         // Fenced: nothing more until the lease renews.
         clock.advance(Duration::from_secs(60));
