@@ -446,9 +446,6 @@ impl WorksController {
             self.remove_finalizer(work).await;
             return;
         }
-        if work.spec.suspend_dispatching == Some(true) {
-            return;
-        }
         let mut errors = Vec::new();
         let mut valid: Vec<(usize, ObjectRef, String)> = Vec::new();
         for (i, m) in work.spec.workload.manifests.iter().enumerate() {
@@ -457,7 +454,8 @@ impl WorksController {
                 Err(e) => errors.push(format!("manifest {i}: {e}")),
             }
         }
-        if !self.fence_allows(&work, &key, &valid) {
+        // Told to the fence even while suspended: what already runs must still be fenced.
+        if !self.fence_allows(&work, &key, &valid) || work.spec.suspend_dispatching == Some(true) {
             return;
         }
         let pairs: Vec<(ObjectRef, String)> = valid
