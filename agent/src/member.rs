@@ -102,6 +102,8 @@ pub struct Member {
     pub faults: MemberFaults,
     /// What its pull loops skipped.
     pub pull: PullCounters,
+    /// Its self-fencing state (pull mode).
+    pub fence: crate::pull::fence::FenceState,
 }
 
 impl std::fmt::Debug for Member {
@@ -121,6 +123,7 @@ impl Member {
             runtime,
             faults: MemberFaults::default(),
             pull: PullCounters::default(),
+            fence: crate::pull::fence::FenceState::default(),
         })
     }
 

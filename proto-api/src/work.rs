@@ -14,6 +14,12 @@ pub const CONDITION_APPLIED: &str = "Applied";
 pub const CONDITION_AVAILABLE: &str = "Available";
 /// Finalizer held until the manifests are removed from the member.
 pub const EXECUTION_CONTROLLER_FINALIZER: &str = "karmada.io/execution-controller";
+/// Annotation of a Work whose binding asks for exactly-once placement
+/// (`spec.failover.cluster.fencing.exactlyOnce`): a pull agent that cannot renew its lease
+/// for `--fence-after` stops the Work's objects.
+pub const PLACEMENT_GUARANTEE_ANNOTATION: &str = "flotilla.io/placement-guarantee";
+/// The value of [`PLACEMENT_GUARANTEE_ANNOTATION`] asking for exactly-once placement.
+pub const EXACTLY_ONCE: &str = "ExactlyOnce";
 
 /// Health of a workload on one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -576,6 +576,7 @@ fn failover() -> impl Strategy<Value = FailoverBehavior> {
         purge_mode: m,
         grace_period_seconds: g,
         state_preservation: None,
+        fencing: None,
     });
     (opt(app), opt(cluster)).prop_map(|(application, cluster)| FailoverBehavior {
         application,

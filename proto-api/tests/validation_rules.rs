@@ -404,6 +404,20 @@ fn policy_rules() {
             "only takes effect when purgeMode is Graciously or Gracefully",
         ),
         row(
+            "exactlyOnce needs an immediate purge (Flotilla extension)",
+            spec(json!({"failover": {"cluster": {"fencing": {"exactlyOnce": true}}}})),
+            "spec.failover.cluster.fencing.exactlyOnce",
+            Invalid,
+            "requires purgeMode Immediately or Directly",
+        ),
+        row(
+            "exactlyOnce must be a boolean",
+            spec(json!({"failover": {"cluster": {"purgeMode": "Immediately", "fencing": {"exactlyOnce": "yes"}}}})),
+            "spec.failover.cluster.fencing.exactlyOnce",
+            Invalid,
+            "",
+        ),
+        row(
             "unknown purge mode",
             spec(json!({"failover": {"cluster": {"purgeMode": "Later"}}})),
             "spec.failover.cluster.purgeMode",

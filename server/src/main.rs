@@ -102,6 +102,11 @@ struct Flags {
     /// Like --cluster-monitor-grace-period, for members that never posted a status.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     cluster_startup_grace_period: Duration,
+    /// Self-fencing: an exactly-once binding's replacement waits until the failed member's last
+    /// lease renewal plus this long. Must be at least the agents' `--fence-after` plus the clock
+    /// offset allowed between server and agents (docs/failover.md, "Safety: self-fencing").
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "45s")]
+    member_fence_after: Duration,
     /// A member not Ready this long gets the NoExecute taint.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
     failover_eviction_timeout: Duration,
@@ -317,6 +322,7 @@ async fn main() -> anyhow::Result<()> {
         c.taint_manager.graceful_eviction = flags.feature_gates.graceful_eviction;
         c.taint_manager.default_purge_mode = flags.no_execute_taint_eviction_purge_mode;
         c.graceful_eviction_timeout = flags.graceful_eviction_timeout;
+        c.member_fence_after = flags.member_fence_after;
         c.application_failover.enabled = flags.feature_gates.failover;
         c.application_failover.block_period = flags.application_failover_block_period;
         c.application_failover.backoff = flags.application_failover_backoff;

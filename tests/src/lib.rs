@@ -277,6 +277,11 @@ pub fn register_push_member(api: &ApiClient, name: &str, url: &str) -> Result<()
 /// Starts a pull agent for member `name` of `server` (join token and CA from the server's data
 /// directory, its own data under `data/<name>`), with second-scale heartbeats and status.
 pub fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
+    pull_agent_with(server, name, data, &[])
+}
+
+/// As [`pull_agent`], with `extra` flags appended.
+pub fn pull_agent_with(server: &Server, name: &str, data: &Path, extra: &[&str]) -> Agent {
     let data = data.join(name);
     let ca = server.data_dir.join("tls.crt");
     let token = server.data_dir.join("join.token");
@@ -286,24 +291,29 @@ pub fn pull_agent(server: &Server, name: &str, data: &Path) -> Agent {
         token.display().to_string(),
     );
     #[allow(clippy::expect_used)]
-    Agent::start(&[
-        "--server",
-        &server.url,
-        "--cluster-name",
-        name,
-        "--token-file",
-        &token,
-        "--ca-file",
-        &ca,
-        "--data-dir",
-        &data,
-        "--lease-renew-interval-ms",
-        "300",
-        "--cluster-status-update-frequency-ms",
-        "300",
-        "--pod-startup-delay-ms",
-        "200",
-    ])
+    Agent::start(
+        &[
+            "--server",
+            &server.url,
+            "--cluster-name",
+            name,
+            "--token-file",
+            &token,
+            "--ca-file",
+            &ca,
+            "--data-dir",
+            &data,
+            "--lease-renew-interval-ms",
+            "300",
+            "--cluster-status-update-frequency-ms",
+            "300",
+            "--pod-startup-delay-ms",
+            "200",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<&str>>(),
+    )
     .expect("starting flotilla-agent")
 }
 

@@ -104,6 +104,11 @@ struct Args {
     /// Extra API reported as served, GROUP/VERSION/KIND (repeatable; FlinkDeployment is always).
     #[arg(long = "sim-api", value_parser = parse_api, env = "FLOTILLA_AGENT_SIM_APIS", value_delimiter = ',')]
     sim_apis: Vec<(String, String)>,
+    /// Self-fencing: with the lease not renewed for this long, the objects of Works asking for
+    /// exactly-once placement are deleted (docs/failover.md, "Safety: self-fencing"). Keep it
+    /// at most the server's `--member-fence-after`; `0s` never fences.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s", env = "FLOTILLA_AGENT_FENCE_AFTER")]
+    fence_after: Duration,
     /// Lease renewal period.
     #[arg(
         long,
@@ -184,6 +189,7 @@ impl Args {
             },
             timing: PullTiming {
                 lease_renew_interval: Duration::from_millis(self.lease_renew_interval_ms.max(1)),
+                fence_after: (!self.fence_after.is_zero()).then_some(self.fence_after),
                 cluster_status_update_frequency: Duration::from_millis(
                     self.cluster_status_update_frequency_ms.max(1),
                 ),

@@ -9,7 +9,7 @@
 //! | `GET /objects?apiVersion=&kind=&namespace=&name=` | the object (404 if absent); without `name`, `{"items": [...]}` |
 //! | `DELETE /objects?apiVersion=&kind=&namespace=&name=` | deletes it; answers it as it was (404 if absent) |
 //! | `GET /cluster` | kubernetesVersion, apiEnablements, nodeSummary, resourceSummary, healthy |
-//! | `GET /faults` | current faults |
+//! | `GET /faults` | current faults, `fences` (times the member self-fenced) and `fencedAt` (the last) |
 //! | `POST /faults/{unreachable,unhealthy,cordon}` | `{"enabled": bool}` |
 //! | `POST /faults/delete-pods` | `{"namespace", "labelSelector"}` (empty: all) |
 //! | `POST /faults/capacity` | `{"nodes", "cpu", "memory", "pods"}` (absent: unchanged) |
@@ -229,7 +229,11 @@ fn runtime_faults(m: &Member) -> Result<&dyn RuntimeFaults, ApiError> {
 
 async fn describe(m: &Member) -> Result<Value, ApiError> {
     let flags = m.faults.get();
-    let mut out = json!({"unreachable": flags.unreachable, "unhealthy": flags.unhealthy});
+    let mut out = json!({"unreachable": flags.unreachable, "unhealthy": flags.unhealthy,
+        "fences": m.fence.fences()});
+    if let (Some(at), Some(obj)) = (m.fence.fenced_at(), out.as_object_mut()) {
+        obj.insert("fencedAt".into(), json!(crate::pull::lease::micro_time(at)));
+    }
     if let (Some(f), Some(obj)) = (m.runtime.faults(), out.as_object_mut()) {
         if let Value::Object(more) = f.describe().await? {
             obj.extend(more);

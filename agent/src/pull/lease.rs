@@ -3,7 +3,8 @@
 //! with microseconds), created when missing and renewed every `lease_renew_interval`. The lease
 //! last written is kept so a renewal is one PUT; a conflict or a vanished lease refetches.
 //! While the member is unreachable no lease is written: each renewal that falls due is skipped
-//! and counted in the member's [`crate::member::PullCounters`].
+//! and counted in the member's [`crate::member::PullCounters`]. Each accepted renewal is told
+//! to the member's [`super::fence::FenceState`].
 
 use std::sync::Arc;
 
@@ -93,9 +94,13 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
         return;
     }
     loop {
+        let attempted = ctx.clock.now();
         let delay = match keeper.renew(&ctx).await {
             Ok(()) => {
                 backoff.reset();
+                // The fence counts from when the accepted renewal started (never later than
+                // the renewTime it wrote).
+                ctx.member.fence.renewed(attempted);
                 tracing::debug!(cluster = %ctx.cluster(), "lease renewed");
                 jittered(ctx.timing.lease_renew_interval, 0.04)
             }

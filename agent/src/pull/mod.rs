@@ -2,6 +2,8 @@
 //! registers (or reuses the stored credential), then runs three loops side by side:
 //!
 //! - [`lease`]: renews `coordination.k8s.io/v1` Lease `karmada-cluster/<name>`;
+//! - [`fence`]: deletes the exactly-once Works' objects when the lease has not renewed for
+//!   `--fence-after` (self-fencing);
 //! - [`cluster_status`]: reports the Cluster's status (Ready, version, APIs, nodes, resources);
 //! - [`works`]: lists and watches the Works of `karmada-es-<name>`, applies them to the
 //!   member runtime, reports their status, removes their objects and finalizer on deletion,
@@ -13,6 +15,7 @@
 pub mod backoff;
 pub mod client;
 pub mod cluster_status;
+pub mod fence;
 pub mod health;
 pub mod lease;
 pub mod record;
@@ -46,6 +49,9 @@ pub struct PullTiming {
     pub watch_idle_timeout: Duration,
     /// Timeout of one non-watch request.
     pub request_timeout: Duration,
+    /// `--fence-after`: a member whose lease has not been renewed for this long deletes the
+    /// objects of its exactly-once Works ([`fence`]); `None` never fences.
+    pub fence_after: Option<Duration>,
 }
 
 impl Default for PullTiming {
@@ -58,6 +64,7 @@ impl Default for PullTiming {
             resync_period: Duration::from_secs(30),
             watch_idle_timeout: Duration::from_secs(90),
             request_timeout: Duration::from_secs(30),
+            fence_after: Some(fence::DEFAULT_FENCE_AFTER),
         }
     }
 }
@@ -165,7 +172,7 @@ pub struct PullOptions {
 }
 
 /// Starts the pull loops of one member whose state lives in `data_dir` (`credential`,
-/// `applied.json`): registration first, then lease, cluster status and works side by side in
+/// `applied.json`): registration first, then lease, fence, cluster status and works side by side in
 /// one task, which ends when `shutdown` turns true.
 pub fn spawn(
     member: Arc<Member>,
@@ -196,6 +203,7 @@ pub fn spawn(
         let loops = async {
             tokio::join!(
                 lease::run(ctx.clone(), shutdown.clone()),
+                fence::run(ctx.clone(), shutdown.clone()),
                 cluster_status::run(ctx.clone(), shutdown.clone()),
                 works.run(shutdown),
             )

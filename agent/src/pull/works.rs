@@ -12,7 +12,9 @@
 //! - when it disappears (DELETED, or missing from a relist, also across restarts thanks to the
 //!   record): delete its objects.
 //!
-//! Objects claimed by another Work's record are never deleted on behalf of this one.
+//! Objects claimed by another Work's record are never deleted on behalf of this one. Works that
+//! ask for exactly-once placement are told to the member's fence ([`super::fence`]) and are
+//! not applied while it is fenced; a lifted fence relists.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -21,8 +23,8 @@ use std::time::Duration;
 use flotilla_api::cluster::execution_namespace;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::work::{
-    ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED,
-    EXECUTION_CONTROLLER_FINALIZER, WORK_API_VERSION,
+    ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED, EXACTLY_ONCE,
+    EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION, WORK_API_VERSION,
 };
 use futures::StreamExt as _;
 use serde_json::{json, Value};
@@ -30,6 +32,7 @@ use tokio::sync::watch;
 
 use super::backoff::Backoff;
 use super::client::{ClientError, WatchStream};
+use super::fence::FencePhase;
 use super::record::{plan_sync, AppliedObject, RecordFile, WorkRecord};
 use super::{health, pause, wait_reachable, PullContext, Wake};
 use crate::hashing::canonical_hash;
@@ -227,11 +230,14 @@ impl WorksController {
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let idle = self.ctx.timing.watch_idle_timeout;
         let mut last_data = tokio::time::Instant::now();
+        let mut fence = self.ctx.member.fence.subscribe();
         loop {
             let step = tokio::select! {
                 biased;
                 _ = crate::stopped(shutdown) => Step::Stop,
                 _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
+                // A lifted fence relists (as a member back from unreachable does).
+                _ = async { let _ = fence.wait_for(|p| *p == FencePhase::Lifted).await; } => Step::Unreachable,
                 ev = stream.next_event() => Step::Event(ev),
                 // Only when no event is ready (biased): a burst of Works is applied first,
                 // then recorded with one write of the record and reported concurrently.
@@ -365,6 +371,8 @@ impl WorksController {
             self.forget(&name, preserve).await;
         }
         self.works = fresh;
+        // A fresh list after a fence was lifted: exactly-once Works still here apply again.
+        self.ctx.member.fence.rearm();
         let names: Vec<String> = self.works.keys().cloned().collect();
         for name in names {
             self.sync(&name).await;
@@ -391,6 +399,7 @@ impl WorksController {
         self.works.remove(name);
         self.apply_errors.remove(name);
         let key = self.key(name);
+        self.ctx.member.fence.untrack(&key);
         if !preserve {
             self.delete_objects(&key).await;
         }
@@ -428,15 +437,13 @@ impl WorksController {
         };
         let key = self.key(name);
         if work.metadata.is_deleting() {
+            self.ctx.member.fence.untrack(&key);
             if work.spec.preserve_resources_on_deletion != Some(true) {
                 self.delete_objects(&key).await;
             }
             self.record.remove(&key);
             self.save_record();
             self.remove_finalizer(work).await;
-            return;
-        }
-        if work.spec.suspend_dispatching == Some(true) {
             return;
         }
         let mut errors = Vec::new();
@@ -446,6 +453,10 @@ impl WorksController {
                 Ok(r) => valid.push((i, r, canonical_hash(m))),
                 Err(e) => errors.push(format!("manifest {i}: {e}")),
             }
+        }
+        // Told to the fence even while suspended: what already runs must still be fenced.
+        if !self.fence_allows(&work, &key, &valid) || work.spec.suspend_dispatching == Some(true) {
+            return;
         }
         let pairs: Vec<(ObjectRef, String)> = valid
             .iter()
@@ -900,6 +911,27 @@ impl WorksController {
             tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&work.metadata.name),
                 error = %crate::error_chain(&e), "recording an event failed");
         }
+    }
+}
+
+impl WorksController {
+    /// Tells the fence whether the Work asks for exactly-once placement and which objects it
+    /// holds; false when it does and the member is fenced (nothing is applied then).
+    fn fence_allows(&self, work: &Work, key: &str, valid: &[(usize, ObjectRef, String)]) -> bool {
+        let fence = &self.ctx.member.fence;
+        let exactly_once =
+            work.metadata.annotation(PLACEMENT_GUARANTEE_ANNOTATION) == Some(EXACTLY_ONCE);
+        fence.track(
+            key,
+            exactly_once,
+            valid.iter().map(|(_, r, _)| r.clone()).collect(),
+        );
+        if exactly_once && !fence.allows_apply() {
+            tracing::info!(cluster = %self.ctx.cluster(), work = %key,
+                "fenced: exactly-once work not applied until the Works are listed afresh");
+            return false;
+        }
+        true
     }
 }
 

@@ -110,6 +110,30 @@ pub struct ClusterFailoverBehavior {
     /// State carried to the new cluster as labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_preservation: Option<StatePreservation>,
+    /// Flotilla extension: agent self-fencing for exactly-once placement (docs/failover.md,
+    /// "Safety: self-fencing"). Karmada ignores it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fencing: Option<Fencing>,
+}
+
+/// `spec.failover.cluster.fencing` (a Flotilla extension).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Fencing {
+    /// The workload must not run on two clusters at once across a cluster failover: a pull
+    /// agent cut off from the server stops it after `--fence-after`, and the server does not
+    /// dispatch the replacement before the old member's fence time.
+    pub exactly_once: bool,
+}
+
+impl FailoverBehavior {
+    /// Whether `cluster.fencing.exactlyOnce` is set.
+    pub fn exactly_once(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.fencing.as_ref())
+            .is_some_and(|f| f.exactly_once)
+    }
 }
 
 /// `statePreservation`.

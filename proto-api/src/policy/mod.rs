@@ -19,7 +19,7 @@ pub use cluster_taint_policy::{
 };
 pub use failover::{
     ApplicationFailoverBehavior, ClusterFailoverBehavior, DecisionConditions, FailoverBehavior,
-    PurgeMode, StatePreservation, StatePreservationRule,
+    Fencing, PurgeMode, StatePreservation, StatePreservationRule,
 };
 pub use placement::{
     ClusterAffinity, ClusterAffinityTerm, ClusterPreferences, DynamicWeightFactor, FieldSelector,

@@ -551,6 +551,17 @@ fn validate_cluster_failover(
     if let Some(sp) = &cluster.state_preservation {
         validate_state_preservation(sp, &path.child("statePreservation"), errs);
     }
+    // Flotilla extension: exactly-once needs the old copy removed first. A graceful purge
+    // keeps it (to be applied again when its member returns) beside the new one, and Never
+    // keeps it for good.
+    let immediate = cluster.purge_mode.is_some_and(|m| m.is_immediate());
+    if cluster.fencing.as_ref().is_some_and(|f| f.exactly_once) && !immediate {
+        errs.push(FieldError::invalid(
+            &path.child("fencing").child("exactlyOnce"),
+            true,
+            "requires purgeMode Immediately or Directly (a graceful purge keeps the old copy beside the new one)",
+        ));
+    }
 }
 
 fn validate_state_preservation(sp: &StatePreservation, path: &Path, errs: &mut Vec<FieldError>) {

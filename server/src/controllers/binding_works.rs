@@ -9,15 +9,20 @@
 //! is not Ready, the new Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3), and it
 //! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
+//! A binding asking for exactly-once placement marks its Works (`flotilla.io/placement-guarantee`)
+//! and dispatches nothing while an old copy on a not-Ready member has not reached its fence time
+//! ([`super::fencing`]; a `WaitingForFence` Event says until when).
 //! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
 //! that cluster's Work is left as it is — never written with the template's full count — the
 //! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
 
 use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
 use super::cluster_cache::ClusterCache;
+use super::cluster_taints::lease_renew_time;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
@@ -27,7 +32,9 @@ use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
-use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
+use flotilla_api::work::{
+    EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
+};
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::borrow::Borrow;
@@ -226,6 +233,9 @@ pub fn plan_works(
             annotations.insert(PRESERVED_LABELS_ANNOTATION.into(), json!(keys.join(",")));
         }
         annotations.insert(BINDING_NAME_ANNOTATION.into(), bmeta["name"].clone());
+        if spec.failover.as_ref().is_some_and(|f| f.exactly_once()) {
+            annotations.insert(PLACEMENT_GUARANTEE_ANNOTATION.into(), json!(EXACTLY_ONCE));
+        }
         if is_workload {
             annotations.insert(
                 ASSIGNED_REPLICAS_ANNOTATION.into(),
@@ -330,6 +340,12 @@ pub struct BindingController {
     /// Bindings whose failed revision was already reported, with the message: one Event per
     /// failure, not one per retry.
     warned: Mutex<HashMap<String, String>>,
+    /// Time source of the fence gate.
+    clock: SharedClock,
+    /// `--member-fence-after`.
+    member_fence_after: Duration,
+    /// Bindings whose fence wait was already told, with the member and its fence time.
+    fence_told: Mutex<HashMap<String, (String, chrono::DateTime<chrono::Utc>)>>,
 }
 
 impl BindingController {
@@ -347,7 +363,59 @@ impl BindingController {
             interpreter,
             events: events.for_component("binding-controller"),
             warned: Mutex::new(HashMap::new()),
+            clock: Arc::new(crate::clock::SystemClock),
+            member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
+            fence_told: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The fence gate's clock and `--member-fence-after`.
+    pub fn with_fencing(mut self, clock: SharedClock, member_fence_after: Duration) -> Self {
+        self.clock = clock;
+        self.member_fence_after = member_fence_after;
+        self
+    }
+
+    /// The fence gate (see [`super::fencing`]): how long an exactly-once binding's dispatch
+    /// must still wait for an old member to fence itself; tells it once with an Event.
+    async fn fence_gate(
+        &self,
+        key: &str,
+        binding: &Value,
+        candidates: Vec<String>,
+    ) -> Result<Option<Duration>, ReconcileError> {
+        if candidates.is_empty() {
+            self.fence_told.lock().remove(key);
+            return Ok(None);
+        }
+        let mut renewals = Vec::with_capacity(candidates.len());
+        for cluster in candidates {
+            let renewed = lease_renew_time(self.store.as_ref(), &cluster).await?;
+            renewals.push((cluster, renewed));
+        }
+        let now = self.clock.now();
+        let Some(wait) = super::fencing::fence_wait(&renewals, now, self.member_fence_after) else {
+            self.fence_told.lock().remove(key);
+            return Ok(None);
+        };
+        let told = (wait.cluster.clone(), wait.until);
+        let first = self.fence_told.lock().insert(key.to_string(), told.clone()) != Some(told);
+        if first {
+            let message = format!(
+                "exactly-once: new Works wait until {} for cluster {} to fence itself \
+                 (last lease renewal {} + --member-fence-after {}s)",
+                wait.until.to_rfc3339(),
+                wait.cluster,
+                wait.renewed.to_rfc3339(),
+                self.member_fence_after.as_secs_f64(),
+            );
+            tracing::info!(binding = key, cluster = %wait.cluster, until = %wait.until.to_rfc3339(),
+                "dispatch waits for the old member's fence time");
+            self.events
+                .record(binding, EventType::Normal, "WaitingForFence", &message)
+                .await;
+        }
+        Ok(Some(wait.remaining(now).max(Duration::from_millis(10))))
     }
 
     /// The binding key a Work belongs to (from its annotations).
@@ -377,7 +445,8 @@ pub fn controller(
         ctx.registry.clone(),
         ctx.interpreter.clone(),
         ctx.events.clone(),
-    );
+    )
+    .with_fencing(ctx.clock.clone(), ctx.settings.member_fence_after);
     let mut sources = binding_sources();
     sources.push(
         Source::mapped(well_known::works(), BindingController::work_key)
@@ -441,7 +510,7 @@ impl Reconciler for BindingController {
         let works_rt = well_known::works();
         let existing = owned_works(self.store.as_ref(), &binding).await?;
         let clusters = self.clusters.get().await?;
-        let plan = plan_works(
+        let mut plan = plan_works(
             &binding,
             &spec,
             &template,
@@ -449,6 +518,13 @@ impl Reconciler for BindingController {
             self.interpreter.as_ref(),
             &|c| clusters.is_ready(c),
         );
+        // Exactly-once: nothing is dispatched before the old member's fence time.
+        let candidates =
+            super::fencing::unfenced_candidates(&spec, &existing, &|c| clusters.is_ready(c));
+        if let Some(wait) = self.fence_gate(key, &binding, candidates).await? {
+            plan.apply.clear();
+            plan.retry_after = Some(plan.retry_after.map_or(wait, |r| r.min(wait)));
+        }
         for (wns, wname) in &plan.delete {
             match self
                 .store
@@ -632,6 +708,177 @@ mod tests {
         assert_eq!(plan.revise_failed.len(), 1);
         assert_eq!(plan.revise_failed[0].0, "m2");
         assert!(plan.delete.is_empty(), "m2's Work stays as it is");
+    }
+
+    /// The fence gate on an in-memory store with a fake clock: an exactly-once binding moved
+    /// off a not-Ready pull member gets no new Work before that member's lease renewal +
+    /// `member_fence_after`, says so once with an Event, and looks again at the fence time.
+    #[tokio::test]
+    async fn the_replacement_waits_for_the_old_members_fence_time() {
+        use crate::clock::{FakeClock, SharedClock};
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use chrono::TimeZone;
+        let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let fake = Arc::new(FakeClock::new(t0));
+        let clock: SharedClock = fake.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let registry = Arc::new(KindRegistry::new());
+        let events = EventRecorder::new(
+            store.clone(),
+            clock.clone(),
+            "test",
+            &prometheus::Registry::new(),
+        )
+        .unwrap();
+        let controller = BindingController::new(
+            store.clone(),
+            registry.clone(),
+            Arc::new(SpecReplicas),
+            events,
+        )
+        .with_fencing(clock.clone(), Duration::from_secs(45));
+        let mut tpl = template();
+        tpl["metadata"]["name"] = json!("db");
+        tpl["spec"]["replicas"] = json!(1);
+        store
+            .create(&registry.resolve_kind("apps/v1", "Deployment"), tpl)
+            .await
+            .unwrap();
+        for (name, ready) in [("member1", "Unknown"), ("member2", "True")] {
+            store
+                .create(
+                    &well_known::clusters(),
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                           "metadata": {"name": name}, "spec": {"syncMode": "Pull"},
+                           "status": {"conditions": [{"type": "Ready", "status": ready,
+                               "reason": "x", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "member1", "namespace": "karmada-cluster"},
+                       "spec": {"holderIdentity": "member1", "leaseDurationSeconds": 40,
+                                "renewTime": "2026-01-01T00:00:00.000000Z"}}),
+            )
+            .await
+            .unwrap();
+        let rb = store
+            .create(
+                &well_known::resource_bindings(),
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                       "metadata": {"name": "db-deployment", "namespace": "default", "uid": "b-uid"},
+                       "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "namespace": "default", "name": "db"},
+                                "replicas": 1, "clusters": [{"name": "member2", "replicas": 1}],
+                                "failover": {"cluster": {"purgeMode": "Immediately",
+                                                         "fencing": {"exactlyOnce": true}}}}}),
+            )
+            .await
+            .unwrap();
+        let uid = rb["metadata"]["uid"].clone();
+        store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       // The execution finalizer keeps it (being deleted) until its member
+                       // confirms, as in the real flow.
+                       "metadata": {"name": "db-1", "namespace": "karmada-es-member1",
+                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER],
+                                    "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
+                                        "kind": "ResourceBinding", "name": "db-deployment",
+                                        "uid": uid, "controller": true}]},
+                       "spec": {"workload": {"manifests": []}}}),
+            )
+            .await
+            .unwrap();
+        let key = "rb|default|db-deployment";
+        let works_on_member2 = || async {
+            store
+                .list(
+                    &well_known::works(),
+                    Some("karmada-es-member2"),
+                    &ListOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .len()
+        };
+        let waits = || async {
+            store
+                .list(
+                    &well_known::events(),
+                    Some("default"),
+                    &ListOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|e| e["reason"] == "WaitingForFence")
+                .count()
+        };
+
+        fake.advance(chrono::Duration::seconds(10));
+        let action = controller.reconcile(key).await.unwrap();
+        assert!(
+            matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(35)),
+            "{action:?}"
+        );
+        assert_eq!(works_on_member2().await, 0);
+        assert_eq!(waits().await, 1);
+        // Looking again before the fence time: still waiting, told once.
+        fake.advance(chrono::Duration::seconds(30));
+        let action = controller.reconcile(key).await.unwrap();
+        assert!(
+            matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(5)),
+            "{action:?}"
+        );
+        assert_eq!(works_on_member2().await, 0);
+        assert_eq!(waits().await, 1);
+        // The fence time has passed: the replacement goes out.
+        fake.advance(chrono::Duration::seconds(5));
+        assert!(matches!(
+            controller.reconcile(key).await.unwrap(),
+            Action::Done
+        ));
+        assert_eq!(works_on_member2().await, 1);
+    }
+
+    #[test]
+    fn exactly_once_bindings_mark_their_works() {
+        let resource = json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"});
+        let table = [
+            (json!(null), None),
+            (json!({"cluster": {"purgeMode": "Immediately"}}), None),
+            (
+                json!({"cluster": {"purgeMode": "Immediately", "fencing": {"exactlyOnce": false}}}),
+                None,
+            ),
+            (
+                json!({"cluster": {"purgeMode": "Immediately", "fencing": {"exactlyOnce": true}}}),
+                Some(EXACTLY_ONCE),
+            ),
+        ];
+        for (failover, want) in table {
+            let (b, spec) = binding(json!({"resource": resource, "replicas": 1,
+                "clusters": [{"name": "m1", "replicas": 1}], "failover": failover}));
+            let plan = plan_works(
+                &b,
+                &spec,
+                &template(),
+                &[] as &[Value],
+                &SpecReplicas,
+                &all_ready,
+            );
+            let got =
+                plan.apply[0]["metadata"]["annotations"][PLACEMENT_GUARANTEE_ANNOTATION].as_str();
+            assert_eq!(got, want, "{failover}");
+        }
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct ControllerSettings {
     pub application_failover: ApplicationFailoverSettings,
     /// The partition brake every eviction passes: rates, thresholds, startup grace.
     pub eviction_brake: BrakeSettings,
+    /// `--member-fence-after`: an exactly-once binding's replacement waits until the old
+    /// member's last lease renewal plus this long (at least the agents' `--fence-after`).
+    pub member_fence_after: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -75,6 +78,7 @@ impl Default for ControllerSettings {
             graceful_eviction_timeout: Duration::from_secs(600),
             application_failover: ApplicationFailoverSettings::default(),
             eviction_brake: BrakeSettings::default(),
+            member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod failover_metrics;
 pub mod failover_preconditions;
 pub mod failover_simulation;
 pub mod fan_out;
+pub mod fencing;
 pub mod graceful_eviction;
 pub mod interpretation;
 pub mod json_edit;

@@ -639,6 +639,7 @@ mod tests {
                     purge_mode: Some(m),
                     grace_period_seconds: Some(100),
                     state_preservation: None,
+                    fencing: None,
                 }),
                 application: None,
             }),
