@@ -17,6 +17,7 @@ pub mod binding;
 pub mod cluster;
 pub mod defaulting;
 pub mod event;
+pub mod history;
 pub mod kinds;
 pub mod meta;
 pub mod names;
