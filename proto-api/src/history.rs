@@ -211,6 +211,19 @@ pub fn note_task_end(
     true
 }
 
+/// The new placement runs Healthy at `at`: open entries of the clusters still being left
+/// (`alive`, their tasks kept) get `healthyTime` once. Returns whether the history changed.
+pub fn note_healthy(history: &mut [FailoverHistoryItem], alive: &[&str], at: Time) -> bool {
+    let mut changed = false;
+    for h in history.iter_mut().filter(|h| {
+        h.is_open() && h.healthy_time.is_none() && alive.contains(&h.from_cluster.as_str())
+    }) {
+        h.healthy_time = Some(at);
+        changed = true;
+    }
+    changed
+}
+
 /// One entry of the fleet-wide list: the binding it belongs to and the entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetEntry {
@@ -487,6 +500,18 @@ mod tests {
             healthy: false,
         };
         assert!(!note_task_end(&mut h, other, &[], Time::new(at(1))));
+    }
+
+    #[test]
+    fn healthy_is_noted_once_on_open_entries_of_kept_tasks() {
+        let mut gone = entry("m0", 0);
+        gone.old_copy_gone_time = Some(Time::new(at(1)));
+        let mut h = vec![gone, entry("m1", 2), entry("m2", 3)];
+        assert!(note_healthy(&mut h, &["m0", "m1"], Time::new(at(5))));
+        assert!(h[0].healthy_time.is_none(), "closed");
+        assert_eq!(h[1].healthy_time, Some(Time::new(at(5))));
+        assert!(h[2].healthy_time.is_none(), "its task is not kept");
+        assert!(!note_healthy(&mut h, &["m1"], Time::new(at(9))), "once");
     }
 
     #[test]

@@ -25,6 +25,7 @@
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::ClusterCache;
 use super::eviction_brake::{hold_back, report_stops, EvictionBrake};
+use super::failover_history;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -694,6 +695,20 @@ impl Reconciler for ApplicationFailoverController {
         if updated != *object {
             // A conflict retries the whole decision on the new binding.
             current = self.store.update(&rt, updated).await?;
+            let evicted: Vec<_> = decision
+                .evictions
+                .iter()
+                .map(|e| failover_history::Evicted {
+                    cluster: &e.cluster,
+                    reason: EVICTION_REASON_APPLICATION_FAILURE,
+                    producer,
+                    message: e.task.message.clone(),
+                })
+                .collect();
+            let entries = failover_history::entries_for(&evicted, &object, &spec, now);
+            current =
+                failover_history::record_evictions(self.store.as_ref(), &rt, current, entries)
+                    .await;
         }
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)

@@ -158,6 +158,12 @@ fn with_status(binding: &Value, status: &StatusWrite) -> Value {
     }
     if let Some(time) = status.last_scheduled_time {
         set_path(&mut updated, &["status", "lastScheduledTime"], json!(time));
+        // The placement that follows an eviction goes into its history entry in this write.
+        let mut history = super::failover_history::history_of(binding);
+        let placement = super::failover_history::placement_of(binding);
+        if flotilla_api::history::note_placement(&mut history, &placement, time) {
+            set_path(&mut updated, &["status", "failoverHistory"], json!(history));
+        }
     }
     if let Some(affinity) = &status.affinity_name {
         set_path(
