@@ -238,14 +238,20 @@ pub struct FleetEntry {
 }
 
 impl FleetEntry {
-    /// A stable object name: `<binding>.<fromCluster>.<failover unix seconds>`.
+    /// A stable object name, unique in the fleet:
+    /// `[<namespace>.]<binding>.<fromCluster>.<failover unix seconds>`.
     pub fn name(&self) -> String {
         let secs = self
             .item
             .failover_time
             .as_ref()
             .map_or(0, |t| t.as_datetime().timestamp());
-        format!("{}.{}.{secs}", self.binding, self.item.from_cluster)
+        let ns = if self.namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{}.", self.namespace)
+        };
+        format!("{ns}{}.{}.{secs}", self.binding, self.item.from_cluster)
     }
 }
 
@@ -258,7 +264,7 @@ pub fn recent(mut entries: Vec<FleetEntry>, limit: Option<usize>) -> Vec<FleetEn
             .as_ref()
             .map(Time::as_datetime)
             .cmp(&a.item.failover_time.as_ref().map(Time::as_datetime))
-            .then_with(|| (&a.namespace, a.name()).cmp(&(&b.namespace, b.name())))
+            .then_with(|| a.name().cmp(&b.name()))
     });
     if let Some(n) = limit {
         entries.truncate(n);
@@ -535,10 +541,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                "w.m3.1700000003",
-                "y.m2.1700000003",
-                "z.m1.1700000002",
-                "x.m1.1700000001"
+                "a.w.m3.1700000003",
+                "b.y.m2.1700000003",
+                "a.z.m1.1700000002",
+                "a.x.m1.1700000001"
             ]
         );
         assert_eq!(recent(all, Some(1)).len(), 1);
