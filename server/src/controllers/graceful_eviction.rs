@@ -443,8 +443,6 @@ impl Reconciler for GracefulEvictionController {
             );
             written = self.store.update(&rt, updated).await?;
         }
-        self.note_history(&rt, &written, &spec, &outcome, healthy_now, now)
-            .await;
         self.count_pending(key, outcome.kept.len());
         for (task, reason) in &outcome.dropped {
             let held = task
@@ -483,6 +481,9 @@ impl Reconciler for GracefulEvictionController {
                 )
                 .await;
         }
+        // The Events first (they tell the same story), then the history's status write.
+        self.note_history(&rt, &written, &spec, &outcome, healthy_now, now)
+            .await;
         Ok(outcome
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))
