@@ -1662,6 +1662,14 @@ mod tests {
                 json!(["member1", "member2"])
             );
             assert!(task["creationTimestamp"].is_string(), "{task}");
+            // The history opens an ApplicationFailover entry with the same facts.
+            let entry = &b["status"]["failoverHistory"][0];
+            assert_eq!(entry["reason"], "ApplicationFailover", "{b}");
+            assert_eq!(entry["fromCluster"], "member1");
+            assert_eq!(entry["evictionReason"], "ApplicationFailure");
+            assert_eq!(entry["producer"], EVICTION_PRODUCER_RB_APPLICATION_FAILOVER);
+            assert_eq!(entry["originalCluster"], json!(["member1", "member2"]));
+            assert_eq!(entry["failoverTime"], json!(Time::new(at(300))));
             let state = FailoverState::of(&b);
             assert_eq!(state.streak, 1);
             assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
