@@ -120,19 +120,25 @@ impl FailoverHistoryItem {
 }
 
 /// Appends `item`, keeping the newest `limit` entries. An entry for the same cluster at the
-/// same time is not added twice (a retried write). `scheduled` is the placement the scheduler
-/// has already chosen for the binding as read (its clusters and time) when it has seen the
-/// eviction: the entry then starts with it. Returns whether the history changed.
+/// same time is not added twice (a retried write, or one the scheduler opened from the task
+/// first: that one only gains the placement before, which the task does not carry).
+/// `scheduled` is the placement the scheduler has already chosen for the binding as read
+/// (its clusters and time) when it has seen the eviction: the entry then starts with it.
+/// Returns whether the history changed.
 pub fn record(
     history: &mut Vec<FailoverHistoryItem>,
     mut item: FailoverHistoryItem,
     scheduled: Option<(Vec<String>, Time)>,
     limit: usize,
 ) -> bool {
-    if history
-        .iter()
-        .any(|h| h.from_cluster == item.from_cluster && h.failover_time == item.failover_time)
+    if let Some(same) = history
+        .iter_mut()
+        .find(|h| h.from_cluster == item.from_cluster && h.failover_time == item.failover_time)
     {
+        if same.original_cluster.is_empty() && !item.original_cluster.is_empty() {
+            same.original_cluster = item.original_cluster;
+            return true;
+        }
         return false;
     }
     if let Some((clusters, at)) = scheduled.filter(|(c, _)| !c.is_empty()) {
@@ -144,6 +150,40 @@ pub fn record(
     history.push(item);
     bound(history, limit);
     true
+}
+
+/// Opens an entry for each stamped eviction task of the binding that has none — an eviction
+/// whose history write was lost (the server stopped between the spec write and it) or a task
+/// a user wrote — from the task, at its `creationTimestamp`, with `clustersBeforeFailover` as
+/// the placement before. A cluster with an open entry already has its entry. Returns whether
+/// the history changed.
+pub fn backfill(
+    history: &mut Vec<FailoverHistoryItem>,
+    tasks: &[GracefulEvictionTask],
+    limit: usize,
+) -> bool {
+    let mut changed = false;
+    for task in tasks {
+        let Some(created) = task.creation_timestamp else {
+            continue;
+        };
+        if history.iter().any(|h| {
+            h.from_cluster == task.from_cluster && (h.is_open() || h.failover_time == Some(created))
+        }) {
+            continue;
+        }
+        history.push(FailoverHistoryItem::from_task(
+            task,
+            task.clusters_before_failover.clone(),
+            created.as_datetime(),
+        ));
+        changed = true;
+    }
+    if changed {
+        history.sort_by_key(|h| h.failover_time);
+        bound(history, limit);
+    }
+    changed
 }
 
 /// Drops the oldest entries beyond `limit`.
@@ -429,6 +469,47 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn backfill_opens_entries_only_for_tasks_without_one() {
+        let task = |cluster: &str, secs: Option<i64>| GracefulEvictionTask {
+            from_cluster: cluster.into(),
+            reason: "TaintUntolerated".into(),
+            producer: "TaintManager".into(),
+            creation_timestamp: secs.map(|s| Time::new(at(s))),
+            clusters_before_failover: vec!["m1".into(), "m2".into()],
+            ..GracefulEvictionTask::default()
+        };
+        let mut closed_m3 = entry("m3", 1);
+        closed_m3.old_copy_gone_time = Some(Time::new(at(2)));
+        let mut h = vec![entry("m1", 5), closed_m3];
+        let tasks = [
+            task("m1", Some(9)), // m1 has an open entry: it is this task's
+            task("m2", None),    // not stamped yet
+            task("m3", Some(4)), // m3's entry is closed and older: a new eviction
+            task("m4", Some(3)), // lost write
+        ];
+        assert!(backfill(&mut h, &tasks, 10));
+        let got: Vec<(&str, i64)> = h
+            .iter()
+            .map(|e| {
+                (
+                    e.from_cluster.as_str(),
+                    e.failover_time.unwrap().as_datetime().timestamp() - 1_700_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(got, vec![("m3", 1), ("m4", 3), ("m3", 4), ("m1", 5)]);
+        assert_eq!(h[1].original_cluster, vec!["m1", "m2"]);
+        assert!(!backfill(&mut h, &tasks, 10), "once");
+        // The producer's own write, arriving after, adds only the placement before.
+        let mut late = entry("m4", 3);
+        late.original_cluster = vec!["m4".into(), "m2".into()];
+        h[1].original_cluster.clear();
+        assert!(record(&mut h, late, None, 10));
+        assert_eq!(h.len(), 4);
+        assert_eq!(h[1].original_cluster, vec!["m4", "m2"]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! lives in its status, which a spec write keeps as stored, so they follow their spec write
 //! with this status write (a conflict re-reads and tries again, as state preservation's
 //! condition does). The scheduler needs none: it fills the new placement in its own status
-//! write ([`scheduled_placement`]).
+//! write, and there opens the entry of an eviction task that has none (a lost write).
 
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};

@@ -169,7 +169,18 @@ fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chro
         let mut history = super::failover_history::history_of(binding);
         let placement = super::failover_history::placement_of(binding);
         let at = flotilla_api::meta::Time::new(now);
-        if flotilla_api::history::note_placement(&mut history, &placement, at) {
+        // An eviction whose own history write was lost still gets its entry, from its task.
+        let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = binding
+            .pointer("/spec/gracefulEvictionTasks")
+            .cloned()
+            .and_then(|t| serde_json::from_value(t).ok())
+            .unwrap_or_default();
+        let opened = flotilla_api::history::backfill(
+            &mut history,
+            &tasks,
+            flotilla_api::history::FAILOVER_HISTORY_LIMIT,
+        );
+        if flotilla_api::history::note_placement(&mut history, &placement, at) || opened {
             set_path(&mut updated, &["status", "failoverHistory"], json!(history));
         }
     }
@@ -331,7 +342,7 @@ mod tests {
 
     /// A history entry written after the pass that placed the binding (its write lost the race
     /// with the scheduler's) gets the placement on the next pass, even a routine one; a failed
-    /// pass gives it none.
+    /// pass gives it none; an eviction task without an entry gets one.
     #[test]
     fn a_routine_pass_fills_the_placement_of_a_late_history_entry() {
         use chrono::TimeZone;
@@ -357,6 +368,17 @@ mod tests {
         assert!(failed["status"]["failoverHistory"][0]
             .get("targetCluster")
             .is_none());
+        // An eviction whose history write was lost: its task opens the entry.
+        let mut lost = binding.clone();
+        lost["status"]["failoverHistory"] = json!([]);
+        lost["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "member1",
+            "reason": "TaintUntolerated", "producer": "TaintManager", "replicas": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z"}]);
+        let done = with_status(&lost, &write(ConditionStatus::True), now);
+        let e = &done["status"]["failoverHistory"][0];
+        assert_eq!(e["fromCluster"], "member1", "{done}");
+        assert_eq!(e["failoverTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(e["targetCluster"], json!(["member2"]));
     }
 
     #[tokio::test]
