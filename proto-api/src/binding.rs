@@ -361,6 +361,11 @@ pub struct ResourceBindingStatus {
     /// Per-cluster status, sorted by cluster name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub aggregated_status: Vec<AggregatedStatusItem>,
+    /// The last failovers of this binding, oldest first, at most
+    /// [`crate::history::FAILOVER_HISTORY_LIMIT`] (Karmada's alpha `failoverHistory`, with
+    /// Flotilla's extra fields; see [`crate::history`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failover_history: Vec<crate::history::FailoverHistoryItem>,
 }
 
 fn is_zero_i64(n: &i64) -> bool {

@@ -196,6 +196,17 @@ fn build_table() -> Vec<ResourceType> {
             false,
             false,
         ),
+        // Flotilla's own: the fleet's recent failovers, computed on read from the bindings'
+        // `status.failoverHistory`.
+        rt(
+            FLOTILLA_GROUP,
+            "v1alpha1",
+            "Failover",
+            "failovers",
+            &[],
+            false,
+            false,
+        ),
         // Flotilla's own: the failover dry-run, create only and never stored
         // (`is_create_only`).
         rt(

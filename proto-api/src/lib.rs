@@ -10,6 +10,8 @@
 //!   serves `fieldValidation=Strict`.
 //! - [`kinds`]: the table of kinds the API serves.
 //! - [`simulation`]: the failover dry-run (`FailoverSimulation`, create only, never stored).
+//! - [`history`]: a binding's bounded failover history (`status.failoverHistory`) and the
+//!   fleet-wide list of recent failovers.
 
 pub mod admission;
 pub mod affinity;
@@ -17,6 +19,7 @@ pub mod binding;
 pub mod cluster;
 pub mod defaulting;
 pub mod event;
+pub mod history;
 pub mod kinds;
 pub mod meta;
 pub mod names;

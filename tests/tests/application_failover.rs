@@ -137,6 +137,26 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
         reasons.iter().any(|r| r == "EvictionTaskReleased"),
         "{reasons:?}"
     );
+    // The binding's failover history tells it: Healthy while the task was kept, then released.
+    let entry = wait_for(
+        "the history entry to close",
+        Duration::from_secs(30),
+        || {
+            let rb = api.get(RB).ok()?;
+            let e = rb.pointer("/status/failoverHistory/0")?.clone();
+            (e["oldCopyGoneReason"] == "EvictionTaskReleased").then_some(e)
+        },
+    )
+    .unwrap();
+    assert_eq!(entry["reason"], "ApplicationFailover", "{entry}");
+    assert_eq!(entry["fromCluster"], first.as_str(), "{entry}");
+    assert_eq!(
+        entry["producer"], "resource-binding-application-failover-controller",
+        "{entry}"
+    );
+    assert_eq!(entry["purgeMode"], "Never", "{entry}");
+    assert_eq!(entry["targetCluster"], json!([second.as_str()]), "{entry}");
+    assert!(entry["healthyTime"].is_string(), "{entry}");
     assert_eq!(placement_of(&api, RB), Some(vec![(second, 2)]));
 }
 

@@ -4,7 +4,8 @@
 //! unreachable NoExecute taint comes, the taint manager evicts member1 (tolerations of 0 s),
 //! member2 gets all 3 replicas, and the eviction task ends only once member2's copy is
 //! Healthy. member1's Work then waits with a deletionTimestamp while member1 is down, and goes
-//! when its agent returns and has removed the copy; nothing moves back.
+//! when its agent returns and has removed the copy; nothing moves back. The binding's failover
+//! history and the fleet's `failovers` list tell the same story.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
@@ -117,6 +118,7 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
     })
     .unwrap();
     assert_eq!(nginx_replicas_on(&member2), Some(3));
+    history_tells_the_failover(&server, &api);
 
     // member1 is down: its Work waits for it with a deletionTimestamp.
     let pending = wait_for(
@@ -145,6 +147,95 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
     .unwrap();
     flotilla_tests::wait_members_ready(&api, 3).unwrap();
     assert_eq!(placement(&api), Some(moved));
+}
+
+/// The binding's `status.failoverHistory` (as `kubectl get rb -o yaml` shows it) and the
+/// fleet list `failovers` (API and kubectl) tell scenario 02's failover: member1 left with its
+/// 1 replica, member2 chosen, Healthy, the task done; the list is read-only.
+fn history_tells_the_failover(server: &Server, api: &ApiClient) {
+    // The history's last step is written right after the task's end.
+    let entry = wait_for(
+        "the history entry to be complete",
+        Duration::from_secs(30),
+        || {
+            let rb = api.get(RB).ok()?;
+            let e = rb.pointer("/status/failoverHistory/0")?.clone();
+            (e["oldCopyGoneReason"] == "EvictionTaskDoneHealthy").then_some(e)
+        },
+    )
+    .unwrap();
+    assert_eq!(entry["reason"], "ClusterFailover", "{entry}");
+    assert_eq!(entry["fromCluster"], "member1", "{entry}");
+    assert_eq!(entry["replicas"], 1, "{entry}");
+    assert_eq!(entry["evictionReason"], "TaintUntolerated", "{entry}");
+    assert_eq!(entry["producer"], "TaintManager", "{entry}");
+    assert_eq!(
+        entry["originalCluster"],
+        serde_json::json!(["member1", "member2"]),
+        "{entry}"
+    );
+    assert_eq!(
+        entry["targetCluster"],
+        serde_json::json!(["member2"]),
+        "{entry}"
+    );
+    for step in [
+        "failoverTime",
+        "rescheduledTime",
+        "healthyTime",
+        "oldCopyGoneTime",
+    ] {
+        assert!(entry[step].is_string(), "{step} missing: {entry}");
+    }
+    let list = api
+        .get("/apis/flotilla.io/v1alpha1/failovers?limit=5")
+        .unwrap();
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(
+        items[0]["status"]["binding"]["name"], "nginx-deployment",
+        "{list}"
+    );
+    assert_eq!(items[0]["status"]["fromCluster"], "member1", "{list}");
+    let (code, answer) = api
+        .send(
+            "DELETE",
+            &format!(
+                "/apis/flotilla.io/v1alpha1/failovers/{}",
+                items[0]["metadata"]["name"].as_str().unwrap_or("")
+            ),
+            None,
+        )
+        .unwrap();
+    assert_eq!(code, 405, "{answer}");
+    flotilla_tests::require_kubectl();
+    let k = flotilla_tests::Kubectl::new(server).unwrap();
+    let yaml = k
+        .run(&[
+            "get",
+            "rb",
+            "nginx-deployment",
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+        ])
+        .unwrap();
+    assert!(yaml.contains("failoverHistory:"), "{yaml}");
+    assert!(yaml.contains("fromCluster: member1"), "{yaml}");
+    assert!(
+        yaml.contains("oldCopyGoneReason: EvictionTaskDoneHealthy"),
+        "{yaml}"
+    );
+    let out = k.run(&["get", "failovers"]).unwrap();
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("default.nginx-deployment.member1."))
+        .unwrap_or_else(|| panic!("no row for the failover: {out}"));
+    assert!(
+        row.contains("member2") && row.contains("TaintUntolerated"),
+        "{out}"
+    );
 }
 
 /// Three simulated members in one agent process, Ready.

@@ -74,12 +74,14 @@ pub const VERBS: &[&str] = &[
 
 /// The verbs of one kind: [`VERBS`]; only `create` for the kinds that compute an answer and
 /// store nothing (`FailoverSimulation`); only reads for the kinds computed on read
-/// (`EvictionBrake`).
+/// (`EvictionBrake`, `Failover`).
 pub fn verbs(r: &ResourceType) -> &'static [&'static str] {
     if flotilla_api::kinds::is_create_only(r) {
         &["create"]
     } else if super::eviction_brakes::is_eviction_brakes(r) {
         super::eviction_brakes::VERBS
+    } else if super::failovers::is_failovers(r) {
+        super::failovers::VERBS
     } else {
         VERBS
     }

@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod error;
 pub mod eviction_brakes;
 pub mod explain;
+pub mod failovers;
 pub mod limits;
 pub mod metrics;
 pub mod nesting;

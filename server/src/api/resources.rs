@@ -258,6 +258,9 @@ async fn serve(
             super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
         return Ok(respond(StatusCode::OK, &doc, encoding));
     }
+    if super::failovers::is_failovers(&target.rt) {
+        return super::failovers::serve(state, &method, &target, &params, &headers).await;
+    }
     if target.rt.group == flotilla_api::kinds::FLOTILLA_GROUP
         && target.rt.plural == super::eviction_brakes::PLURAL
     {

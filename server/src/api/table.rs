@@ -459,9 +459,89 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 cell: |o, _| text(o, "/status/message"),
             });
         }
+        ("flotilla.io", "Failover") => failover_columns(&mut out, age),
         _ => out.push(age),
     }
     out
+}
+
+/// Failover (api/failovers.rs): the binding, the clusters left and chosen, why, and when the
+/// new copy turned Healthy and how the old one went.
+fn failover_columns(out: &mut Vec<Column>, age: Column) {
+    fn join(o: &Value, pointer: &str) -> Value {
+        let names: Vec<&str> = o
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |v| v.iter().filter_map(Value::as_str).collect());
+        json!(names.join(","))
+    }
+    out.push(Column {
+        name: "Binding",
+        kind: "string",
+        priority: 0,
+        description: "The binding that failed over: kind and namespace/name.",
+        cell: |o, _| {
+            let b = &o["status"]["binding"];
+            let ns = b["namespace"]
+                .as_str()
+                .map_or(String::new(), |n| format!("{n}/"));
+            json!(format!(
+                "{} {ns}{}",
+                b["kind"].as_str().unwrap_or(""),
+                b["name"].as_str().unwrap_or("")
+            ))
+        },
+    });
+    out.push(Column {
+        name: "From",
+        kind: "string",
+        priority: 0,
+        description: "The evicted cluster.",
+        cell: |o, _| text(o, "/status/fromCluster"),
+    });
+    out.push(Column {
+        name: "To",
+        kind: "string",
+        priority: 0,
+        description: "The placement the scheduler chose after the eviction.",
+        cell: |o, _| join(o, "/status/targetCluster"),
+    });
+    out.push(Column {
+        name: "Reason",
+        kind: "string",
+        priority: 0,
+        description: "Why the cluster was evicted (TaintUntolerated, ApplicationFailure).",
+        cell: |o, _| text(o, "/status/evictionReason"),
+    });
+    out.push(Column {
+        name: "Healthy",
+        kind: "string",
+        priority: 0,
+        description: "When the new placement ran Healthy.",
+        cell: |o, _| text(o, "/status/healthyTime"),
+    });
+    out.push(Column {
+        name: "Old-Copy-Gone",
+        kind: "string",
+        priority: 0,
+        description: "How the eviction task ended (and the old copy with it).",
+        cell: |o, _| text(o, "/status/oldCopyGoneReason"),
+    });
+    out.push(age);
+    out.push(Column {
+        name: "Producer",
+        kind: "string",
+        priority: 1,
+        description: "The controller that evicted.",
+        cell: |o, _| text(o, "/status/producer"),
+    });
+    out.push(Column {
+        name: "Message",
+        kind: "string",
+        priority: 1,
+        description: "The eviction's message.",
+        cell: |o, _| text(o, "/status/message"),
+    });
 }
 
 /// ClusterTaintPolicy: its taints and the conditions that add and remove them, e.g.

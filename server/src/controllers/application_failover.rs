@@ -25,6 +25,7 @@
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::{ClusterCache, Clusters};
 use super::eviction_brake::{hold_back, report_stops, EvictionBrake, Hold};
+use super::failover_history;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -765,6 +766,20 @@ impl Reconciler for ApplicationFailoverController {
         if updated != *object {
             // A conflict retries the whole decision on the new binding.
             current = self.store.update(&rt, updated).await?;
+            let evicted: Vec<_> = decision
+                .evictions
+                .iter()
+                .map(|e| failover_history::Evicted {
+                    cluster: &e.cluster,
+                    reason: EVICTION_REASON_APPLICATION_FAILURE,
+                    producer,
+                    message: e.task.message.clone(),
+                })
+                .collect();
+            let entries = failover_history::entries_for(&evicted, &object, &spec, now);
+            current =
+                failover_history::record_evictions(self.store.as_ref(), &rt, current, entries)
+                    .await;
         }
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)
@@ -1803,6 +1818,14 @@ mod tests {
                 json!(["member1", "member2"])
             );
             assert!(task["creationTimestamp"].is_string(), "{task}");
+            // The history opens an ApplicationFailover entry with the same facts.
+            let entry = &b["status"]["failoverHistory"][0];
+            assert_eq!(entry["reason"], "ApplicationFailover", "{b}");
+            assert_eq!(entry["fromCluster"], "member1");
+            assert_eq!(entry["evictionReason"], "ApplicationFailure");
+            assert_eq!(entry["producer"], EVICTION_PRODUCER_RB_APPLICATION_FAILOVER);
+            assert_eq!(entry["originalCluster"], json!(["member1", "member2"]));
+            assert_eq!(entry["failoverTime"], json!(Time::new(at(300))));
             let state = FailoverState::of(&b);
             assert_eq!(state.streak, 1);
             assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);

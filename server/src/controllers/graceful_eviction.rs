@@ -14,6 +14,7 @@
 use super::binding_keys::{decode, live_binding, owned_works, status_or_default, LiveBinding};
 use super::binding_status::aggregate;
 use super::cluster_cache::ClusterCache;
+use super::failover_history;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
@@ -24,6 +25,7 @@ use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec};
+use flotilla_api::history::{note_healthy, note_task_end, TaskEnd};
 use flotilla_api::meta::Time;
 use flotilla_api::work::ResourceHealth;
 use parking_lot::Mutex;
@@ -249,6 +251,49 @@ impl GracefulEvictionController {
         }
     }
 
+    /// The history's side of a decision already written: each dropped task closes its
+    /// entry (with the drop's Event reason), and a Healthy placement stamps the entries of
+    /// the tasks still kept. A failed write loses only the history.
+    async fn note_history(
+        &self,
+        rt: &flotilla_api::kinds::ResourceType,
+        written: &Value,
+        spec: &ResourceBindingSpec,
+        outcome: &Outcome,
+        healthy_now: bool,
+        now: DateTime<Utc>,
+    ) {
+        if outcome.dropped.is_empty() && !healthy_now {
+            return;
+        }
+        let placement: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+        let alive: Vec<&str> = outcome
+            .kept
+            .iter()
+            .map(|t| t.from_cluster.as_str())
+            .collect();
+        let at = Time::new(now);
+        let result = failover_history::update(self.store.as_ref(), rt, written, |history, _| {
+            let mut changed = false;
+            for (task, reason) in &outcome.dropped {
+                let end = TaskEnd {
+                    from_cluster: &task.from_cluster,
+                    reason: reason.event_reason(),
+                    healthy: *reason == DropReason::NewPlacementHealthy,
+                };
+                changed |= note_task_end(history, end, &placement, at);
+            }
+            if healthy_now {
+                changed |= note_healthy(history, &alive, at);
+            }
+            changed
+        })
+        .await;
+        if let Err(err) = result {
+            tracing::warn!(binding = %written["metadata"]["name"], error = %err, "writing the failover history failed");
+        }
+    }
+
     fn count_pending(&self, key: &str, tasks: usize) {
         let mut pending = self.pending.lock();
         if tasks == 0 {
@@ -367,7 +412,7 @@ impl Reconciler for GracefulEvictionController {
             Vec::new()
         };
         let now = self.clock.now();
-        let outcome = {
+        let (outcome, healthy_now) = {
             let ready = |name: &str| clusters.is_ready(name);
             let health = |name: &str| {
                 items
@@ -383,8 +428,12 @@ impl Reconciler for GracefulEvictionController {
                 default_timeout: self.default_timeout,
                 now,
             };
-            assess(&spec.graceful_eviction_tasks, &world)
+            (
+                assess(&spec.graceful_eviction_tasks, &world),
+                scheduled && world.new_placement_healthy(),
+            )
         };
+        let mut written = Value::clone(&object);
         if outcome.changed(&spec.graceful_eviction_tasks) {
             let mut updated = Value::clone(&object);
             set_path(
@@ -392,7 +441,7 @@ impl Reconciler for GracefulEvictionController {
                 &["spec", "gracefulEvictionTasks"],
                 serde_json::to_value(&outcome.kept).unwrap_or_default(),
             );
-            self.store.update(&rt, updated).await?;
+            written = self.store.update(&rt, updated).await?;
         }
         self.count_pending(key, outcome.kept.len());
         for (task, reason) in &outcome.dropped {
@@ -432,6 +481,9 @@ impl Reconciler for GracefulEvictionController {
                 )
                 .await;
         }
+        // The Events first (they tell the same story), then the history's status write.
+        self.note_history(&rt, &written, &spec, &outcome, healthy_now, now)
+            .await;
         Ok(outcome
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))

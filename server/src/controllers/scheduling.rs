@@ -103,7 +103,7 @@ impl SchedulerController {
             }
         }
         if let Some(status) = &decision.status {
-            let updated = with_status(&current, status);
+            let updated = with_status(&current, status, self.clock.now());
             if updated != current {
                 current = self.store.update_status(rt, updated).await?;
             }
@@ -138,7 +138,7 @@ fn with_spec(binding: &Value, spec: &SpecWrite) -> Value {
 
 /// `binding` with the status fields the scheduler owns set as decided;
 /// `schedulerObservedGeneration` is the generation of `binding` itself (after the spec write).
-fn with_status(binding: &Value, status: &StatusWrite) -> Value {
+fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chrono::Utc>) -> Value {
     let mut updated = binding.clone();
     set_path(
         &mut updated,
@@ -158,6 +158,31 @@ fn with_status(binding: &Value, status: &StatusWrite) -> Value {
     }
     if let Some(time) = status.last_scheduled_time {
         set_path(&mut updated, &["status", "lastScheduledTime"], json!(time));
+    }
+    // The placement that follows an eviction goes into its history entry in this write (also
+    // on a routine pass: the entry may have been written after the pass that placed it).
+    let placed = status.conditions.iter().any(|c| {
+        c.type_ == flotilla_api::binding::CONDITION_SCHEDULED
+            && c.status == flotilla_api::meta::ConditionStatus::True
+    });
+    if placed && status.observe_generation {
+        let mut history = super::failover_history::history_of(binding);
+        let placement = super::failover_history::placement_of(binding);
+        let at = flotilla_api::meta::Time::new(now);
+        // An eviction whose own history write was lost still gets its entry, from its task.
+        let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = binding
+            .pointer("/spec/gracefulEvictionTasks")
+            .cloned()
+            .and_then(|t| serde_json::from_value(t).ok())
+            .unwrap_or_default();
+        let opened = flotilla_api::history::backfill(
+            &mut history,
+            &tasks,
+            flotilla_api::history::FAILOVER_HISTORY_LIMIT,
+        );
+        if flotilla_api::history::note_placement(&mut history, &placement, at) || opened {
+            set_path(&mut updated, &["status", "failoverHistory"], json!(history));
+        }
     }
     if let Some(affinity) = &status.affinity_name {
         set_path(
@@ -314,6 +339,47 @@ mod tests {
     use crate::store::{KvStore, StoreConfig};
     use flotilla_api::binding::CONDITION_SCHEDULED;
     use flotilla_api::kinds::well_known;
+
+    /// A history entry written after the pass that placed the binding (its write lost the race
+    /// with the scheduler's) gets the placement on the next pass, even a routine one; a failed
+    /// pass gives it none; an eviction task without an entry gets one.
+    #[test]
+    fn a_routine_pass_fills_the_placement_of_a_late_history_entry() {
+        use chrono::TimeZone;
+        use flotilla_api::meta::{Condition, ConditionStatus};
+        let now = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 9).unwrap();
+        let binding = json!({"metadata": {"generation": 4},
+            "spec": {"clusters": [{"name": "member2", "replicas": 3}]},
+            "status": {"lastScheduledTime": "2026-01-01T00:00:01Z", "failoverHistory": [
+                {"reason": "ClusterFailover", "fromCluster": "member1",
+                 "failoverTime": "2026-01-01T00:00:00Z"}]}});
+        let write = |status| StatusWrite {
+            conditions: vec![Condition::new(CONDITION_SCHEDULED, status, "Success", "")],
+            observe_generation: true,
+            last_scheduled_time: None,
+            affinity_name: None,
+        };
+        let done = with_status(&binding, &write(ConditionStatus::True), now);
+        let e = &done["status"]["failoverHistory"][0];
+        assert_eq!(e["targetCluster"], json!(["member2"]), "{done}");
+        assert_eq!(e["rescheduledTime"], "2026-01-01T00:00:09Z");
+        assert_eq!(done["status"]["lastScheduledTime"], "2026-01-01T00:00:01Z");
+        let failed = with_status(&binding, &write(ConditionStatus::False), now);
+        assert!(failed["status"]["failoverHistory"][0]
+            .get("targetCluster")
+            .is_none());
+        // An eviction whose history write was lost: its task opens the entry.
+        let mut lost = binding.clone();
+        lost["status"]["failoverHistory"] = json!([]);
+        lost["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "member1",
+            "reason": "TaintUntolerated", "producer": "TaintManager", "replicas": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z"}]);
+        let done = with_status(&lost, &write(ConditionStatus::True), now);
+        let e = &done["status"]["failoverHistory"][0];
+        assert_eq!(e["fromCluster"], "member1", "{done}");
+        assert_eq!(e["failoverTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(e["targetCluster"], json!(["member2"]));
+    }
 
     #[tokio::test]
     async fn a_binding_without_placement_is_not_scheduled() {

@@ -16,6 +16,7 @@
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::{ClusterCache, Clusters};
 use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
+use super::failover_history;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
 use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
@@ -401,7 +402,21 @@ impl Reconciler for TaintManagerController {
                 serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
             );
             // A conflict retries the whole decision on the new binding.
-            let written = self.store.update(&rt, updated).await?;
+            let mut written = self.store.update(&rt, updated).await?;
+            let evicted: Vec<_> = decision
+                .evictions
+                .iter()
+                .map(|e| failover_history::Evicted {
+                    cluster: &e.cluster,
+                    reason: EVICTION_REASON_TAINT_UNTOLERATED,
+                    producer: EVICTION_PRODUCER_TAINT_MANAGER,
+                    message: e.cause.message(&e.cluster),
+                })
+                .collect();
+            let entries = failover_history::entries_for(&evicted, &object, &spec, now);
+            written =
+                failover_history::record_evictions(self.store.as_ref(), &rt, written, entries)
+                    .await;
             for e in &decision.evictions {
                 let taint = match &e.cause {
                     EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,

@@ -1,0 +1,403 @@
+//! Writes a binding's failover history (`status.failoverHistory`, see
+//! [`flotilla_api::history`]) for the controllers that decide a failover step. The taint
+//! manager, application failover and graceful eviction write the binding's spec; the history
+//! lives in its status, which a spec write keeps as stored, so they follow their spec write
+//! with this status write (a conflict re-reads and tries again, as state preservation's
+//! condition does). The scheduler needs none: it fills the new placement in its own status
+//! write, and there opens the entry of an eviction task that has none (a lost write).
+
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, Utc};
+use flotilla_api::binding::ResourceBindingSpec;
+use flotilla_api::history::{
+    failover_reason, record, FailoverHistoryItem, FAILOVER_HISTORY_LIMIT, GONE_WITHOUT_TASK,
+};
+use flotilla_api::kinds::ResourceType;
+use flotilla_api::meta::Time;
+use serde_json::Value;
+
+use super::json_edit::set_path;
+
+/// How many times a conflicting write is tried again on a fresh read.
+const ATTEMPTS: usize = 3;
+
+/// The binding's history as stored (empty when it has none or it does not decode).
+pub fn history_of(binding: &Value) -> Vec<FailoverHistoryItem> {
+    binding
+        .pointer("/status/failoverHistory")
+        .cloned()
+        .and_then(|h| serde_json::from_value(h).ok())
+        .unwrap_or_default()
+}
+
+/// `spec.clusters` names of the binding as it is.
+pub fn placement_of(binding: &Value) -> Vec<String> {
+    binding
+        .pointer("/spec/clusters")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The placement the scheduler has chosen for this generation of the binding (its clusters
+/// and `lastScheduledTime`), `None` while it has not seen the current generation.
+pub fn scheduled_placement(binding: &Value) -> Option<(Vec<String>, Time)> {
+    let generation = binding.pointer("/metadata/generation")?.as_i64()?;
+    let observed = binding
+        .pointer("/status/schedulerObservedGeneration")
+        .and_then(Value::as_i64)?;
+    if observed != generation {
+        return None;
+    }
+    let at: Time =
+        serde_json::from_value(binding.pointer("/status/lastScheduledTime")?.clone()).ok()?;
+    Some((placement_of(binding), at))
+}
+
+/// An eviction just written, as the history needs it.
+#[derive(Clone, Debug)]
+pub struct Evicted<'a> {
+    /// The evicted cluster.
+    pub cluster: &'a str,
+    /// The eviction reason (`TaintUntolerated`, `ApplicationFailure`).
+    pub reason: &'a str,
+    /// The controller that evicted.
+    pub producer: &'a str,
+    /// Why, in words (used when no task carries it).
+    pub message: String,
+}
+
+/// The entries for evictions written at `now`: `before` is the binding as read before the
+/// write (its placement is the entries' `originalCluster`), `after` the spec written. An
+/// eviction with a task copies the task; one without (graceful eviction off) removed the
+/// cluster and its copy at once, so its entry is closed from the start.
+pub fn entries_for(
+    evicted: &[Evicted<'_>],
+    before: &Value,
+    after: &ResourceBindingSpec,
+    now: DateTime<Utc>,
+) -> Vec<FailoverHistoryItem> {
+    let original = placement_of(before);
+    let spec_before: ResourceBindingSpec = before
+        .get("spec")
+        .cloned()
+        .and_then(|s| serde_json::from_value(s).ok())
+        .unwrap_or_default();
+    evicted
+        .iter()
+        .map(|e| {
+            match after
+                .graceful_eviction_tasks
+                .iter()
+                .find(|t| t.from_cluster == e.cluster)
+            {
+                Some(task) => FailoverHistoryItem::from_task(task, original.clone(), now),
+                None => FailoverHistoryItem {
+                    reason: failover_reason(e.reason).to_string(),
+                    failover_time: Some(Time::new(now)),
+                    from_cluster: e.cluster.to_string(),
+                    original_cluster: original.clone(),
+                    replicas: spec_before.workload_replicas_on(e.cluster).unwrap_or(0),
+                    eviction_reason: e.reason.to_string(),
+                    message: e.message.clone(),
+                    producer: e.producer.to_string(),
+                    old_copy_gone_time: Some(Time::new(now)),
+                    old_copy_gone_reason: GONE_WITHOUT_TASK.to_string(),
+                    ..FailoverHistoryItem::default()
+                },
+            }
+        })
+        .collect()
+}
+
+/// Appends `entries` to the history of `written` (the binding as the eviction wrote it) and
+/// returns the binding as last written. A failed write loses the entries, not the eviction:
+/// it is logged and the caller goes on with `written`.
+pub async fn record_evictions(
+    store: &dyn Store,
+    rt: &ResourceType,
+    written: Value,
+    entries: Vec<FailoverHistoryItem>,
+) -> Value {
+    if entries.is_empty() {
+        return written;
+    }
+    let result = update(store, rt, &written, |history, current| {
+        let scheduled = scheduled_placement(current);
+        let mut changed = false;
+        for e in &entries {
+            changed |= record(
+                history,
+                e.clone(),
+                scheduled.clone(),
+                FAILOVER_HISTORY_LIMIT,
+            );
+        }
+        changed
+    })
+    .await;
+    match result {
+        Ok(Some(latest)) => latest,
+        Ok(None) => written,
+        Err(err) => {
+            tracing::warn!(binding = %written["metadata"]["name"], error = %err, "writing the failover history failed");
+            written
+        }
+    }
+}
+
+/// Applies `edit` to the history of `binding` (as last read or written) and writes the status
+/// when it changed; on a conflict, re-reads and edits again. `edit` gets the binding as read
+/// too and returns whether it changed the history. Returns the binding written, `None` when
+/// nothing was (no change, or conflicts every time).
+pub async fn update(
+    store: &dyn Store,
+    rt: &ResourceType,
+    binding: &Value,
+    edit: impl Fn(&mut Vec<FailoverHistoryItem>, &Value) -> bool,
+) -> Result<Option<Value>, StoreError> {
+    let mut current = binding.clone();
+    for attempt in 0..ATTEMPTS {
+        let mut history = history_of(&current);
+        if !edit(&mut history, &current) {
+            return Ok(None);
+        }
+        let mut updated = current.clone();
+        set_path(
+            &mut updated,
+            &["status", "failoverHistory"],
+            serde_json::to_value(&history).unwrap_or_default(),
+        );
+        match store.update_status(rt, updated).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(StoreError::Conflict { .. }) if attempt + 1 < ATTEMPTS => {
+                let ns = current["metadata"]["namespace"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string);
+                let name = current["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                current = store.get(rt, ns.as_deref(), &name).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// One failover through the real controllers on the memory store with a fake clock:
+    /// the taint manager evicts (the entry opens), the scheduler places (the entry gets the
+    /// new placement in its status write), the new copy reports Healthy and graceful
+    /// eviction drops the task (the entry gets healthy and gone times); each step has its
+    /// Event with the same facts.
+    #[tokio::test]
+    async fn evict_reschedule_healthy_drop_fills_one_entry() {
+        use crate::clock::{FakeClock, SharedClock};
+        use crate::controllers::failover_metrics::FailoverMetrics;
+        use crate::controllers::graceful_eviction::GracefulEvictionController;
+        use crate::controllers::runtime::Reconciler;
+        use crate::controllers::scheduling::SchedulerController;
+        use crate::controllers::taint_manager::{TaintManagerController, TaintManagerSettings};
+        use crate::events::EventRecorder;
+        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use chrono::TimeZone;
+        use flotilla_api::kinds::well_known;
+        use std::sync::Arc;
+
+        let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let clock = Arc::new(FakeClock::new(t0));
+        let shared: SharedClock = clock.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
+        let registry = prometheus::Registry::new();
+        let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+        let metrics = FailoverMetrics::register(&registry).unwrap();
+        let clusters = well_known::clusters();
+        let ready = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+            "message": "", "lastTransitionTime": "2025-12-31T00:00:00Z"}],
+            "apiEnablements": [{"groupVersion": "apps/v1",
+                "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
+        for (name, taints) in [
+            (
+                "member1",
+                json!([{"key": "cluster.karmada.io/not-ready", "effect": "NoExecute",
+                    "timeAdded": "2025-12-31T23:59:00Z"}]),
+            ),
+            ("member2", json!([])),
+        ] {
+            store
+                .create(
+                    &clusters,
+                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                        "metadata": {"name": name}, "spec": {"syncMode": "Pull", "taints": taints}}),
+                )
+                .await
+                .unwrap();
+            let mut c = store.get(&clusters, None, name).await.unwrap();
+            c["status"] = ready.clone();
+            store.update_status(&clusters, c).await.unwrap();
+        }
+        let rt = well_known::resource_bindings();
+        store
+            .create(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "nginx-deployment", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+                             "replicas": 2,
+                             "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}},
+                             "clusters": [{"name": "member1", "replicas": 2}, {"name": "member2", "replicas": 2}]}}),
+            )
+            .await
+            .unwrap();
+        let get = || async {
+            store
+                .get(&rt, Some("default"), "nginx-deployment")
+                .await
+                .unwrap()
+        };
+        let history = |b: &Value| b["status"]["failoverHistory"].clone();
+        const KEY: &str = "rb|default|nginx-deployment";
+        let tm = TaintManagerController::new(
+            store.clone(),
+            shared.clone(),
+            events.clone(),
+            metrics.clone(),
+            TaintManagerSettings::default(),
+        );
+        let scheduler =
+            SchedulerController::new(store.clone(), shared.clone(), events.clone(), &registry)
+                .unwrap();
+        let ge = GracefulEvictionController::new(
+            store.clone(),
+            shared.clone(),
+            events.clone(),
+            metrics,
+            Arc::new(crate::controllers::testing::SpecReplicas),
+            std::time::Duration::from_secs(600),
+        );
+
+        // Evicted: the entry opens with what, why, who, when and the placement before.
+        tm.reconcile(KEY).await.unwrap();
+        let h = history(&get().await);
+        assert_eq!(h.as_array().map(Vec::len), Some(1), "{h}");
+        let e = &h[0];
+        assert_eq!(e["reason"], "ClusterFailover");
+        assert_eq!(e["fromCluster"], "member1");
+        assert_eq!(e["replicas"], 2);
+        assert_eq!(e["evictionReason"], "TaintUntolerated");
+        assert_eq!(e["producer"], "TaintManager");
+        assert_eq!(e["purgeMode"], "Graciously");
+        assert_eq!(e["failoverTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(e["originalCluster"], json!(["member1", "member2"]));
+        assert!(
+            e["message"].as_str().unwrap_or("").contains("not-ready"),
+            "{e}"
+        );
+        assert!(e.get("targetCluster").is_none(), "{e}");
+
+        // Rescheduled: the scheduler's own status write adds the placement.
+        clock.advance(chrono::Duration::seconds(5));
+        scheduler.reconcile(KEY).await.unwrap();
+        let b = get().await;
+        let e = &history(&b)[0];
+        assert_eq!(e["targetCluster"], json!(["member2"]), "{b}");
+        assert_eq!(e["rescheduledTime"], "2026-01-01T00:00:05Z");
+        assert!(e.get("healthyTime").is_none(), "{e}");
+
+        // Not Healthy yet: the task stays and the entry stays open.
+        clock.advance(chrono::Duration::seconds(5));
+        ge.reconcile(KEY).await.unwrap();
+        assert!(history(&get().await)[0].get("oldCopyGoneTime").is_none());
+
+        // The new copy reports Healthy: the task ends and the entry is complete.
+        let b = get().await;
+        store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                    "metadata": {"name": "nginx", "namespace": "karmada-es-member2",
+                        "annotations": {"flotilla.io/assigned-replicas": "2"},
+                        "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
+                            "kind": "ResourceBinding", "name": "nginx-deployment",
+                            "uid": b["metadata"]["uid"], "controller": true}]},
+                    "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 2}}]}}}),
+            )
+            .await
+            .unwrap();
+        let mut w = store
+            .get(&well_known::works(), Some("karmada-es-member2"), "nginx")
+            .await
+            .unwrap();
+        w["status"] = json!({"conditions": [{"type": "Applied", "status": "True",
+            "reason": "AppliedSuccessful", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "manifestStatuses": [{"identifier": {"ordinal": 0}, "status": {"readyReplicas": 2}}]});
+        store.update_status(&well_known::works(), w).await.unwrap();
+        clock.advance(chrono::Duration::seconds(20));
+        ge.reconcile(KEY).await.unwrap();
+        let b = get().await;
+        assert_eq!(b["spec"]["gracefulEvictionTasks"], json!([]), "{b}");
+        let e = &history(&b)[0];
+        assert_eq!(e["healthyTime"], "2026-01-01T00:00:30Z", "{e}");
+        assert_eq!(e["oldCopyGoneTime"], "2026-01-01T00:00:30Z");
+        assert_eq!(e["oldCopyGoneReason"], "EvictionTaskDoneHealthy");
+        assert_eq!(history(&b).as_array().map(Vec::len), Some(1));
+
+        // The Events tell the same story, on the binding.
+        let events = store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .unwrap();
+        let said = |reason: &str, needle: &str| {
+            events.items.iter().any(|e| {
+                e["reason"] == reason
+                    && e["involvedObject"]["name"] == "nginx-deployment"
+                    && e["message"].as_str().unwrap_or("").contains(needle)
+            })
+        };
+        assert!(
+            said("EvictWorkloadFromCluster", "member1"),
+            "{:?}",
+            events.items
+        );
+        assert!(
+            said("EvictionTaskDoneHealthy", "member1"),
+            "{:?}",
+            events.items
+        );
+        assert!(
+            events
+                .items
+                .iter()
+                .any(|e| e["reason"] == "ScheduleBindingSucceed"
+                    && e["message"].as_str().unwrap_or("").contains("member2")),
+            "{:?}",
+            events.items
+        );
+    }
+
+    #[test]
+    fn the_placement_counts_once_the_scheduler_saw_the_generation() {
+        let b = |observed: i64| {
+            json!({"metadata": {"generation": 3},
+                "spec": {"clusters": [{"name": "m2", "replicas": 1}, {"name": "m3"}]},
+                "status": {"schedulerObservedGeneration": observed,
+                    "lastScheduledTime": "2023-11-14T22:13:20Z"}})
+        };
+        let (clusters, _) = scheduled_placement(&b(3)).unwrap();
+        assert_eq!(clusters, vec!["m2", "m3"]);
+        assert!(scheduled_placement(&b(2)).is_none());
+        assert!(history_of(&b(3)).is_empty());
+    }
+}
