@@ -5,15 +5,14 @@
 //! evictionbrakes` prints the state, the rate and the counts, `-o yaml` the reason too. Any
 //! other verb answers 405.
 
-use super::body::{negotiate, respond};
+use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
 use super::resources::Target;
-use super::table;
 use super::ApiState;
 use crate::controllers::cluster_cache;
 use crate::controllers::eviction_brake::{Pace, RegionReport, NO_REGION};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use chrono::{DateTime, SecondsFormat, Utc};
 use flotilla_api::kinds::{ResourceType, FLOTILLA_GROUP};
@@ -93,6 +92,13 @@ pub async fn objects(state: &ApiState) -> ApiResult<Vec<Value>> {
         .collect())
 }
 
+/// The kind, as the computed kinds are served.
+const COMPUTED: ComputedKind = ComputedKind {
+    kind: KIND,
+    plural: PLURAL,
+    read_only_because: "are computed on read",
+};
+
 /// Serves the kind: get and list (JSON, YAML or a kubectl Table); anything else is 405.
 pub async fn serve(
     state: &ApiState,
@@ -101,55 +107,15 @@ pub async fn serve(
     params: &Params,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
-    if *method != Method::GET || watch || target.subresource.is_some() {
-        return Err(ApiError::MethodNotAllowed(format!(
-            "{PLURAL} are computed on read: only get and list are allowed"
-        )));
-    }
-    let encoding = negotiate(headers)?;
+    COMPUTED.check_read(method, target, params)?;
     let items = objects(state).await?;
-    let as_table = headers
-        .get(axum::http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(table::wants_table);
-    let now = state.clock.now();
-    match target.name.as_deref() {
-        Some(name) => {
-            let obj = items
-                .into_iter()
-                .find(|o| o["metadata"]["name"] == name)
-                .ok_or_else(|| ApiError::NotFound {
-                    message: format!("{PLURAL}.{FLOTILLA_GROUP} \"{name}\" not found"),
-                    name: Some(name.to_string()),
-                    group: FLOTILLA_GROUP.to_string(),
-                    kind: PLURAL.to_string(),
-                })?;
-            if as_table {
-                let t = table::table(FLOTILLA_GROUP, KIND, &[obj], 0, None, now);
-                return Ok(respond(StatusCode::OK, &t, encoding));
-            }
-            Ok(respond(StatusCode::OK, &obj, encoding))
-        }
-        None => {
-            if as_table {
-                let t = table::table(FLOTILLA_GROUP, KIND, &items, 0, None, now);
-                return Ok(respond(StatusCode::OK, &t, encoding));
-            }
-            let list = json!({
-                "apiVersion": format!("{FLOTILLA_GROUP}/v1alpha1"),
-                "kind": format!("{KIND}List"),
-                "metadata": {"resourceVersion": "0"},
-                "items": items,
-            });
-            Ok(respond(StatusCode::OK, &list, encoding))
-        }
-    }
+    COMPUTED.respond(target.name.as_deref(), items, headers, state.clock.now())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::table;
     use crate::controllers::eviction_brake::{Counts, RegionState, RegionView};
     use chrono::TimeZone;
 

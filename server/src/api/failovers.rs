@@ -7,14 +7,13 @@
 //! failovers` prints the binding, the clusters and the steps' times, `-o yaml` every field.
 //! Any other verb answers 405.
 
-use super::body::{negotiate, respond};
+use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
 use super::resources::Target;
-use super::table;
 use super::ApiState;
 use crate::store::ListOptions;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use flotilla_api::history::{recent, FailoverHistoryItem, FleetEntry};
 use flotilla_api::kinds::{well_known, ResourceType, FLOTILLA_GROUP};
@@ -96,6 +95,13 @@ pub async fn objects(state: &ApiState, limit: Option<usize>) -> ApiResult<Vec<Va
     Ok(recent(entries, limit).iter().map(object).collect())
 }
 
+/// The kind, as the computed kinds are served.
+const COMPUTED: ComputedKind = ComputedKind {
+    kind: KIND,
+    plural: PLURAL,
+    read_only_because: "are computed on read from the bindings' failover history",
+};
+
 /// Serves the kind: get and list (JSON, YAML or a kubectl Table); anything else is 405.
 pub async fn serve(
     state: &ApiState,
@@ -104,13 +110,7 @@ pub async fn serve(
     params: &Params,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
-    if *method != Method::GET || watch || target.subresource.is_some() {
-        return Err(ApiError::MethodNotAllowed(format!(
-            "{PLURAL} are computed on read from the bindings' failover history: only get and list are allowed"
-        )));
-    }
-    let encoding = negotiate(headers)?;
+    COMPUTED.check_read(method, target, params)?;
     let limit = match params.get("limit") {
         None => None,
         Some(l) => match l.parse::<usize>() {
@@ -123,49 +123,16 @@ pub async fn serve(
             }
         },
     };
-    let as_table = headers
-        .get(axum::http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(table::wants_table);
-    let now = state.clock.now();
-    match target.name.as_deref() {
-        Some(name) => {
-            let obj = objects(state, None)
-                .await?
-                .into_iter()
-                .find(|o| o["metadata"]["name"] == name)
-                .ok_or_else(|| ApiError::NotFound {
-                    message: format!("{PLURAL}.{FLOTILLA_GROUP} \"{name}\" not found"),
-                    name: Some(name.to_string()),
-                    group: FLOTILLA_GROUP.to_string(),
-                    kind: PLURAL.to_string(),
-                })?;
-            if as_table {
-                let t = table::table(FLOTILLA_GROUP, KIND, &[obj], 0, None, now);
-                return Ok(respond(StatusCode::OK, &t, encoding));
-            }
-            Ok(respond(StatusCode::OK, &obj, encoding))
-        }
-        None => {
-            let items = objects(state, limit).await?;
-            if as_table {
-                let t = table::table(FLOTILLA_GROUP, KIND, &items, 0, None, now);
-                return Ok(respond(StatusCode::OK, &t, encoding));
-            }
-            let list = json!({
-                "apiVersion": format!("{FLOTILLA_GROUP}/v1alpha1"),
-                "kind": format!("{KIND}List"),
-                "metadata": {"resourceVersion": "0"},
-                "items": items,
-            });
-            Ok(respond(StatusCode::OK, &list, encoding))
-        }
-    }
+    // A get looks among every entry, a list keeps the newest `limit`.
+    let name = target.name.as_deref();
+    let items = objects(state, if name.is_some() { None } else { limit }).await?;
+    COMPUTED.respond(name, items, headers, state.clock.now())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::table;
     use chrono::{TimeZone, Utc};
 
     #[test]

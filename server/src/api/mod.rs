@@ -6,6 +6,7 @@ pub mod admission;
 pub mod auth;
 pub mod authz;
 pub mod body;
+pub mod computed;
 pub mod discovery;
 pub mod error;
 pub mod eviction_brakes;
