@@ -54,6 +54,19 @@ pub async fn live_binding(
     }
 }
 
+/// Reads `object` again as the store holds it now (after a write of it met a conflict).
+pub async fn reread(
+    store: &dyn Store,
+    rt: &ResourceType,
+    object: &Value,
+) -> Result<Value, StoreError> {
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .filter(|s| !s.is_empty());
+    let name = object["metadata"]["name"].as_str().unwrap_or("");
+    store.get(rt, ns, name).await
+}
+
 /// Decodes a binding's spec (or another part) by the API's rules (a struct must be an
 /// object: serde_json alone would read `[1]` as a struct whose first field is 1).
 ///

@@ -175,15 +175,7 @@ pub async fn update(
         match store.update_status(rt, updated).await {
             Ok(written) => return Ok(Some(written)),
             Err(StoreError::Conflict { .. }) if attempt + 1 < ATTEMPTS => {
-                let ns = current["metadata"]["namespace"]
-                    .as_str()
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string);
-                let name = current["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                current = store.get(rt, ns.as_deref(), &name).await?;
+                current = super::binding_keys::reread(store, rt, &current).await?;
             }
             Err(e) => return Err(e),
         }

@@ -295,15 +295,7 @@ pub async fn report(
         match store.update_status(rt, updated).await {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict { .. }) if attempt < 2 => {
-                let ns = current["metadata"]["namespace"]
-                    .as_str()
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string);
-                let name = current["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                current = store.get(rt, ns.as_deref(), &name).await?;
+                current = super::binding_keys::reread(store, rt, &current).await?;
             }
             Err(e) => return Err(e),
         }
