@@ -680,15 +680,7 @@ fn judged_fingerprint(binding: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     super::runtime::generation_fingerprint(binding).hash(&mut h);
     state.map(Value::to_string).hash(&mut h);
-    if let Some(items) = binding
-        .pointer("/status/aggregatedStatus")
-        .and_then(Value::as_array)
-    {
-        for i in items {
-            i.get("clusterName").map(Value::to_string).hash(&mut h);
-            i.get("health").map(Value::to_string).hash(&mut h);
-        }
-    }
+    super::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
 }
 

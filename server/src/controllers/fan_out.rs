@@ -76,6 +76,21 @@ pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
     h.finish()
 }
 
+/// Feeds `h` each cluster's health in a binding's `status.aggregatedStatus` (and nothing else
+/// of it): what the failover controllers judge of the status.
+pub fn hash_cluster_health(binding: &Value, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    if let Some(items) = binding
+        .pointer("/status/aggregatedStatus")
+        .and_then(Value::as_array)
+    {
+        for i in items {
+            i.get("clusterName").map(Value::to_string).hash(h);
+            i.get("health").map(Value::to_string).hash(h);
+        }
+    }
+}
+
 /// A Cluster's Ready status, labels and deletion: what the controllers that judge health by
 /// readiness (binding status, graceful eviction) read of it, and its labels, so an operator
 /// can make them look again (`kubectl label cluster …`) without a taint or heartbeat waking

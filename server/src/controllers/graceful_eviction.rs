@@ -332,15 +332,7 @@ fn judged_fingerprint(binding: &Value) -> u64 {
         .pointer("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)
         .hash(&mut h);
-    if let Some(items) = binding
-        .pointer("/status/aggregatedStatus")
-        .and_then(Value::as_array)
-    {
-        for i in items {
-            i.get("clusterName").map(Value::to_string).hash(&mut h);
-            i.get("health").map(Value::to_string).hash(&mut h);
-        }
-    }
+    super::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
 }
 
