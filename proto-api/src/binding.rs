@@ -38,6 +38,12 @@ pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
 pub const EVICTION_REASON_TAINT_UNTOLERATED: &str = "TaintUntolerated";
 /// Eviction reason: the application stayed unhealthy.
 pub const EVICTION_REASON_APPLICATION_FAILURE: &str = "ApplicationFailure";
+/// Eviction reason (Flotilla): the workload moves back to a cluster it was failed over from
+/// (`spec.failover.cluster.failback`); the task keeps the temporary copy until the returning
+/// one is Healthy.
+pub const EVICTION_REASON_FAILBACK: &str = "Failback";
+/// Eviction producer (Flotilla): the failback controller.
+pub const EVICTION_PRODUCER_FAILBACK: &str = "Failback";
 /// Eviction producer: the taint manager.
 pub const EVICTION_PRODUCER_TAINT_MANAGER: &str = "TaintManager";
 /// Eviction producer: application failover of ResourceBindings.

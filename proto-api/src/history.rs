@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::binding::{GracefulEvictionTask, EVICTION_REASON_APPLICATION_FAILURE};
+use crate::binding::{
+    GracefulEvictionTask, EVICTION_REASON_APPLICATION_FAILURE, EVICTION_REASON_FAILBACK,
+};
 use crate::meta::Time;
 use crate::policy::PurgeMode;
 
@@ -23,6 +25,9 @@ pub const FAILOVER_HISTORY_LIMIT: usize = 10;
 pub const FAILOVER_REASON_CLUSTER: &str = "ClusterFailover";
 /// Karmada's failover reason for an application failure.
 pub const FAILOVER_REASON_APPLICATION: &str = "ApplicationFailover";
+/// Flotilla's failover reason for a move back to a recovered cluster (failback): the entry's
+/// `fromCluster` is the cluster the workload left, `targetCluster` the placement it went back to.
+pub const FAILOVER_REASON_FAILBACK: &str = "Failback";
 /// `oldCopyGoneReason` of an eviction without a task (graceful eviction off): the old copy
 /// went with the eviction.
 pub const GONE_WITHOUT_TASK: &str = "EvictedWithoutTask";
@@ -76,6 +81,10 @@ pub struct FailoverHistoryItem {
     /// `EvictionTaskTimedOut`, `EvictionTaskReleased`) or [`GONE_WITHOUT_TASK`].
     #[serde(skip_serializing_if = "String::is_empty")]
     pub old_copy_gone_reason: String,
+    /// When the workload moved back to `fromCluster` after it recovered (failback; the move
+    /// has its own `Failback` entry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_back_time: Option<Time>,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -84,10 +93,10 @@ fn is_zero(n: &i32) -> bool {
 
 /// Karmada's failover reason for an eviction task's reason.
 pub fn failover_reason(eviction_reason: &str) -> &'static str {
-    if eviction_reason == EVICTION_REASON_APPLICATION_FAILURE {
-        FAILOVER_REASON_APPLICATION
-    } else {
-        FAILOVER_REASON_CLUSTER
+    match eviction_reason {
+        EVICTION_REASON_APPLICATION_FAILURE => FAILOVER_REASON_APPLICATION,
+        EVICTION_REASON_FAILBACK => FAILOVER_REASON_FAILBACK,
+        _ => FAILOVER_REASON_CLUSTER,
     }
 }
 
@@ -184,6 +193,36 @@ pub fn backfill(
         bound(history, limit);
     }
     changed
+}
+
+/// The cluster failovers a failback may undo: for each cluster, its newest entry when that is a
+/// [`FAILOVER_REASON_CLUSTER`] entry whose old copy is gone (the failover is over) and that
+/// was not failed back yet. Oldest failover first.
+pub fn awaiting_failback(history: &[FailoverHistoryItem]) -> Vec<&FailoverHistoryItem> {
+    let mut newest: BTreeMap<&str, &FailoverHistoryItem> = BTreeMap::new();
+    for h in history {
+        newest.insert(h.from_cluster.as_str(), h);
+    }
+    let mut out: Vec<&FailoverHistoryItem> = newest
+        .into_values()
+        .filter(|h| {
+            h.reason == FAILOVER_REASON_CLUSTER && !h.is_open() && h.failed_back_time.is_none()
+        })
+        .collect();
+    out.sort_by_key(|h| h.failover_time);
+    out
+}
+
+/// The workload moved back to `cluster` at `at`: its newest entry gets `failedBackTime`.
+/// Returns whether the history changed.
+pub fn note_failed_back(history: &mut [FailoverHistoryItem], cluster: &str, at: Time) -> bool {
+    match history.iter_mut().rev().find(|h| h.from_cluster == cluster) {
+        Some(h) if h.failed_back_time.is_none() => {
+            h.failed_back_time = Some(at);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Drops the oldest entries beyond `limit`.
@@ -332,6 +371,42 @@ mod tests {
 
     fn names(v: &[String]) -> Vec<String> {
         v.to_vec()
+    }
+
+    #[test]
+    fn failback_waits_for_the_newest_closed_cluster_failover_of_each_cluster() {
+        let closed = |cluster: &str, secs: i64, reason: &str| FailoverHistoryItem {
+            reason: reason.into(),
+            old_copy_gone_time: Some(Time::new(at(secs + 1))),
+            ..entry(cluster, secs)
+        };
+        let mut history = vec![
+            closed("m1", 0, FAILOVER_REASON_CLUSTER),
+            closed("m2", 5, FAILOVER_REASON_APPLICATION),
+            entry("m3", 6),
+            closed("m4", 2, FAILOVER_REASON_CLUSTER),
+            closed("m1", 8, FAILOVER_REASON_CLUSTER),
+        ];
+        let froms = |h: &[FailoverHistoryItem]| -> Vec<(String, i64)> {
+            awaiting_failback(h)
+                .iter()
+                .map(|e| {
+                    let t = e.failover_time.map(|t| t.as_datetime().timestamp());
+                    (e.from_cluster.clone(), t.unwrap_or(0) - 1_700_000_000)
+                })
+                .collect()
+        };
+        // m2 left for an application failure, m3's failover is not over; m1's newest counts.
+        assert_eq!(froms(&history), vec![("m4".into(), 2), ("m1".into(), 8)]);
+        assert!(note_failed_back(&mut history, "m1", Time::new(at(20))));
+        assert!(!note_failed_back(&mut history, "m1", Time::new(at(21))));
+        assert_eq!(history[4].failed_back_time, Some(Time::new(at(20))));
+        assert_eq!(history[0].failed_back_time, None);
+        assert_eq!(froms(&history), vec![("m4".into(), 2)]);
+        // A failover after the failback starts again.
+        history.push(closed("m1", 30, FAILOVER_REASON_CLUSTER));
+        assert_eq!(froms(&history), vec![("m4".into(), 2), ("m1".into(), 30)]);
+        assert_eq!(failover_reason("Failback"), FAILOVER_REASON_FAILBACK);
     }
 
     #[test]

@@ -577,6 +577,7 @@ fn failover() -> impl Strategy<Value = FailoverBehavior> {
         grace_period_seconds: g,
         state_preservation: None,
         fencing: None,
+        failback: None,
     });
     (opt(app), opt(cluster)).prop_map(|(application, cluster)| FailoverBehavior {
         application,

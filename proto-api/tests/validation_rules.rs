@@ -418,6 +418,20 @@ fn policy_rules() {
             "",
         ),
         row(
+            "failback stabilizationSeconds must not be negative (Flotilla extension)",
+            spec(json!({"failover": {"cluster": {"failback": {"stabilizationSeconds": -1}}}})),
+            "spec.failover.cluster.failback.stabilizationSeconds",
+            Invalid,
+            "must be greater than or equal to 0",
+        ),
+        row(
+            "failback stabilizationSeconds must be an integer",
+            spec(json!({"failover": {"cluster": {"failback": {"stabilizationSeconds": "5m"}}}})),
+            "spec.failover.cluster.failback.stabilizationSeconds",
+            Invalid,
+            "",
+        ),
+        row(
             "unknown purge mode",
             spec(json!({"failover": {"cluster": {"purgeMode": "Later"}}})),
             "spec.failover.cluster.purgeMode",

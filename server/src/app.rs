@@ -350,6 +350,7 @@ pub const CONTROLLERS: &[ControllerFn] = &[
     controllers::taint_manager::controller,
     controllers::application_failover::controller,
     controllers::graceful_eviction::controller,
+    controllers::failback::controller,
     controllers::binding_works::controller,
     controllers::binding_status::controller,
     controllers::push_execution::controller,

@@ -114,6 +114,32 @@ pub struct ClusterFailoverBehavior {
     /// "Safety: self-fencing"). Karmada ignores it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fencing: Option<Fencing>,
+    /// Flotilla extension: move the workload back to a cluster it was failed over from once
+    /// that cluster has stayed Ready for a while (docs/failover.md, "Failback"). Absent: never
+    /// (Karmada's behaviour). Karmada ignores it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failback: Option<Failback>,
+}
+
+/// `spec.failover.cluster.failback` (a Flotilla extension).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Failback {
+    /// How long a recovered cluster must stay Ready, without a break, before the workload
+    /// moves back to it (default [`DEFAULT_FAILBACK_STABILIZATION_SECONDS`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stabilization_seconds: Option<i32>,
+}
+
+/// The stabilization window of a failback that names none.
+pub const DEFAULT_FAILBACK_STABILIZATION_SECONDS: i32 = 300;
+
+impl Failback {
+    /// The window in seconds (the default when absent).
+    pub fn stabilization_seconds(&self) -> i32 {
+        self.stabilization_seconds
+            .unwrap_or(DEFAULT_FAILBACK_STABILIZATION_SECONDS)
+    }
 }
 
 /// `spec.failover.cluster.fencing` (a Flotilla extension).
@@ -133,6 +159,11 @@ impl FailoverBehavior {
             .as_ref()
             .and_then(|c| c.fencing.as_ref())
             .is_some_and(|f| f.exactly_once)
+    }
+
+    /// `cluster.failback`, when the policy asks for it.
+    pub fn failback(&self) -> Option<&Failback> {
+        self.cluster.as_ref().and_then(|c| c.failback.as_ref())
     }
 }
 

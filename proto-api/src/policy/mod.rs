@@ -18,8 +18,8 @@ pub use cluster_taint_policy::{
     ClusterTaintPolicy, ClusterTaintPolicySpec, MatchCondition, MatchConditionOperator, PolicyTaint,
 };
 pub use failover::{
-    ApplicationFailoverBehavior, ClusterFailoverBehavior, DecisionConditions, FailoverBehavior,
-    Fencing, PurgeMode, StatePreservation, StatePreservationRule,
+    ApplicationFailoverBehavior, ClusterFailoverBehavior, DecisionConditions, Failback,
+    FailoverBehavior, Fencing, PurgeMode, StatePreservation, StatePreservationRule,
 };
 pub use placement::{
     ClusterAffinity, ClusterAffinityTerm, ClusterPreferences, DynamicWeightFactor, FieldSelector,

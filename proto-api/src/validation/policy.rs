@@ -551,6 +551,19 @@ fn validate_cluster_failover(
     if let Some(sp) = &cluster.state_preservation {
         validate_state_preservation(sp, &path.child("statePreservation"), errs);
     }
+    if let Some(secs) = cluster
+        .failback
+        .as_ref()
+        .and_then(|f| f.stabilization_seconds)
+    {
+        if secs < 0 {
+            errs.push(FieldError::invalid(
+                &path.child("failback").child("stabilizationSeconds"),
+                secs,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
     // Flotilla extension: exactly-once needs the old copy removed first. A graceful purge
     // keeps it (to be applied again when its member returns) beside the new one, and Never
     // keeps it for good.

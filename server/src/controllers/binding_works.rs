@@ -4,9 +4,11 @@
 //! the execution finalizer (so its deletion waits until the member removed the object), and is
 //! owned by the binding. Works of clusters the binding no longer expects — not in
 //! `spec.clusters`, not in `requiredBy`, not the source of an eviction task that keeps its old
-//! copy — are deleted. While an Immediately/Directly eviction task's old copy still exists on a
-//! Ready cluster, no new Work is dispatched (a stateful app never runs twice); when that cluster
-//! is not Ready, the new Works go out at once (Part 1). With a single target after such an
+//! copy — are deleted. A cluster that is both a target and such a task's source (a failback
+//! shrank its share) keeps its Work as it is until the task ends. While an
+//! Immediately/Directly eviction task's old copy still exists on a Ready cluster, no new Work
+//! is dispatched (a stateful app never runs twice); when that cluster is not Ready, the new
+//! Works go out at once (Part 1). With a single target after such an
 //! eviction, the task's preserved label state is injected into the manifest (§10.3), and it
 //! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
 //! A binding asking for exactly-once placement marks its Works (`flotilla.io/placement-guarantee`)
@@ -116,6 +118,9 @@ pub fn plan_works(
     let mut plan = WorkPlan::default();
     let expected = spec.existing_clusters();
     let mut present: BTreeSet<String> = BTreeSet::new();
+    // Clusters of the placement that are also a task's source (a failback shrank their
+    // share): their Work stays as it is until the task ends.
+    let mut kept: BTreeSet<String> = BTreeSet::new();
     for w in existing {
         let w: &Value = w.borrow();
         let ns = w
@@ -126,6 +131,9 @@ pub fn plan_works(
             continue;
         };
         let deleting = w.pointer("/metadata/deletionTimestamp").is_some();
+        if !deleting && spec.targets(cluster) && keeps_old_copy(spec, cluster) {
+            kept.insert(cluster.to_string());
+        }
         if !expected.contains(cluster) {
             if !deleting {
                 let name = w
@@ -193,6 +201,9 @@ pub fn plan_works(
         .and_then(Value::as_str)
         .unwrap_or("");
     for (cluster, replicas) in targets {
+        if kept.contains(&cluster) {
+            continue;
+        }
         let mut manifest = if is_workload {
             match interpreter.revise_replicas(&base, replicas) {
                 Ok(m) => m,
@@ -283,6 +294,14 @@ pub fn plan_works(
         plan.apply.push(work);
     }
     plan
+}
+
+/// Whether `cluster` is the source of an eviction task that keeps its old copy (any purge
+/// mode but an immediate one).
+fn keeps_old_copy(spec: &ResourceBindingSpec, cluster: &str) -> bool {
+    spec.graceful_eviction_tasks
+        .iter()
+        .any(|t| t.from_cluster == cluster && !t.effective_purge_mode().is_immediate())
 }
 
 /// The preserved labels an existing Work of `cluster` carries from an earlier injection: the
@@ -950,6 +969,43 @@ mod tests {
             )]
         );
         assert_eq!(clusters_of(&plan), [("karmada-es-m2".to_string(), 3)]);
+    }
+
+    #[test]
+    fn a_target_that_is_also_a_failback_source_keeps_its_work_until_the_task_ends() {
+        // Failback: m1 gets 1 of 3 back, m2 goes from 3 to 2 but keeps its 3 until m1's copy
+        // is Healthy (the task), then its Work is written with 2.
+        let with_task = json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
+            "replicas": 3, "clusters": [{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}],
+            "gracefulEvictionTasks": [{"fromCluster": "m2", "purgeMode": "Graciously", "replicas": 3,
+                                       "reason": "Failback", "producer": "Failback"}]});
+        let (b, spec) = binding(with_task.clone());
+        let existing = [work_in("m2", false)];
+        let plan = plan_works(&b, &spec, &template(), &existing, &SpecReplicas, &all_ready);
+        assert!(plan.delete.is_empty(), "{plan:?}");
+        assert_eq!(clusters_of(&plan), [("karmada-es-m1".to_string(), 1)]);
+        // Without a Work yet there is nothing to keep: it is written with its share.
+        let plan = plan_works(
+            &b,
+            &spec,
+            &template(),
+            &[] as &[Value],
+            &SpecReplicas,
+            &all_ready,
+        );
+        assert_eq!(clusters_of(&plan).len(), 2);
+        // The task ended: m2's Work gets its new share.
+        let mut ended = with_task;
+        ended["gracefulEvictionTasks"] = json!([]);
+        let (b, spec) = binding(ended);
+        let plan = plan_works(&b, &spec, &template(), &existing, &SpecReplicas, &all_ready);
+        assert_eq!(
+            clusters_of(&plan),
+            [
+                ("karmada-es-m1".to_string(), 1),
+                ("karmada-es-m2".to_string(), 2)
+            ]
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! manager, application failover) and the graceful eviction controller, so that
 //! "why did my app move, and how long did it take" can be read from `/metrics`; and the
 //! eviction brake's (controllers/eviction_brake.rs): its state and rate per region and the
-//! evictions it held.
+//! evictions it held; and failback's (controllers/failback.rs).
 
 use chrono::{DateTime, Utc};
 use prometheus::{
@@ -39,6 +39,9 @@ pub struct FailoverMetrics {
     /// `flotilla_evictions_held_total{region,reason}`: evictions the brake made wait
     /// (`RateLimited`, `StartupGrace`, `FullDisruption`, `RateZero`), counted per attempt.
     pub evictions_held: IntCounterVec,
+    /// `flotilla_failbacks_total{cluster}`: workloads moved back to a recovered cluster
+    /// (controllers/failback.rs).
+    pub failbacks: IntCounterVec,
 }
 
 impl FailoverMetrics {
@@ -117,6 +120,14 @@ impl FailoverMetrics {
             ),
             &["region", "reason"],
         )?;
+        let failbacks = IntCounterVec::new(
+            Opts::new(
+                "flotilla_failbacks_total",
+                "Workloads moved back to a cluster they were failed over from, once it stayed Ready for the stabilization window, by that cluster.",
+            ),
+            &["cluster"],
+        )?;
+        registry.register(Box::new(failbacks.clone()))?;
         registry.register(Box::new(evictions.clone()))?;
         registry.register(Box::new(brake_state.clone()))?;
         registry.register(Box::new(brake_rate.clone()))?;
@@ -138,6 +149,7 @@ impl FailoverMetrics {
             brake_state,
             brake_rate,
             evictions_held,
+            failbacks,
         })
     }
 }

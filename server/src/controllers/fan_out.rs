@@ -152,17 +152,32 @@ impl Inner {
 }
 
 /// Cluster name → keys of the bindings that name it (binding keys as in
-/// [`super::binding_keys::binding_key`]).
-#[derive(Default)]
+/// [`super::binding_keys::binding_key`]); by default a binding names [`clusters_named`].
 pub struct ClusterBindingIndex {
     inner: RwLock<Inner>,
+    naming: fn(&Value) -> BTreeSet<String>,
+}
+
+impl Default for ClusterBindingIndex {
+    fn default() -> Self {
+        Self::naming(clusters_named)
+    }
 }
 
 impl ClusterBindingIndex {
+    /// An empty index where a binding names the clusters `naming` says (a controller that
+    /// cares about other clusters of a binding than its targets, such as failback).
+    pub fn naming(naming: fn(&Value) -> BTreeSet<String>) -> Self {
+        Self {
+            inner: RwLock::default(),
+            naming,
+        }
+    }
+
     /// Records a binding as it is now (a binding being deleted still names its clusters).
     pub fn upsert(&self, binding: &Value) {
         if let Some(key) = binding_key(binding) {
-            self.inner.write().set(key, clusters_named(binding));
+            self.inner.write().set(key, (self.naming)(binding));
         }
     }
 
@@ -226,7 +241,7 @@ impl Observer for ClusterBindingIndex {
         }
         for b in objects {
             if let Some(key) = binding_key(b) {
-                inner.set(key, clusters_named(b));
+                inner.set(key, (self.naming)(b));
             }
         }
     }
@@ -253,7 +268,17 @@ pub fn binding_sources_judging(
     fingerprint: fn(&Value) -> u64,
     cluster_fingerprint: fn(&Value) -> u64,
 ) -> (Arc<ClusterBindingIndex>, Vec<Source>) {
-    let index = Arc::new(ClusterBindingIndex::default());
+    binding_sources_naming(fingerprint, cluster_fingerprint, clusters_named)
+}
+
+/// As [`binding_sources_judging`], with a Cluster change queueing the bindings that `naming`
+/// says name it.
+pub fn binding_sources_naming(
+    fingerprint: fn(&Value) -> u64,
+    cluster_fingerprint: fn(&Value) -> u64,
+    naming: fn(&Value) -> BTreeSet<String>,
+) -> (Arc<ClusterBindingIndex>, Vec<Source>) {
+    let index = Arc::new(ClusterBindingIndex::naming(naming));
     let observer: Arc<dyn Observer> = index.clone();
     let binding = |rt: ResourceType| {
         Source::mapped(rt, |b| binding_key(b).into_iter().collect())

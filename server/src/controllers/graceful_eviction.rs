@@ -4,7 +4,8 @@
 //! (`gracePeriodSeconds`, else `--graceful-eviction-timeout`) has passed, or when a user lifts
 //! `suppressDeletion`. A task with `suppressDeletion: true` (purge mode Never) stays until then.
 //! Only when a task goes does the old cluster's Work become an orphan for the binding
-//! controller to delete.
+//! controller to delete (or, for a failback task whose cluster keeps a smaller share, is
+//! rewritten to that share).
 //!
 //! Flotilla departs from Karmada on purpose in one place: a binding whose new placement is
 //! empty (no feasible cluster was found) keeps its tasks whatever their age — dropping them
@@ -90,9 +91,18 @@ pub struct Assessment<'a> {
 impl Assessment<'_> {
     /// Whether every cluster of the new placement runs the workload Healthy on a Ready member.
     /// An empty placement is not healthy (Karmada counts it as healthy; that loses the copy).
+    /// A cluster of the placement that is itself the source of a task (a failback shrinks the
+    /// temporary cluster's share: its old copy stays as it was until the task ends) is not
+    /// judged: it runs the old copy, not the new placement.
     pub fn new_placement_healthy(&self) -> bool {
-        !self.spec.clusters.is_empty()
-            && self.spec.clusters.iter().all(|c| {
+        let mut judged = self
+            .spec
+            .clusters
+            .iter()
+            .filter(|c| !self.spec.is_evicting(&c.name))
+            .peekable();
+        judged.peek().is_some()
+            && judged.all(|c| {
                 (self.ready)(&c.name) && (self.health)(&c.name) == Some(ResourceHealth::Healthy)
             })
     }

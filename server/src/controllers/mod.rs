@@ -18,6 +18,7 @@ pub mod customizations;
 pub mod dependencies_distributor;
 pub mod detector;
 pub mod eviction_brake;
+pub mod failback;
 pub mod failover_history;
 pub mod failover_metrics;
 pub mod failover_preconditions;

@@ -655,6 +655,7 @@ mod tests {
                     grace_period_seconds: Some(100),
                     state_preservation: None,
                     fencing: None,
+                    failback: None,
                 }),
                 application: None,
             }),

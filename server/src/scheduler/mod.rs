@@ -229,6 +229,31 @@ pub fn reschedule_required(spec: &ResourceBindingSpec, status: &ResourceBindingS
     )
 }
 
+/// Whether the filters let `cluster` into the binding as a cluster it does not run on yet
+/// (failback asks this of a recovered cluster before it moves anything back): `None` when the
+/// cluster is unknown or the placement uses ordered `clusterAffinities` (whose term in force
+/// only the scheduler moves). A cluster already in `spec.clusters` is judged with the
+/// scheduler's leniency for current targets (taints, API enablement).
+pub fn admits(input: &ScheduleInput<'_>, cluster: &str) -> Option<Result<(), Rejection>> {
+    let placement = input.spec.placement.as_ref()?;
+    if !placement.cluster_affinities.is_empty() {
+        return None;
+    }
+    let snap = input.clusters;
+    let info = snap.get(cluster)?;
+    let affinity = match &placement.cluster_affinity {
+        Some(a) => AffinityTiers::plain(a, snap),
+        None => AffinityTiers::none(),
+    };
+    let mut ctx = BindingContext::new(input.spec, placement, affinity, snap);
+    ctx.blocked = input
+        .blocked
+        .iter()
+        .filter_map(|(name, _)| snap.index_of(name))
+        .collect();
+    Some(filters::run_filters(&ctx, info))
+}
+
 /// Schedules a binding: the new `spec.clusters`, the affinity term in use and the
 /// explanation, or why it cannot be placed.
 pub fn schedule(input: &ScheduleInput<'_>) -> Result<ScheduleOutcome, ScheduleError> {

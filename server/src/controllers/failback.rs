@@ -1,0 +1,1007 @@
+//! Health-gated failback (a Flotilla extension, opt-in per policy with
+//! `spec.failover.cluster.failback: {stabilizationSeconds}`): after a cluster failover, once
+//! the cluster the workload left has been Ready without a break for the stabilization window,
+//! the workload moves back to it through the same graceful path as a failover — the returning
+//! copy is dispatched first, and every cluster that gives replicas back keeps its copy as it
+//! was under an eviction task (reason `Failback`) until the new placement is Healthy or the
+//! task's grace period ends ([`super::graceful_eviction`]). Karmada never moves a workload back
+//! by itself (its issue #7441 asks for this); without the field neither does Flotilla.
+//!
+//! Where the workload goes back to is the scheduler's decision, not a copy of an old list: the
+//! failover's history entry says what the binding ran on before (`originalCluster`, and the
+//! replicas the recovered cluster had), and [`decide`] asks [`crate::scheduler::schedule`] for
+//! the placement with that as the binding's current one — so its locality score favours the
+//! clusters the workload came from, a static weight gives the recovered cluster its share
+//! back, and a dynamic division keeps the shares it had. A workload that would not get
+//! replicas on the recovered cluster (the policy no longer selects it, a taint it does not
+//! tolerate, an application failover block) stays where it is. One cluster moves back at a
+//! time, and never while an eviction task is open: a failover in progress finishes first.
+//!
+//! Left out on purpose: placements with ordered `clusterAffinities` (their term in force is
+//! the scheduler's to move; going back to an earlier term is a manual reschedule), and the
+//! partition brake (a failback evicts nothing from a failing cluster).
+//!
+//! The decision is the pure [`decide`]; [`apply`] writes it into the spec; the controller feeds
+//! them, writes the binding, the history (a `Failback` entry per cluster giving replicas back,
+//! `failedBackTime` on the failover undone), an Event and a metric.
+
+use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
+use super::cluster_cache::{ClusterCache, Clusters};
+use super::failover_history;
+use super::failover_metrics::FailoverMetrics;
+use super::json_edit::set_path;
+use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::clock::SharedClock;
+use crate::events::{EventRecorder, EventType};
+use crate::scheduler::{admits, schedule, ScheduleInput, ScheduleOptions};
+use crate::store::Store;
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use flotilla_api::binding::{
+    GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus, TargetCluster,
+    EVICTION_PRODUCER_FAILBACK, EVICTION_REASON_FAILBACK,
+};
+use flotilla_api::history::{awaiting_failback, note_failed_back, FailoverHistoryItem};
+use flotilla_api::meta::{ConditionStatus, Time};
+use flotilla_api::policy::PurgeMode;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Event reason of a move back.
+pub const EVENT_FAILING_BACK: &str = "FailingBack";
+/// Event reason of a recovered cluster the workload waits on (told once per recovery).
+pub const EVENT_FAILBACK_PENDING: &str = "FailbackPending";
+
+/// What [`decide`] reads.
+#[derive(Clone, Copy)]
+pub struct FailbackInput<'a> {
+    /// The binding's spec.
+    pub spec: &'a ResourceBindingSpec,
+    /// Its status (the failover history).
+    pub status: &'a ResourceBindingStatus,
+    /// Whether the scheduler has seen the binding's current generation.
+    pub scheduled: bool,
+    /// Every cluster.
+    pub clusters: &'a Clusters,
+    /// Clusters application failover keeps out of this binding now.
+    pub blocked: &'a [(String, Option<Time>)],
+    /// Whether evictions leave a task (`--enable-graceful-eviction`): without, the clusters
+    /// that give replicas back do so at once.
+    pub graceful: bool,
+    /// The purge mode of a policy that names none.
+    pub default_purge_mode: PurgeMode,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+/// A move back to a recovered cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Return {
+    /// The recovered cluster.
+    pub cluster: String,
+    /// Since when it has been Ready (or since the failover, if it was Ready all along).
+    pub stable_since: DateTime<Utc>,
+    /// The stabilization window, in seconds.
+    pub window_seconds: i64,
+    /// The failover being undone (its time, to find its history entry).
+    pub failover_time: Option<Time>,
+    /// The new `spec.clusters`.
+    pub placement: Vec<TargetCluster>,
+    /// Clusters of the current placement that give replicas back, with the replicas they
+    /// have now.
+    pub leaving: Vec<TargetCluster>,
+    /// The eviction tasks that keep their copies meanwhile (empty without graceful
+    /// eviction, and for a cluster that only shrinks under an immediate purge mode).
+    pub tasks: Vec<GracefulEvictionTask>,
+}
+
+/// What failback does for one binding now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Nothing to move back: not asked for, no finished cluster failover to undo, or no way
+    /// back now.
+    Stay,
+    /// A recovered cluster has not been Ready for the whole window yet: look again at `until`.
+    Wait {
+        /// The recovered cluster.
+        cluster: String,
+        /// Since when it has been stable.
+        stable_since: DateTime<Utc>,
+        /// When the window ends.
+        until: DateTime<Utc>,
+    },
+    /// Move back.
+    Return(Box<Return>),
+}
+
+/// Since when a cluster the workload failed over from has been fit to return to: Ready since
+/// the `Ready` condition's last transition, and not before the failover itself (a cluster
+/// evicted by a taint while Ready counts from the eviction). `None` while it is not Ready or
+/// is being deleted.
+pub fn stable_since(clusters: &Clusters, entry: &FailoverHistoryItem) -> Option<DateTime<Utc>> {
+    let cluster = clusters.by_name.get(&entry.from_cluster)?;
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let ready = cluster.ready_condition()?;
+    if ready.status != ConditionStatus::True {
+        return None;
+    }
+    let since = ready.last_transition_time.map(|t| t.as_datetime());
+    let failed_over = entry.failover_time.map(|t| t.as_datetime());
+    since.max(failed_over)
+}
+
+/// The placement the binding had before `entry`'s failover, as far as it can be rebuilt: the
+/// recovered cluster with the replicas it had, every other cluster of `originalCluster` that
+/// the binding still runs on with the replicas it has now. The scheduler starts from it.
+pub fn placement_before(
+    spec: &ResourceBindingSpec,
+    entry: &FailoverHistoryItem,
+) -> Vec<TargetCluster> {
+    let mut out: Vec<TargetCluster> = Vec::new();
+    let mut names: Vec<&str> = entry.original_cluster.iter().map(String::as_str).collect();
+    if !names.contains(&entry.from_cluster.as_str()) {
+        names.push(&entry.from_cluster);
+    }
+    for name in names {
+        if name == entry.from_cluster {
+            out.push(TargetCluster {
+                name: name.to_string(),
+                replicas: entry.replicas,
+                ..TargetCluster::default()
+            });
+        } else if let Some(now) = spec.clusters.iter().find(|c| c.name == name) {
+            out.push(now.clone());
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Decides whether the binding moves back to a cluster it failed over from, now.
+pub fn decide(input: &FailbackInput<'_>) -> Decision {
+    let spec = input.spec;
+    let Some(failback) = spec.failover.as_ref().and_then(|f| f.failback()) else {
+        return Decision::Stay;
+    };
+    let Some(placement) = spec.placement.as_ref() else {
+        return Decision::Stay;
+    };
+    if !placement.cluster_affinities.is_empty()
+        || !spec.graceful_eviction_tasks.is_empty()
+        || !input.scheduled
+    {
+        return Decision::Stay;
+    }
+    let window_seconds = i64::from(failback.stabilization_seconds().max(0));
+    let window = chrono::Duration::seconds(window_seconds);
+    let mut wait: Option<(String, DateTime<Utc>, DateTime<Utc>)> = None;
+    for entry in awaiting_failback(&input.status.failover_history) {
+        let name = entry.from_cluster.as_str();
+        if spec.targets(name) {
+            continue;
+        }
+        let Some(since) = stable_since(input.clusters, entry) else {
+            continue;
+        };
+        let until = since + window;
+        if input.now < until {
+            if wait.as_ref().is_none_or(|(_, _, u)| until < *u) {
+                wait = Some((name.to_string(), since, until));
+            }
+            continue;
+        }
+        let current = ScheduleInput {
+            spec,
+            status: input.status,
+            clusters: &input.clusters.snapshot,
+            options: ScheduleOptions::default(),
+            blocked: input.blocked,
+        };
+        if !matches!(admits(&current, name), Some(Ok(()))) {
+            continue;
+        }
+        let mut home = spec.clone();
+        home.clusters = placement_before(spec, entry);
+        let Ok(outcome) = schedule(&ScheduleInput {
+            spec: &home,
+            ..current
+        }) else {
+            continue;
+        };
+        let workload = spec.replicas > 0 || spec.replica_requirements.is_some();
+        let returns = outcome
+            .clusters
+            .iter()
+            .any(|c| c.name == name && (c.replicas > 0 || !workload));
+        if !returns || same_placement(&outcome.clusters, &spec.clusters) {
+            continue;
+        }
+        let leaving = leaving(&spec.clusters, &outcome.clusters, workload);
+        let tasks = tasks_for(spec, &leaving, &outcome.clusters, input);
+        return Decision::Return(Box::new(Return {
+            cluster: name.to_string(),
+            stable_since: since,
+            window_seconds,
+            failover_time: entry.failover_time,
+            placement: outcome.clusters,
+            leaving,
+            tasks,
+        }));
+    }
+    match wait {
+        Some((cluster, stable_since, until)) => Decision::Wait {
+            cluster,
+            stable_since,
+            until,
+        },
+        None => Decision::Stay,
+    }
+}
+
+fn same_placement(a: &[TargetCluster], b: &[TargetCluster]) -> bool {
+    let key = |v: &[TargetCluster]| -> BTreeSet<(String, i32)> {
+        v.iter().map(|c| (c.name.clone(), c.replicas)).collect()
+    };
+    key(a) == key(b)
+}
+
+/// Clusters of `now` that have fewer replicas (or none) in `next`, with their replicas now.
+/// A binding that is no workload leaves only the clusters it drops.
+fn leaving(now: &[TargetCluster], next: &[TargetCluster], workload: bool) -> Vec<TargetCluster> {
+    now.iter()
+        .filter(|c| match next.iter().find(|n| n.name == c.name) {
+            None => true,
+            Some(n) => workload && n.replicas < c.replicas,
+        })
+        .cloned()
+        .collect()
+}
+
+/// The eviction tasks of a move: one per leaving cluster, in the policy's cluster purge mode
+/// and grace period. A cluster that only shrinks gets none under an immediate purge mode (it
+/// has no old copy to remove first: it is scaled down at once).
+fn tasks_for(
+    spec: &ResourceBindingSpec,
+    leaving: &[TargetCluster],
+    next: &[TargetCluster],
+    input: &FailbackInput<'_>,
+) -> Vec<GracefulEvictionTask> {
+    if !input.graceful {
+        return Vec::new();
+    }
+    let cluster_failover = spec.failover.as_ref().and_then(|f| f.cluster.as_ref());
+    let purge_mode = cluster_failover
+        .and_then(|c| c.purge_mode)
+        .unwrap_or(input.default_purge_mode);
+    let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+    let placed = describe(next);
+    leaving
+        .iter()
+        .filter(|c| !(purge_mode.is_immediate() && next.iter().any(|n| n.name == c.name)))
+        .map(|c| GracefulEvictionTask {
+            from_cluster: c.name.clone(),
+            purge_mode: Some(purge_mode),
+            replicas: (c.replicas > 0).then_some(c.replicas),
+            reason: EVICTION_REASON_FAILBACK.into(),
+            message: format!("failback: the workload moves back to {placed}"),
+            producer: EVICTION_PRODUCER_FAILBACK.into(),
+            grace_period_seconds: cluster_failover
+                .and_then(|c| c.grace_period_seconds)
+                .filter(|_| purge_mode.is_graceful()),
+            suppress_deletion: purge_mode.is_never().then_some(true),
+            clusters_before_failover: before.clone(),
+            creation_timestamp: Some(Time::new(input.now)),
+            ..GracefulEvictionTask::default()
+        })
+        .collect()
+}
+
+/// `name:replicas, …` of a placement.
+fn describe(placement: &[TargetCluster]) -> String {
+    placement
+        .iter()
+        .map(|c| format!("{}:{}", c.name, c.replicas))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Writes a move into the spec: the new placement and the tasks.
+pub fn apply(spec: &mut ResourceBindingSpec, ret: &Return) {
+    spec.clusters = ret.placement.clone();
+    spec.graceful_eviction_tasks
+        .extend(ret.tasks.iter().cloned());
+}
+
+/// The Event message of a move.
+pub fn message(ret: &Return) -> String {
+    let since = ret.stable_since.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let mut msg = format!(
+        "Moving back to cluster {}: Ready since {since}, longer than the failback stabilization window ({}s); new placement {}",
+        ret.cluster,
+        ret.window_seconds,
+        describe(&ret.placement)
+    );
+    for c in &ret.leaving {
+        match ret.tasks.iter().find(|t| t.from_cluster == c.name) {
+            Some(t) => msg.push_str(&format!(
+                "; {} keeps its copy ({} replica(s)) until the new placement is Healthy (purge mode {})",
+                c.name,
+                c.replicas,
+                t.effective_purge_mode()
+            )),
+            None => msg.push_str(&format!("; {} gives its replicas back at once", c.name)),
+        }
+    }
+    msg
+}
+
+/// The clusters a failback binding waits on: those its unfinished cluster failovers came
+/// from (so that their Ready changes wake it), besides its targets and task sources. A binding
+/// without failback names none.
+pub fn clusters_to_watch(binding: &Value) -> BTreeSet<String> {
+    let asks = binding
+        .pointer("/spec/failover/cluster/failback")
+        .is_some_and(|f| !f.is_null());
+    if !asks {
+        return BTreeSet::new();
+    }
+    let mut names = super::fan_out::clusters_named(binding);
+    names.extend(
+        awaiting_failback(&failover_history::history_of(binding))
+            .into_iter()
+            .map(|h| h.from_cluster.clone()),
+    );
+    names
+}
+
+/// What of a binding failback judges: its spec (generation), deletion, its history and
+/// whether the scheduler has caught up.
+pub fn binding_fingerprint(binding: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    binding
+        .pointer("/status/failoverHistory")
+        .map(Value::to_string)
+        .hash(&mut h);
+    binding
+        .pointer("/status/schedulerObservedGeneration")
+        .and_then(Value::as_i64)
+        .hash(&mut h);
+    h.finish()
+}
+
+/// The failback controller as the server runs it: woken by a binding's spec, history and
+/// scheduling progress, and by changes of the clusters it runs on or waits on.
+pub fn controller(
+    ctx: &super::context::ControllerContext,
+) -> Result<super::runtime::Controller, super::context::WiringError> {
+    use super::runtime::{Controller, ControllerConfig};
+    let reconciler = FailbackController {
+        store: ctx.store.clone(),
+        clusters: ClusterCache::new(ctx.store.clone()),
+        clock: ctx.clock.clone(),
+        events: ctx.events.clone(),
+        metrics: ctx.failover_metrics.clone(),
+        graceful: ctx.settings.taint_manager.graceful_eviction,
+        default_purge_mode: ctx.settings.taint_manager.default_purge_mode,
+        told: Mutex::default(),
+    };
+    let (_, sources) = super::fan_out::binding_sources_naming(
+        binding_fingerprint,
+        super::fan_out::cluster_fingerprint,
+        clusters_to_watch,
+    );
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources).resync(ctx.settings.resync),
+    ))
+}
+
+/// The reconciler.
+pub struct FailbackController {
+    store: Arc<dyn Store>,
+    clusters: ClusterCache,
+    clock: SharedClock,
+    events: EventRecorder,
+    metrics: FailoverMetrics,
+    graceful: bool,
+    default_purge_mode: PurgeMode,
+    /// The recovery each binding was last told it waits on (one Event per recovery).
+    told: Mutex<HashMap<String, (String, DateTime<Utc>)>>,
+}
+
+impl FailbackController {
+    /// A controller over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        events: EventRecorder,
+        metrics: FailoverMetrics,
+    ) -> Self {
+        Self {
+            clusters: ClusterCache::new(store.clone()),
+            store,
+            clock,
+            events,
+            metrics,
+            graceful: true,
+            default_purge_mode: PurgeMode::Graciously,
+            told: Mutex::default(),
+        }
+    }
+
+    async fn tell_pending(
+        &self,
+        key: &str,
+        binding: &Value,
+        cluster: &str,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) {
+        let recovery = (cluster.to_string(), since);
+        if self.told.lock().get(key) == Some(&recovery) {
+            return;
+        }
+        self.told.lock().insert(key.to_string(), recovery);
+        let message = format!(
+            "Cluster {cluster} has been Ready since {}: the workload moves back at {} if it stays Ready",
+            since.to_rfc3339_opts(SecondsFormat::Secs, true),
+            until.to_rfc3339_opts(SecondsFormat::Secs, true)
+        );
+        self.events
+            .record(binding, EventType::Normal, EVENT_FAILBACK_PENDING, &message)
+            .await;
+    }
+}
+
+#[async_trait]
+impl Reconciler for FailbackController {
+    fn name(&self) -> &'static str {
+        "failback"
+    }
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
+        let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
+            self.told.lock().remove(key);
+            return Ok(Action::Done);
+        };
+        if object.pointer("/spec/failover/cluster/failback").is_none() {
+            return Ok(Action::Done);
+        }
+        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let status = status_or_default(&object, key);
+        let clusters = self.clusters.get().await?;
+        let now = self.clock.now();
+        let blocked = super::application_failover::blocked_clusters(&object, now);
+        let scheduled = object
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            == Some(status.scheduler_observed_generation);
+        let decision = decide(&FailbackInput {
+            spec: &spec,
+            status: &status,
+            scheduled,
+            clusters: &clusters,
+            blocked: &blocked,
+            graceful: self.graceful,
+            default_purge_mode: self.default_purge_mode,
+            now,
+        });
+        let ret = match decision {
+            Decision::Stay => return Ok(Action::Done),
+            Decision::Wait {
+                cluster,
+                stable_since,
+                until,
+            } => {
+                self.tell_pending(key, &object, &cluster, stable_since, until)
+                    .await;
+                let after = (until - now).to_std().unwrap_or_default();
+                return Ok(Action::RequeueAfter(
+                    after.max(std::time::Duration::from_millis(100)),
+                ));
+            }
+            Decision::Return(ret) => ret,
+        };
+        let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+        apply(&mut spec, &ret);
+        let mut updated = Value::clone(&object);
+        set_path(
+            &mut updated,
+            &["spec", "clusters"],
+            serde_json::to_value(&spec.clusters).unwrap_or_default(),
+        );
+        set_path(
+            &mut updated,
+            &["spec", "gracefulEvictionTasks"],
+            serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
+        );
+        // A conflict retries the whole decision on the new binding.
+        let written = self.store.update(&rt, updated).await?;
+        let at = Time::new(now);
+        let targets: Vec<String> = ret.placement.iter().map(|c| c.name.clone()).collect();
+        let entries: Vec<FailoverHistoryItem> = ret
+            .leaving
+            .iter()
+            .map(|c| history_entry(&spec, &ret, c, &before, &targets, at))
+            .collect();
+        let recovered = ret.cluster.clone();
+        let result = failover_history::update(self.store.as_ref(), &rt, &written, |history, _| {
+            let mut changed = note_failed_back(history, &recovered, at);
+            for e in &entries {
+                changed |= flotilla_api::history::record(
+                    history,
+                    e.clone(),
+                    None,
+                    flotilla_api::history::FAILOVER_HISTORY_LIMIT,
+                );
+            }
+            changed
+        })
+        .await;
+        if let Err(err) = result {
+            tracing::warn!(binding = key, error = %err, "writing the failback history failed");
+        }
+        self.told.lock().remove(key);
+        tracing::info!(binding = key, cluster = %ret.cluster, placement = %describe(&ret.placement), "failing back");
+        self.metrics
+            .failbacks
+            .with_label_values(&[ret.cluster.as_str()])
+            .inc();
+        self.events
+            .record(
+                &object,
+                EventType::Normal,
+                EVENT_FAILING_BACK,
+                &message(&ret),
+            )
+            .await;
+        Ok(Action::Done)
+    }
+}
+
+/// The history entry of one cluster giving replicas back in a move: a `Failback` entry from
+/// that cluster to the new placement, open while its task keeps the old copy.
+fn history_entry(
+    spec: &ResourceBindingSpec,
+    ret: &Return,
+    leaving: &TargetCluster,
+    before: &[String],
+    targets: &[String],
+    at: Time,
+) -> FailoverHistoryItem {
+    let mut entry = match spec
+        .graceful_eviction_tasks
+        .iter()
+        .find(|t| t.from_cluster == leaving.name && t.reason == EVICTION_REASON_FAILBACK)
+    {
+        Some(task) => FailoverHistoryItem::from_task(
+            task,
+            task.clusters_before_failover.clone(),
+            at.as_datetime(),
+        ),
+        None => FailoverHistoryItem {
+            reason: flotilla_api::history::FAILOVER_REASON_FAILBACK.into(),
+            failover_time: Some(at),
+            from_cluster: leaving.name.clone(),
+            original_cluster: before.to_vec(),
+            replicas: leaving.replicas,
+            eviction_reason: EVICTION_REASON_FAILBACK.into(),
+            producer: EVICTION_PRODUCER_FAILBACK.into(),
+            old_copy_gone_time: Some(at),
+            old_copy_gone_reason: flotilla_api::history::GONE_WITHOUT_TASK.into(),
+            ..FailoverHistoryItem::default()
+        },
+    };
+    entry.message = format!(
+        "moved back to {} after it stayed Ready for {}s",
+        ret.cluster, ret.window_seconds
+    );
+    entry.target_cluster = targets.to_vec();
+    entry.rescheduled_time = Some(at);
+    entry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::ClusterSnapshot;
+    use chrono::TimeZone;
+    use flotilla_api::cluster::Cluster;
+    use flotilla_api::history::{FAILOVER_REASON_APPLICATION, FAILOVER_REASON_CLUSTER};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const T0: i64 = 1_800_000_000;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(T0 + secs, 0).single().unwrap_or_default()
+    }
+
+    fn time(secs: i64) -> String {
+        at(secs).to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// A cluster whose Ready condition is `ready` since `since`, with NoSchedule taints.
+    fn cluster(name: &str, ready: &str, since: i64, taints: &[&str]) -> Cluster {
+        let taints: Vec<Value> = taints
+            .iter()
+            .map(|k| json!({"key": k, "effect": "NoSchedule"}))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {"syncMode": "Pull", "taints": taints},
+            "status": {
+                "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
+                "resourceSummary": {"allocatable": {"pods": "100", "cpu": "100"}},
+                "conditions": [{"type": "Ready", "status": ready, "reason": "r",
+                                "message": "", "lastTransitionTime": time(since)}]}}))
+        .unwrap()
+    }
+
+    fn fleet(m1: Cluster) -> Clusters {
+        let mut by_name = BTreeMap::new();
+        for c in [
+            m1,
+            cluster("m2", "True", -1000, &[]),
+            cluster("m3", "True", -1000, &[]),
+        ] {
+            by_name.insert(c.metadata.name.clone(), c);
+        }
+        let snapshot = ClusterSnapshot::new(by_name.values());
+        Clusters { by_name, snapshot }
+    }
+
+    /// The benchmark's shape: 2 replicas Divided by static weight naming m1 alone, so while
+    /// m1 is out they divide 1:1 over m2 and m3; m1 failed over at 0 and the task ended.
+    fn divided(window: Option<i64>) -> (ResourceBindingSpec, ResourceBindingStatus) {
+        let mut failover = json!({"cluster": {"purgeMode": "Graciously"}});
+        if let Some(w) = window {
+            failover["cluster"]["failback"] = json!({"stabilizationSeconds": w});
+        }
+        let spec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "app"},
+            "replicas": 2,
+            "placement": {
+                "clusterAffinity": {"clusterNames": ["m1", "m2", "m3"]},
+                "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"staticWeightList": [{"targetCluster": {"clusterNames": ["m1"]}, "weight": 1}]}}},
+            "clusters": [{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}],
+            "failover": failover}))
+        .unwrap();
+        let status = serde_json::from_value(json!({
+            "schedulerObservedGeneration": 3,
+            "failoverHistory": [{"reason": FAILOVER_REASON_CLUSTER, "failoverTime": time(0), "fromCluster": "m1",
+                "originalCluster": ["m1"], "targetCluster": ["m2", "m3"], "replicas": 2,
+                "oldCopyGoneTime": time(20), "oldCopyGoneReason": "EvictionTaskDoneHealthy"}]}))
+        .unwrap();
+        (spec, status)
+    }
+
+    fn input<'a>(
+        spec: &'a ResourceBindingSpec,
+        status: &'a ResourceBindingStatus,
+        clusters: &'a Clusters,
+        now: i64,
+    ) -> FailbackInput<'a> {
+        FailbackInput {
+            spec,
+            status,
+            scheduled: true,
+            clusters,
+            blocked: &[],
+            graceful: true,
+            default_purge_mode: PurgeMode::Graciously,
+            now: at(now),
+        }
+    }
+
+    fn verdict(d: &Decision) -> String {
+        match d {
+            Decision::Stay => "stay".into(),
+            Decision::Wait { cluster, until, .. } => {
+                format!("wait {cluster} until {}", until.timestamp() - T0)
+            }
+            Decision::Return(r) => format!("return to {} as {}", r.cluster, describe(&r.placement)),
+        }
+    }
+
+    /// Failback timing, flapping included: the window counts from the last time the
+    /// recovered cluster turned Ready, so every flap starts it again.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn failback_timing_table() {
+        let back = "return to m1 as m1:2";
+        // (case, m1's Ready status, since when, taints, window, now, verdict)
+        let cases: Vec<(&str, &str, i64, Vec<&str>, Option<i64>, i64, &str)> = vec![
+            ("no failback asked", "True", 100, vec![], None, 1000, "stay"),
+            (
+                "m1 still down",
+                "Unknown",
+                5,
+                vec![],
+                Some(60),
+                1000,
+                "stay",
+            ),
+            (
+                "Ready, inside the window",
+                "True",
+                100,
+                vec![],
+                Some(60),
+                130,
+                "wait m1 until 160",
+            ),
+            (
+                "Ready, one second before its end",
+                "True",
+                100,
+                vec![],
+                Some(60),
+                159,
+                "wait m1 until 160",
+            ),
+            (
+                "Ready for the whole window",
+                "True",
+                100,
+                vec![],
+                Some(60),
+                160,
+                back,
+            ),
+            (
+                "flap: Ready at 100, NotReady at 150",
+                "False",
+                150,
+                vec![],
+                Some(60),
+                170,
+                "stay",
+            ),
+            (
+                "flap: Ready again at 180, the window starts again",
+                "True",
+                180,
+                vec![],
+                Some(60),
+                200,
+                "wait m1 until 240",
+            ),
+            (
+                "flap: 60 s after the last recovery",
+                "True",
+                180,
+                vec![],
+                Some(60),
+                240,
+                back,
+            ),
+            (
+                "Ready all along (a taint evicted): counts from the failover",
+                "True",
+                -500,
+                vec![],
+                Some(60),
+                30,
+                "wait m1 until 60",
+            ),
+            ("window 0: at once", "True", 100, vec![], Some(0), 100, back),
+            (
+                "an untolerated NoSchedule taint keeps it out",
+                "True",
+                100,
+                vec!["maintenance"],
+                Some(60),
+                1000,
+                "stay",
+            ),
+            (
+                "default window (300 s)",
+                "True",
+                100,
+                vec![],
+                None,
+                0,
+                "stay",
+            ),
+        ];
+        for (case, ready, since, taints, window, now, want) in cases {
+            let clusters = fleet(cluster("m1", ready, since, &taints));
+            let (mut spec, status) = divided(window);
+            if case.starts_with("default window") {
+                spec.failover =
+                    serde_json::from_value(json!({"cluster": {"failback": {}}})).unwrap();
+                for (now, want) in [(399, "wait m1 until 400"), (400, back)] {
+                    let got = verdict(&decide(&input(&spec, &status, &clusters, now)));
+                    assert_eq!(got, want, "{case} at {now}");
+                }
+                continue;
+            }
+            let got = verdict(&decide(&input(&spec, &status, &clusters, now)));
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    /// An edit of the binding (its spec, its status, whether it is scheduled).
+    type Edit = Box<dyn Fn(&mut ResourceBindingSpec, &mut ResourceBindingStatus, &mut bool)>;
+
+    #[test]
+    fn nothing_moves_back_while_the_binding_is_busy_or_the_failover_is_not_one_to_undo() {
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        let (spec, status) = divided(Some(60));
+        assert!(matches!(
+            decide(&input(&spec, &status, &clusters, 1000)),
+            Decision::Return(_)
+        ));
+        let rows: Vec<(&str, Edit)> = vec![
+            (
+                "an eviction task is open",
+                Box::new(|s, _, _| {
+                    s.graceful_eviction_tasks.push(GracefulEvictionTask {
+                        from_cluster: "m2".into(),
+                        reason: "TaintUntolerated".into(),
+                        producer: "TaintManager".into(),
+                        ..GracefulEvictionTask::default()
+                    })
+                }),
+            ),
+            (
+                "the scheduler has not seen the spec",
+                Box::new(|_, _, scheduled| *scheduled = false),
+            ),
+            (
+                "the failover's old copy is not gone yet",
+                Box::new(|_, st, _| st.failover_history[0].old_copy_gone_time = None),
+            ),
+            (
+                "it was failed back already",
+                Box::new(|_, st, _| {
+                    st.failover_history[0].failed_back_time = Some(Time::new(at(50)))
+                }),
+            ),
+            (
+                "an application failover is not undone",
+                Box::new(|_, st, _| {
+                    st.failover_history[0].reason = FAILOVER_REASON_APPLICATION.into()
+                }),
+            ),
+            (
+                "m1 runs it already",
+                Box::new(|s, _, _| {
+                    s.clusters.push(TargetCluster {
+                        name: "m1".into(),
+                        replicas: 1,
+                        ..TargetCluster::default()
+                    })
+                }),
+            ),
+            (
+                "the policy no longer selects m1",
+                Box::new(|s, _, _| {
+                    if let Some(a) = s
+                        .placement
+                        .as_mut()
+                        .and_then(|p| p.cluster_affinity.as_mut())
+                    {
+                        a.cluster_names.retain(|n| n != "m1");
+                    }
+                }),
+            ),
+        ];
+        for (case, edit) in rows {
+            let (mut spec, mut status) = divided(Some(60));
+            let mut scheduled = true;
+            edit(&mut spec, &mut status, &mut scheduled);
+            let mut i = input(&spec, &status, &clusters, 1000);
+            i.scheduled = scheduled;
+            assert_eq!(verdict(&decide(&i)), "stay", "{case}");
+        }
+        // Application failover blocks m1 for this binding.
+        let blocked = [("m1".to_string(), None)];
+        let mut i = input(&spec, &status, &clusters, 1000);
+        i.blocked = &blocked;
+        assert_eq!(verdict(&decide(&i)), "stay");
+    }
+
+    #[test]
+    fn the_clusters_giving_replicas_back_keep_their_copies_under_failback_tasks() {
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        let (spec, status) = divided(Some(60));
+        let Decision::Return(ret) = decide(&input(&spec, &status, &clusters, 1000)) else {
+            panic!("expected a return");
+        };
+        assert_eq!(describe(&ret.leaving), "m2:1, m3:1");
+        assert_eq!(ret.tasks.len(), 2);
+        for t in &ret.tasks {
+            assert_eq!(t.reason, EVICTION_REASON_FAILBACK);
+            assert_eq!(t.producer, EVICTION_PRODUCER_FAILBACK);
+            assert_eq!(t.effective_purge_mode(), PurgeMode::Graciously);
+            assert_eq!(t.replicas, Some(1));
+            assert_eq!(t.clusters_before_failover, ["m2", "m3"]);
+            assert_eq!(t.creation_timestamp, Some(Time::new(at(1000))));
+        }
+        let mut written = spec.clone();
+        apply(&mut written, &ret);
+        assert_eq!(describe(&written.clusters), "m1:2");
+        assert_eq!(written.graceful_eviction_tasks.len(), 2);
+        let msg = message(&ret);
+        assert!(
+            msg.contains("Moving back to cluster m1") && msg.contains("(60s)"),
+            "{msg}"
+        );
+        assert!(msg.contains("m2 keeps its copy (1 replica(s))"), "{msg}");
+
+        // Without graceful eviction they give their replicas back at once.
+        let mut i = input(&spec, &status, &clusters, 1000);
+        i.graceful = false;
+        let Decision::Return(ret) = decide(&i) else {
+            panic!("expected a return");
+        };
+        assert!(ret.tasks.is_empty());
+        assert!(message(&ret).contains("m2 gives its replicas back at once"));
+    }
+
+    /// A Duplicated workload spread to one cluster: it went from m1 to m2 and comes back to
+    /// m1 (the locality score favours where it came from); under Immediately the task removes
+    /// m2's copy first.
+    #[test]
+    fn a_duplicated_single_cluster_workload_returns_to_where_it_came_from() {
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        for (mode, want_mode) in [
+            ("Graciously", PurgeMode::Graciously),
+            ("Immediately", PurgeMode::Immediately),
+        ] {
+            let spec: ResourceBindingSpec = serde_json::from_value(json!({
+                "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "app"},
+                "replicas": 3,
+                "placement": {
+                    "clusterAffinity": {"clusterNames": ["m1", "m2", "m3"]},
+                    "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
+                    "replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
+                "clusters": [{"name": "m2", "replicas": 3}],
+                "failover": {"cluster": {"purgeMode": mode, "failback": {"stabilizationSeconds": 30}}}}))
+            .unwrap();
+            let status: ResourceBindingStatus = serde_json::from_value(json!({
+                "schedulerObservedGeneration": 1,
+                "failoverHistory": [{"reason": FAILOVER_REASON_CLUSTER, "failoverTime": time(0), "fromCluster": "m1",
+                    "originalCluster": ["m1"], "replicas": 3, "oldCopyGoneTime": time(1)}]}))
+            .unwrap();
+            let Decision::Return(ret) = decide(&input(&spec, &status, &clusters, 1000)) else {
+                panic!("{mode}: expected a return");
+            };
+            assert_eq!(describe(&ret.placement), "m1:3", "{mode}");
+            assert_eq!(describe(&ret.leaving), "m2:3", "{mode}");
+            assert_eq!(ret.tasks.len(), 1, "{mode}");
+            assert_eq!(ret.tasks[0].effective_purge_mode(), want_mode);
+        }
+    }
+
+    #[test]
+    fn only_failback_bindings_watch_the_clusters_they_left() {
+        let mut b = json!({"metadata": {"namespace": "default", "name": "a"},
+            "spec": {"clusters": [{"name": "m2"}]},
+            "status": {"failoverHistory": [{"reason": FAILOVER_REASON_CLUSTER, "fromCluster": "m1",
+                                            "failoverTime": time(0), "oldCopyGoneTime": time(1)}]}});
+        assert!(clusters_to_watch(&b).is_empty());
+        b["spec"]["failover"] = json!({"cluster": {"failback": {"stabilizationSeconds": 5}}});
+        assert_eq!(
+            clusters_to_watch(&b).into_iter().collect::<Vec<_>>(),
+            ["m1", "m2"]
+        );
+        let before = binding_fingerprint(&b);
+        b["status"]["failoverHistory"][0]["failedBackTime"] = json!(time(9));
+        assert_ne!(before, binding_fingerprint(&b));
+        assert_eq!(
+            clusters_to_watch(&b).into_iter().collect::<Vec<_>>(),
+            ["m2"]
+        );
+    }
+}
