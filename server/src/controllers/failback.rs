@@ -41,7 +41,9 @@ use flotilla_api::binding::{
     GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus, TargetCluster,
     EVICTION_PRODUCER_FAILBACK, EVICTION_REASON_FAILBACK,
 };
-use flotilla_api::history::{awaiting_failback, note_failed_back, FailoverHistoryItem};
+use flotilla_api::history::{
+    awaiting_failback, note_failed_back, note_task_end, FailoverHistoryItem, TaskEnd,
+};
 use flotilla_api::meta::{ConditionStatus, Time};
 use flotilla_api::policy::PurgeMode;
 use parking_lot::Mutex;
@@ -53,6 +55,9 @@ use std::sync::Arc;
 pub const EVENT_FAILING_BACK: &str = "FailingBack";
 /// Event reason of a recovered cluster the workload waits on (told once per recovery).
 pub const EVENT_FAILBACK_PENDING: &str = "FailbackPending";
+/// Event reason (and `oldCopyGoneReason`) of a move back undone because the cluster it
+/// returned to was evicted again.
+pub const EVENT_FAILBACK_ABORTED: &str = "FailbackAborted";
 
 /// What [`decide`] reads.
 #[derive(Clone, Copy)]
@@ -72,6 +77,9 @@ pub struct FailbackInput<'a> {
     pub graceful: bool,
     /// The purge mode of a policy that names none.
     pub default_purge_mode: PurgeMode,
+    /// Since when the controller has seen a cluster fit to return to without a break (see
+    /// [`fitness`]); `None`: not seen fit before now.
+    pub fit_since: &'a dyn Fn(&str) -> Option<DateTime<Utc>>,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -114,14 +122,27 @@ pub enum Decision {
     },
     /// Move back.
     Return(Box<Return>),
+    /// A move back went wrong: the cluster it returned to was evicted again while the
+    /// clusters it left still keep their copies. Undo it: those clusters get their replicas
+    /// back and their `Failback` tasks go.
+    Abort(Abort),
 }
 
-/// Since when a cluster the workload failed over from has been fit to return to: Ready since
-/// the `Ready` condition's last transition, and not before the failover itself (a cluster
-/// evicted by a taint while Ready counts from the eviction). `None` while it is not Ready or
-/// is being deleted.
-pub fn stable_since(clusters: &Clusters, entry: &FailoverHistoryItem) -> Option<DateTime<Utc>> {
-    let cluster = clusters.by_name.get(&entry.from_cluster)?;
+/// The undoing of a move back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Abort {
+    /// The new `spec.clusters`.
+    pub placement: Vec<TargetCluster>,
+    /// The clusters whose `Failback` tasks go.
+    pub released: Vec<String>,
+    /// The eviction that interrupted the move (`<cluster> (<reason>)`).
+    pub because: String,
+}
+
+/// Since when a cluster the workload failed over from has been Ready (the `Ready` condition's
+/// last transition, whole seconds), when it is Ready and not being deleted.
+pub fn ready_since(clusters: &Clusters, cluster: &str) -> Option<DateTime<Utc>> {
+    let cluster = clusters.by_name.get(cluster)?;
     if cluster.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -129,9 +150,52 @@ pub fn stable_since(clusters: &Clusters, entry: &FailoverHistoryItem) -> Option<
     if ready.status != ConditionStatus::True {
         return None;
     }
-    let since = ready.last_transition_time.map(|t| t.as_datetime());
-    let failed_over = entry.failover_time.map(|t| t.as_datetime());
-    since.max(failed_over)
+    Some(
+        ready
+            .last_transition_time
+            .map_or(DateTime::<Utc>::MIN_UTC, |t| t.as_datetime()),
+    )
+}
+
+/// Whether the binding could return to `cluster` now: it is Ready, not being deleted, and the
+/// scheduler's filters let it in as a new cluster (taints, affinity, API enablement, an
+/// application failover block).
+fn fit_now(input: &FailbackInput<'_>, cluster: &str) -> bool {
+    ready_since(input.clusters, cluster).is_some()
+        && matches!(admits(&current(input), cluster), Some(Ok(())))
+}
+
+fn current<'a>(input: &FailbackInput<'a>) -> ScheduleInput<'a> {
+    ScheduleInput {
+        spec: input.spec,
+        status: input.status,
+        clusters: &input.clusters.snapshot,
+        options: ScheduleOptions::default(),
+        blocked: input.blocked,
+    }
+}
+
+/// The clusters a failback binding may return to, each with whether it is fit now. The
+/// controller keeps, per binding and cluster, since when it has seen one fit without a break
+/// (a cluster evicted by a taint while it stayed Ready turns fit when the taint goes; so does
+/// one whose taint flaps while Ready does not), and [`decide`] counts the window from the
+/// latest of that, the Ready transition and the failover. That memory is not stored: after a
+/// server restart every window starts again, which only delays a failback.
+pub fn fitness(input: &FailbackInput<'_>) -> Vec<(String, bool)> {
+    let asks = input
+        .spec
+        .failover
+        .as_ref()
+        .and_then(|f| f.failback())
+        .is_some();
+    if !asks {
+        return Vec::new();
+    }
+    awaiting_failback(&input.status.failover_history)
+        .into_iter()
+        .filter(|e| !input.spec.targets(&e.from_cluster))
+        .map(|e| (e.from_cluster.clone(), fit_now(input, &e.from_cluster)))
+        .collect()
 }
 
 /// The placement the binding had before `entry`'s failover, as far as it can be rebuilt: the
@@ -164,6 +228,9 @@ pub fn placement_before(
 /// Decides whether the binding moves back to a cluster it failed over from, now.
 pub fn decide(input: &FailbackInput<'_>) -> Decision {
     let spec = input.spec;
+    if let Some(abort) = abort(spec) {
+        return Decision::Abort(abort);
+    }
     let Some(failback) = spec.failover.as_ref().and_then(|f| f.failback()) else {
         return Decision::Stay;
     };
@@ -184,9 +251,18 @@ pub fn decide(input: &FailbackInput<'_>) -> Decision {
         if spec.targets(name) {
             continue;
         }
-        let Some(since) = stable_since(input.clusters, entry) else {
+        if !fit_now(input, name) {
             continue;
-        };
+        }
+        let since = [
+            ready_since(input.clusters, name),
+            entry.failover_time.map(|t| t.as_datetime()),
+            Some((input.fit_since)(name).unwrap_or(input.now)),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(input.now);
         let until = since + window;
         if input.now < until {
             if wait.as_ref().is_none_or(|(_, _, u)| until < *u) {
@@ -194,21 +270,11 @@ pub fn decide(input: &FailbackInput<'_>) -> Decision {
             }
             continue;
         }
-        let current = ScheduleInput {
-            spec,
-            status: input.status,
-            clusters: &input.clusters.snapshot,
-            options: ScheduleOptions::default(),
-            blocked: input.blocked,
-        };
-        if !matches!(admits(&current, name), Some(Ok(()))) {
-            continue;
-        }
         let mut home = spec.clone();
         home.clusters = placement_before(spec, entry);
         let Ok(outcome) = schedule(&ScheduleInput {
             spec: &home,
-            ..current
+            ..current(input)
         }) else {
             continue;
         };
@@ -240,6 +306,45 @@ pub fn decide(input: &FailbackInput<'_>) -> Decision {
         },
         None => Decision::Stay,
     }
+}
+
+/// A move back to undo: the binding has `Failback` tasks and another eviction besides (the
+/// cluster it returned to failed again). The clusters it left get back the replicas their
+/// tasks kept (a cluster that only shrank keeps the larger count).
+pub fn abort(spec: &ResourceBindingSpec) -> Option<Abort> {
+    let (failback, other): (Vec<&GracefulEvictionTask>, Vec<&GracefulEvictionTask>) = spec
+        .graceful_eviction_tasks
+        .iter()
+        .partition(|t| t.reason == EVICTION_REASON_FAILBACK);
+    let interrupting = other.first()?;
+    if failback.is_empty() {
+        return None;
+    }
+    let mut placement = spec.clusters.clone();
+    for t in &failback {
+        let replicas = t.replicas.unwrap_or(0);
+        match placement.iter_mut().find(|c| c.name == t.from_cluster) {
+            Some(c) => c.replicas = c.replicas.max(replicas),
+            None => placement.push(TargetCluster {
+                name: t.from_cluster.clone(),
+                replicas,
+                ..TargetCluster::default()
+            }),
+        }
+    }
+    placement.sort_by(|a, b| a.name.cmp(&b.name));
+    Some(Abort {
+        placement,
+        released: failback.iter().map(|t| t.from_cluster.clone()).collect(),
+        because: format!("{} ({})", interrupting.from_cluster, interrupting.reason),
+    })
+}
+
+/// Writes an abort into the spec.
+pub fn apply_abort(spec: &mut ResourceBindingSpec, abort: &Abort) {
+    spec.clusters = abort.placement.clone();
+    spec.graceful_eviction_tasks
+        .retain(|t| t.reason != EVICTION_REASON_FAILBACK);
 }
 
 fn same_placement(a: &[TargetCluster], b: &[TargetCluster]) -> bool {
@@ -390,6 +495,7 @@ pub fn controller(
         graceful: ctx.settings.taint_manager.graceful_eviction,
         default_purge_mode: ctx.settings.taint_manager.default_purge_mode,
         told: Mutex::default(),
+        fit: Mutex::default(),
     };
     let (_, sources) = super::fan_out::binding_sources_naming(
         binding_fingerprint,
@@ -413,6 +519,9 @@ pub struct FailbackController {
     default_purge_mode: PurgeMode,
     /// The recovery each binding was last told it waits on (one Event per recovery).
     told: Mutex<HashMap<String, (String, DateTime<Utc>)>>,
+    /// Per binding, since when each cluster it may return to has been seen fit (see
+    /// [`fitness`]).
+    fit: Mutex<HashMap<String, HashMap<String, DateTime<Utc>>>>,
 }
 
 impl FailbackController {
@@ -432,6 +541,7 @@ impl FailbackController {
             graceful: true,
             default_purge_mode: PurgeMode::Graciously,
             told: Mutex::default(),
+            fit: Mutex::default(),
         }
     }
 
@@ -467,13 +577,18 @@ impl Reconciler for FailbackController {
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
         let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
-            self.told.lock().remove(key);
+            self.forget(key);
             return Ok(Action::Done);
         };
-        if object.pointer("/spec/failover/cluster/failback").is_none() {
+        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let moving_back = spec
+            .graceful_eviction_tasks
+            .iter()
+            .any(|t| t.reason == EVICTION_REASON_FAILBACK);
+        if spec.failover.as_ref().and_then(|f| f.failback()).is_none() && !moving_back {
+            self.forget(key);
             return Ok(Action::Done);
         }
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
@@ -482,18 +597,36 @@ impl Reconciler for FailbackController {
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             == Some(status.scheduler_observed_generation);
-        let decision = decide(&FailbackInput {
-            spec: &spec,
-            status: &status,
-            scheduled,
-            clusters: &clusters,
-            blocked: &blocked,
-            graceful: self.graceful,
-            default_purge_mode: self.default_purge_mode,
-            now,
-        });
-        let ret = match decision {
-            Decision::Stay => return Ok(Action::Done),
+        let seen = self.fit.lock().get(key).cloned().unwrap_or_default();
+        let (decision, remembered) = {
+            let fit_since = |c: &str| seen.get(c).copied();
+            let mut input = FailbackInput {
+                spec: &spec,
+                status: &status,
+                scheduled,
+                clusters: &clusters,
+                blocked: &blocked,
+                graceful: self.graceful,
+                default_purge_mode: self.default_purge_mode,
+                fit_since: &fit_since,
+                now,
+            };
+            // Remember since when each cluster has been fit; one seen unfit starts again.
+            let remembered: HashMap<String, DateTime<Utc>> = fitness(&input)
+                .into_iter()
+                .filter(|(_, fit)| *fit)
+                .map(|(c, _)| {
+                    let since = seen.get(&c).copied().unwrap_or(now);
+                    (c, since)
+                })
+                .collect();
+            let fit_since = |c: &str| remembered.get(c).copied();
+            input.fit_since = &fit_since;
+            (decide(&input), remembered.clone())
+        };
+        self.fit.lock().insert(key.to_string(), remembered);
+        match decision {
+            Decision::Stay => Ok(Action::Done),
             Decision::Wait {
                 cluster,
                 stable_since,
@@ -502,36 +635,86 @@ impl Reconciler for FailbackController {
                 self.tell_pending(key, &object, &cluster, stable_since, until)
                     .await;
                 let after = (until - now).to_std().unwrap_or_default();
-                return Ok(Action::RequeueAfter(
+                Ok(Action::RequeueAfter(
                     after.max(std::time::Duration::from_millis(100)),
-                ));
+                ))
             }
-            Decision::Return(ret) => ret,
-        };
+            Decision::Return(ret) => {
+                self.move_back(key, &rt, &object, spec, &ret, now).await?;
+                Ok(Action::Done)
+            }
+            Decision::Abort(abort) => {
+                apply_abort(&mut spec, &abort);
+                let written = write_spec(self.store.as_ref(), &rt, &object, &spec).await?;
+                let at = Time::new(now);
+                let released = abort.released.clone();
+                let result =
+                    failover_history::update(self.store.as_ref(), &rt, &written, |history, _| {
+                        let mut changed = false;
+                        for cluster in &released {
+                            let end = TaskEnd {
+                                from_cluster: cluster,
+                                reason: EVENT_FAILBACK_ABORTED,
+                                healthy: false,
+                            };
+                            changed |= note_task_end(history, end, &[], at);
+                        }
+                        changed
+                    })
+                    .await;
+                if let Err(err) = result {
+                    tracing::warn!(binding = key, error = %err, "writing the failback history failed");
+                }
+                let message = format!(
+                    "Failback interrupted: {} was evicted again while {} kept their copies; they get their replicas back (placement {})",
+                    abort.because,
+                    abort.released.join(", "),
+                    describe(&abort.placement)
+                );
+                tracing::warn!(binding = key, because = %abort.because, "failback aborted");
+                self.events
+                    .record(
+                        &object,
+                        EventType::Warning,
+                        EVENT_FAILBACK_ABORTED,
+                        &message,
+                    )
+                    .await;
+                Ok(Action::Done)
+            }
+        }
+    }
+}
+
+impl FailbackController {
+    fn forget(&self, key: &str) {
+        self.told.lock().remove(key);
+        self.fit.lock().remove(key);
+    }
+
+    /// Writes a move back: the spec, then the history, an Event and the metric.
+    async fn move_back(
+        &self,
+        key: &str,
+        rt: &flotilla_api::kinds::ResourceType,
+        object: &Value,
+        mut spec: ResourceBindingSpec,
+        ret: &Return,
+        now: DateTime<Utc>,
+    ) -> Result<(), ReconcileError> {
         let before: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
-        apply(&mut spec, &ret);
-        let mut updated = Value::clone(&object);
-        set_path(
-            &mut updated,
-            &["spec", "clusters"],
-            serde_json::to_value(&spec.clusters).unwrap_or_default(),
-        );
-        set_path(
-            &mut updated,
-            &["spec", "gracefulEvictionTasks"],
-            serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
-        );
+        apply(&mut spec, ret);
         // A conflict retries the whole decision on the new binding.
-        let written = self.store.update(&rt, updated).await?;
+        let written = write_spec(self.store.as_ref(), rt, object, &spec).await?;
         let at = Time::new(now);
         let targets: Vec<String> = ret.placement.iter().map(|c| c.name.clone()).collect();
         let entries: Vec<FailoverHistoryItem> = ret
             .leaving
             .iter()
-            .map(|c| history_entry(&spec, &ret, c, &before, &targets, at))
+            .map(|c| history_entry(&spec, ret, c, &before, &targets, at))
             .collect();
         let recovered = ret.cluster.clone();
-        let result = failover_history::update(self.store.as_ref(), &rt, &written, |history, _| {
+        let result = failover_history::update(self.store.as_ref(), rt, &written, |history, _| {
             let mut changed = note_failed_back(history, &recovered, at);
             for e in &entries {
                 changed |= flotilla_api::history::record(
@@ -547,22 +730,38 @@ impl Reconciler for FailbackController {
         if let Err(err) = result {
             tracing::warn!(binding = key, error = %err, "writing the failback history failed");
         }
-        self.told.lock().remove(key);
+        self.forget(key);
         tracing::info!(binding = key, cluster = %ret.cluster, placement = %describe(&ret.placement), "failing back");
         self.metrics
             .failbacks
             .with_label_values(&[ret.cluster.as_str()])
             .inc();
         self.events
-            .record(
-                &object,
-                EventType::Normal,
-                EVENT_FAILING_BACK,
-                &message(&ret),
-            )
+            .record(object, EventType::Normal, EVENT_FAILING_BACK, &message(ret))
             .await;
-        Ok(Action::Done)
+        Ok(())
     }
+}
+
+/// Writes `spec.clusters` and `spec.gracefulEvictionTasks` of `spec` into the binding as read.
+async fn write_spec(
+    store: &dyn Store,
+    rt: &flotilla_api::kinds::ResourceType,
+    object: &Value,
+    spec: &ResourceBindingSpec,
+) -> Result<Value, ReconcileError> {
+    let mut updated = Value::clone(object);
+    set_path(
+        &mut updated,
+        &["spec", "clusters"],
+        serde_json::to_value(&spec.clusters).unwrap_or_default(),
+    );
+    set_path(
+        &mut updated,
+        &["spec", "gracefulEvictionTasks"],
+        serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
+    );
+    Ok(store.update(rt, updated).await?)
 }
 
 /// The history entry of one cluster giving replicas back in a move: a `Failback` entry from
@@ -698,6 +897,7 @@ mod tests {
             blocked: &[],
             graceful: true,
             default_purge_mode: PurgeMode::Graciously,
+            fit_since: &|_| Some(at(-10_000)),
             now: at(now),
         }
     }
@@ -709,124 +909,53 @@ mod tests {
                 format!("wait {cluster} until {}", until.timestamp() - T0)
             }
             Decision::Return(r) => format!("return to {} as {}", r.cluster, describe(&r.placement)),
+            Decision::Abort(a) => format!("abort to {}", describe(&a.placement)),
         }
     }
 
-    /// Failback timing, flapping included: the window counts from the last time the
-    /// recovered cluster turned Ready, so every flap starts it again.
+    /// Failback timing, flapping included: the window counts from the latest of m1's last
+    /// turn to Ready, the failover, and the first time the controller saw m1 fit to return
+    /// to (taints gone) since it last saw it unfit — so every flap starts it again.
     #[test]
+    #[rustfmt::skip]
     #[allow(clippy::type_complexity)]
     fn failback_timing_table() {
         let back = "return to m1 as m1:2";
-        // (case, m1's Ready status, since when, taints, window, now, verdict)
-        let cases: Vec<(&str, &str, i64, Vec<&str>, Option<i64>, i64, &str)> = vec![
-            ("no failback asked", "True", 100, vec![], None, 1000, "stay"),
-            (
-                "m1 still down",
-                "Unknown",
-                5,
-                vec![],
-                Some(60),
-                1000,
-                "stay",
-            ),
-            (
-                "Ready, inside the window",
-                "True",
-                100,
-                vec![],
-                Some(60),
-                130,
-                "wait m1 until 160",
-            ),
-            (
-                "Ready, one second before its end",
-                "True",
-                100,
-                vec![],
-                Some(60),
-                159,
-                "wait m1 until 160",
-            ),
-            (
-                "Ready for the whole window",
-                "True",
-                100,
-                vec![],
-                Some(60),
-                160,
-                back,
-            ),
-            (
-                "flap: Ready at 100, NotReady at 150",
-                "False",
-                150,
-                vec![],
-                Some(60),
-                170,
-                "stay",
-            ),
-            (
-                "flap: Ready again at 180, the window starts again",
-                "True",
-                180,
-                vec![],
-                Some(60),
-                200,
-                "wait m1 until 240",
-            ),
-            (
-                "flap: 60 s after the last recovery",
-                "True",
-                180,
-                vec![],
-                Some(60),
-                240,
-                back,
-            ),
-            (
-                "Ready all along (a taint evicted): counts from the failover",
-                "True",
-                -500,
-                vec![],
-                Some(60),
-                30,
-                "wait m1 until 60",
-            ),
-            ("window 0: at once", "True", 100, vec![], Some(0), 100, back),
-            (
-                "an untolerated NoSchedule taint keeps it out",
-                "True",
-                100,
-                vec!["maintenance"],
-                Some(60),
-                1000,
-                "stay",
-            ),
-            (
-                "default window (300 s)",
-                "True",
-                100,
-                vec![],
-                None,
-                0,
-                "stay",
-            ),
+        const LONG_AGO: Option<i64> = Some(-10_000);
+        // (case, m1's Ready status, since when, taints, window, seen fit since, now, verdict)
+        let cases: Vec<(&str, &str, i64, Vec<&str>, Option<i64>, Option<i64>, i64, &str)> = vec![
+            ("no failback asked", "True", 100, vec![], None, LONG_AGO, 1000, "stay"),
+            ("m1 still down", "Unknown", 5, vec![], Some(60), LONG_AGO, 1000, "stay"),
+            ("Ready, inside the window", "True", 100, vec![], Some(60), LONG_AGO, 130, "wait m1 until 160"),
+            ("Ready, one second before its end", "True", 100, vec![], Some(60), LONG_AGO, 159, "wait m1 until 160"),
+            ("Ready for the whole window", "True", 100, vec![], Some(60), LONG_AGO, 160, back),
+            ("flap: Ready at 100, NotReady at 150", "False", 150, vec![], Some(60), LONG_AGO, 170, "stay"),
+            ("flap: Ready again at 180, the window starts again", "True", 180, vec![], Some(60), LONG_AGO, 200, "wait m1 until 240"),
+            ("flap: 60 s after the last recovery", "True", 180, vec![], Some(60), LONG_AGO, 240, back),
+            ("Ready all along, the evicting taint just went: seen fit now", "True", -500, vec![], Some(60), None, 30, "wait m1 until 90"),
+            ("Ready all along, fit since 100 (taint removed)", "True", -500, vec![], Some(60), Some(100), 130, "wait m1 until 160"),
+            ("Ready all along, fit for the whole window", "True", -500, vec![], Some(60), Some(100), 160, back),
+            ("never before the failover itself", "True", -500, vec![], Some(60), Some(-300), 30, "wait m1 until 60"),
+            ("window 0: at once", "True", 100, vec![], Some(0), None, 100, back),
+            ("an untolerated NoSchedule taint keeps it out (no wait)", "True", 100, vec!["maintenance"], Some(60), LONG_AGO, 1000, "stay"),
         ];
-        for (case, ready, since, taints, window, now, want) in cases {
+        for (case, ready, since, taints, window, fit, now, want) in cases {
             let clusters = fleet(cluster("m1", ready, since, &taints));
-            let (mut spec, status) = divided(window);
-            if case.starts_with("default window") {
-                spec.failover =
-                    serde_json::from_value(json!({"cluster": {"failback": {}}})).unwrap();
-                for (now, want) in [(399, "wait m1 until 400"), (400, back)] {
-                    let got = verdict(&decide(&input(&spec, &status, &clusters, now)));
-                    assert_eq!(got, want, "{case} at {now}");
-                }
-                continue;
-            }
-            let got = verdict(&decide(&input(&spec, &status, &clusters, now)));
-            assert_eq!(got, want, "{case}");
+            let (spec, status) = divided(window);
+            let fit_since = |_: &str| fit.map(at);
+            let mut i = input(&spec, &status, &clusters, now);
+            i.fit_since = &fit_since;
+            assert_eq!(verdict(&decide(&i)), want, "{case}");
+            let fit_now: Vec<bool> = fitness(&i).into_iter().map(|(_, f)| f).collect();
+            let want_fit = window.is_some() && ready == "True" && taints.is_empty();
+            assert_eq!(fit_now, if window.is_some() { vec![want_fit] } else { vec![] }, "{case}");
+        }
+        // No window named: the default, 300 s.
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        let (mut spec, status) = divided(None);
+        spec.failover = serde_json::from_value(json!({"cluster": {"failback": {}}})).unwrap();
+        for (now, want) in [(399, "wait m1 until 400"), (400, back)] {
+            assert_eq!(verdict(&decide(&input(&spec, &status, &clusters, now))), want);
         }
     }
 
@@ -981,6 +1110,87 @@ mod tests {
             assert_eq!(describe(&ret.leaving), "m2:3", "{mode}");
             assert_eq!(ret.tasks.len(), 1, "{mode}");
             assert_eq!(ret.tasks[0].effective_purge_mode(), want_mode);
+        }
+    }
+
+    #[test]
+    fn a_move_back_interrupted_by_a_new_eviction_is_undone() {
+        let task = |from: &str, reason: &str, replicas: i32| GracefulEvictionTask {
+            from_cluster: from.into(),
+            reason: reason.into(),
+            producer: "p".into(),
+            replicas: Some(replicas),
+            ..GracefulEvictionTask::default()
+        };
+        let target = |name: &str, replicas: i32| TargetCluster {
+            name: name.into(),
+            replicas,
+            ..TargetCluster::default()
+        };
+        // (case, clusters, tasks, the placement after the abort, released)
+        #[allow(clippy::type_complexity)]
+        let rows: Vec<(
+            &str,
+            Vec<TargetCluster>,
+            Vec<GracefulEvictionTask>,
+            Option<&str>,
+        )> = vec![
+            (
+                "a move back in progress is left alone",
+                vec![target("m1", 2)],
+                vec![task("m2", "Failback", 1), task("m3", "Failback", 1)],
+                None,
+            ),
+            (
+                "no failback task: nothing to undo",
+                vec![target("m2", 2)],
+                vec![task("m1", "TaintUntolerated", 2)],
+                None,
+            ),
+            (
+                "divided: m1 evicted again, m2 and m3 get their replicas back",
+                vec![],
+                vec![
+                    task("m2", "Failback", 1),
+                    task("m3", "Failback", 1),
+                    task("m1", "TaintUntolerated", 2),
+                ],
+                Some("m2:1, m3:1"),
+            ),
+            (
+                "a cluster that only shrank keeps the larger count",
+                vec![target("m2", 2)],
+                vec![
+                    task("m2", "Failback", 3),
+                    task("m1", "ApplicationFailure", 1),
+                ],
+                Some("m2:3"),
+            ),
+        ];
+        for (case, clusters, tasks, want) in rows {
+            let (mut spec, _) = divided(Some(60));
+            spec.clusters = clusters;
+            spec.graceful_eviction_tasks = tasks;
+            let got = abort(&spec);
+            assert_eq!(
+                got.as_ref().map(|a| describe(&a.placement)).as_deref(),
+                want,
+                "{case}"
+            );
+            if let Some(a) = got {
+                apply_abort(&mut spec, &a);
+                assert!(
+                    spec.graceful_eviction_tasks
+                        .iter()
+                        .all(|t| t.reason != "Failback"),
+                    "{case}"
+                );
+                assert_eq!(
+                    spec.graceful_eviction_tasks.len(),
+                    1,
+                    "{case}: the new eviction stays"
+                );
+            }
         }
     }
 
