@@ -175,7 +175,8 @@ pub fn default_placement(placement: &mut Placement, cfg: &DefaultingConfig) {
     }
 }
 
-/// Defaults failover behaviour: purge modes, the application's toleration and grace period.
+/// Defaults failover behaviour: purge modes, the application's toleration and grace period,
+/// failback's stabilization window.
 pub fn default_failover(failover: &mut FailoverBehavior) {
     if let Some(app) = &mut failover.application {
         let mode = *app.purge_mode.get_or_insert(DEFAULT_PURGE_MODE);
@@ -189,6 +190,11 @@ pub fn default_failover(failover: &mut FailoverBehavior) {
     }
     if let Some(cluster) = &mut failover.cluster {
         cluster.purge_mode.get_or_insert(DEFAULT_PURGE_MODE);
+        if let Some(failback) = &mut cluster.failback {
+            failback
+                .stabilization_seconds
+                .get_or_insert(crate::policy::failover::DEFAULT_FAILBACK_STABILIZATION_SECONDS);
+        }
     }
 }
 

@@ -249,6 +249,24 @@ fn policy_defaults() {
                 None,
             ),
             row(
+                "failback's window defaults to 300 s (Flotilla extension)",
+                spec(json!({"failover": {"cluster": {"failback": {}}}})),
+                "/spec/failover/cluster/failback/stabilizationSeconds",
+                Some(json!(300)),
+            ),
+            row(
+                "failback's window is kept",
+                spec(json!({"failover": {"cluster": {"failback": {"stabilizationSeconds": 0}}}})),
+                "/spec/failover/cluster/failback/stabilizationSeconds",
+                Some(json!(0)),
+            ),
+            row(
+                "no failback unless asked",
+                spec(json!({"failover": {"cluster": {}}})),
+                "/spec/failover/cluster/failback",
+                None,
+            ),
+            row(
                 "cluster failover alone does not touch propagateDeps",
                 spec(json!({"failover": {"cluster": {}}})),
                 "/spec/propagateDeps",
