@@ -570,6 +570,27 @@ pub fn member_call(
     ))
 }
 
+/// Turns a fault of a single-member agent on or off (`POST <agent>/faults/<fault>`), e.g.
+/// `unreachable`: the agent keeps running but renews no lease.
+pub fn set_agent_fault(agent: &Agent, fault: &str, enabled: bool) {
+    let url = format!("{}/faults/{fault}", agent.url);
+    match member_call("POST", &url, Some(&serde_json::json!({"enabled": enabled}))) {
+        Ok((200, _)) => {}
+        other => panic!("setting {fault}={enabled} on {}: {other:?}", agent.url),
+    }
+}
+
+/// The RFC 3339 time at `pointer` in `v` (panics naming the pointer when it is missing).
+pub fn time_at(v: &serde_json::Value, pointer: &str) -> chrono::DateTime<chrono::Utc> {
+    let s = v
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_else(|| panic!("{pointer} in {v}"));
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap_or_else(|e| panic!("{pointer} = {s}: {e}"))
+        .with_timezone(&chrono::Utc)
+}
+
 /// Fails the test loudly when kubectl is missing: `scripts/install-test-tools.sh` (which
 /// `.ci/run` calls) installs it. A kubectl test never passes by skipping.
 pub fn require_kubectl() {

@@ -11,8 +11,8 @@
 
 use chrono::{DateTime, Utc};
 use flotilla_tests::{
-    events_about, eviction_tasks, healthy_on, member_call, placement_of, post_manifests,
-    pull_agent, wait_for, works_on, ApiClient, Server,
+    events_about, eviction_tasks, healthy_on, placement_of, post_manifests, pull_agent,
+    set_agent_fault, time_at, wait_for, works_on, ApiClient, Server,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -63,24 +63,6 @@ spec:
         minGroups: 1
 "#;
 
-fn time_of(v: &Value, pointer: &str) -> DateTime<Utc> {
-    let s = v
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("{pointer} in {v}"));
-    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-}
-
-fn set_unreachable(agent: &flotilla_tests::Agent, enabled: bool) {
-    let (code, _) = member_call(
-        "POST",
-        &format!("{}/faults/unreachable", agent.url),
-        Some(&json!({"enabled": enabled})),
-    )
-    .unwrap();
-    assert_eq!(code, 200);
-}
-
 /// member1's Ready condition when it is True.
 fn ready_since(api: &ApiClient) -> Option<DateTime<Utc>> {
     let c = api
@@ -91,7 +73,7 @@ fn ready_since(api: &ApiClient) -> Option<DateTime<Utc>> {
         .iter()
         .find(|c| c["type"] == "Ready" && c["status"] == "True")?
         .clone();
-    Some(time_of(&ready, "/lastTransitionTime"))
+    Some(time_at(&ready, "/lastTransitionTime"))
 }
 
 fn history(api: &ApiClient) -> Vec<Value> {
@@ -130,7 +112,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
     flotilla_tests::wait_members_ready(&api, 2).unwrap();
 
     // Cluster failover: member1 cut off, the workload moves to member2 and the failover ends.
-    set_unreachable(&member1, true);
+    set_agent_fault(&member1, "unreachable", true);
     wait_for(
         "the failover to member2 to end",
         Duration::from_secs(60),
@@ -148,7 +130,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
     assert!(h[0].get("failedBackTime").is_none());
 
     // member1 comes back. The server waits the window out and says until when.
-    set_unreachable(&member1, false);
+    set_agent_fault(&member1, "unreachable", false);
     let back = wait_for("member1 Ready again", Duration::from_secs(60), || {
         ready_since(&api)
     })
@@ -172,7 +154,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
     })
     .unwrap();
     let moving = event(&api, "FailingBack").expect("a FailingBack Event");
-    let moved_at = time_of(&moving, "/firstTimestamp");
+    let moved_at = time_at(&moving, "/firstTimestamp");
     assert!(
         moved_at >= due,
         "moved back at {moved_at}, before the window's end {due}"
@@ -184,7 +166,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
         .unwrap_or_else(|| panic!("no Failback entry in {h:?}"));
     assert_eq!(failback["fromCluster"], "member2");
     assert_eq!(failback["targetCluster"], json!(["member1"]));
-    assert!(time_of(failback, "/failoverTime") >= due);
+    assert!(time_at(failback, "/failoverTime") >= due);
     assert!(h[0].get("failedBackTime").is_some(), "{h:?}");
     // Either the task is still there keeping member2's copy, or member1 was already Healthy
     // and the task ended: then the history says so, in that order.
@@ -216,7 +198,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
         failback["oldCopyGoneReason"], "EvictionTaskDoneHealthy",
         "{failback}"
     );
-    let healthy = time_of(failback, "/healthyTime");
-    let gone = time_of(failback, "/oldCopyGoneTime");
+    let healthy = time_at(failback, "/healthyTime");
+    let gone = time_at(failback, "/oldCopyGoneTime");
     assert!(healthy <= gone, "{failback}");
 }

@@ -12,10 +12,10 @@
 
 use chrono::{DateTime, Utc};
 use flotilla_tests::{
-    events_about, healthy_on, member_call, placement_of, post_manifests, pull_agent_with, wait_for,
-    works_on, Agent, ApiClient, Server,
+    events_about, healthy_on, member_call, placement_of, post_manifests, pull_agent_with,
+    set_agent_fault, time_at, wait_for, works_on, Agent, ApiClient, Server,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const RB: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/db-deployment";
@@ -94,14 +94,6 @@ fn db_on(agent: &Agent) -> Option<Value> {
     }
 }
 
-fn time_of(v: &Value, pointer: &str) -> DateTime<Utc> {
-    let s = v
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("{pointer} in {v}"));
-    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-}
-
 /// `t` truncated to whole seconds (creationTimestamps carry seconds).
 fn whole_seconds(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp(t.timestamp(), 0).unwrap()
@@ -138,13 +130,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     assert_eq!(faults_of(&member1)["fences"], 0);
 
     // Cut member1 off: it keeps running, but renews no lease.
-    let (code, _) = member_call(
-        "POST",
-        &format!("{}/faults/unreachable", member1.url),
-        Some(&json!({"enabled": true})),
-    )
-    .unwrap();
-    assert_eq!(code, 200);
+    set_agent_fault(&member1, "unreachable", true);
     let cut = Instant::now();
 
     // Watch both sides in one loop: member1's fence is read before member2's Works each time,
@@ -168,7 +154,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     assert!(fence_seen_after <= work_seen);
     // The Work was created no earlier than the fence (server and agent share this host's
     // clock; creationTimestamp has whole seconds).
-    let created = time_of(&work, "/metadata/creationTimestamp");
+    let created = time_at(&work, "/metadata/creationTimestamp");
     assert!(
         created >= whole_seconds(fenced),
         "member2's Work created {created}, member1 fenced {fenced}"
@@ -195,17 +181,11 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     })
     .unwrap();
     let copy = db_on(&member2).expect("db on member2");
-    assert!(time_of(&copy, "/metadata/creationTimestamp") >= whole_seconds(fenced));
+    assert!(time_at(&copy, "/metadata/creationTimestamp") >= whole_seconds(fenced));
 
     // The partition heals: member1's Work (being deleted) goes once its agent has seen it, and
     // the agent does not start the workload again on its own.
-    let (code, _) = member_call(
-        "POST",
-        &format!("{}/faults/unreachable", member1.url),
-        Some(&json!({"enabled": false})),
-    )
-    .unwrap();
-    assert_eq!(code, 200);
+    set_agent_fault(&member1, "unreachable", false);
     wait_for("member1's Work to go", Duration::from_secs(60), || {
         works_on(&api, "member1").is_empty().then_some(())
     })
