@@ -1,7 +1,8 @@
 //! Health-gated failback (a Flotilla extension, opt-in per policy with
 //! `spec.failover.cluster.failback: {stabilizationSeconds}`): after a cluster failover, once
-//! the cluster the workload left has been Ready without a break for the stabilization window,
-//! the workload moves back to it through the same graceful path as a failover — the returning
+//! the cluster the workload left has been fit to return to (Ready, and let in by the
+//! scheduler's filters) without a break for the stabilization window, the workload moves back
+//! to it through the same graceful path as a failover — the returning
 //! copy is dispatched first, and every cluster that gives replicas back keeps its copy as it
 //! was under an eviction task (reason `Failback`) until the new placement is Healthy or the
 //! task's grace period ends ([`super::graceful_eviction`]). Karmada never moves a workload back
@@ -21,9 +22,13 @@
 //! the scheduler's to move; going back to an earlier term is a manual reschedule), and the
 //! partition brake (a failback evicts nothing from a failing cluster).
 //!
-//! The decision is the pure [`decide`]; [`apply`] writes it into the spec; the controller feeds
-//! them, writes the binding, the history (a `Failback` entry per cluster giving replicas back,
-//! `failedBackTime` on the failover undone), an Event and a metric.
+//! If the cluster it returned to is evicted again while the clusters it left still keep their
+//! copies, the move is undone ([`abort`]): they get their replicas back.
+//!
+//! The decision is the pure [`decide`] (with [`fitness`], which says what the controller must
+//! remember between passes); [`apply`] and [`apply_abort`] write it into the spec; the
+//! controller feeds them, writes the binding, the history (a `Failback` entry per cluster
+//! giving replicas back, `failedBackTime` on the failover undone), an Event and a metric.
 
 use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
 use super::cluster_cache::{ClusterCache, Clusters};
@@ -72,8 +77,8 @@ pub struct FailbackInput<'a> {
     pub clusters: &'a Clusters,
     /// Clusters application failover keeps out of this binding now.
     pub blocked: &'a [(String, Option<Time>)],
-    /// Whether evictions leave a task (`--enable-graceful-eviction`): without, the clusters
-    /// that give replicas back do so at once.
+    /// Whether evictions leave a task (`--feature-gates GracefulEviction`): without, the
+    /// clusters that give replicas back do so at once.
     pub graceful: bool,
     /// The purge mode of a policy that names none.
     pub default_purge_mode: PurgeMode,
@@ -89,12 +94,11 @@ pub struct FailbackInput<'a> {
 pub struct Return {
     /// The recovered cluster.
     pub cluster: String,
-    /// Since when it has been Ready (or since the failover, if it was Ready all along).
+    /// Since when it has been fit to return to: the latest of its Ready transition, the
+    /// failover, and the first time the controller saw it fit.
     pub stable_since: DateTime<Utc>,
     /// The stabilization window, in seconds.
     pub window_seconds: i64,
-    /// The failover being undone (its time, to find its history entry).
-    pub failover_time: Option<Time>,
     /// The new `spec.clusters`.
     pub placement: Vec<TargetCluster>,
     /// Clusters of the current placement that give replicas back, with the replicas they
@@ -111,7 +115,7 @@ pub enum Decision {
     /// Nothing to move back: not asked for, no finished cluster failover to undo, or no way
     /// back now.
     Stay,
-    /// A recovered cluster has not been Ready for the whole window yet: look again at `until`.
+    /// A recovered cluster has not been fit for the whole window yet: look again at `until`.
     Wait {
         /// The recovered cluster.
         cluster: String,
@@ -292,7 +296,6 @@ pub fn decide(input: &FailbackInput<'_>) -> Decision {
             cluster: name.to_string(),
             stable_since: since,
             window_seconds,
-            failover_time: entry.failover_time,
             placement: outcome.clusters,
             leaving,
             tasks,
