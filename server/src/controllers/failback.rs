@@ -1197,6 +1197,131 @@ mod tests {
         }
     }
 
+    /// A cluster of a random fleet: Ready long ago, `pods` free, a NoExecute taint if asked.
+    fn sized(name: &str, pods: i64, no_execute: bool) -> Cluster {
+        let mut c = cluster(name, "True", -10_000, &[]);
+        c.status.resource_summary = serde_json::from_value(
+            json!({"allocatable": {"pods": pods.to_string(), "cpu": "100"}}),
+        )
+        .unwrap();
+        if no_execute {
+            c.spec.taints = serde_json::from_value(
+                json!([{"key": "cluster.karmada.io/unreachable", "effect": "NoExecute"}]),
+            )
+            .unwrap();
+        }
+        c
+    }
+
+    fn clusters_of(pods: &[i64], tainted: Option<&str>) -> Clusters {
+        let by_name: BTreeMap<String, Cluster> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let name = format!("m{}", i + 1);
+                let c = sized(&name, *p, tainted == Some(name.as_str()));
+                (name, c)
+            })
+            .collect();
+        let snapshot = ClusterSnapshot::new(by_name.values());
+        Clusters { by_name, snapshot }
+    }
+
+    fn replicas_on(placement: &[TargetCluster], name: &str) -> i32 {
+        placement
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(0, |c| c.replicas)
+    }
+
+    proptest::proptest! {
+        /// On random fleets and placements: a cluster fails over and recovers; the failback
+        /// returns replicas to it, keeps the replica count the placement asks for, leaves no
+        /// cluster with fewer replicas without a task keeping its copy, and — for Duplicated
+        /// and static weights, whose scheduling does not depend on where replicas run now —
+        /// restores exactly the placement before the failover.
+        #[test]
+        fn failback_restores_the_placement_and_never_drops_a_copy_without_a_task(
+            pods in proptest::collection::vec(3i64..20, 3..6),
+            replicas in 1i32..7,
+            kind in 0u8..4,
+            weights in proptest::collection::vec(1i64..4, 6),
+            pick in 0usize..6,
+        ) {
+            let names: Vec<String> = (1..=pods.len()).map(|i| format!("m{i}")).collect();
+            let scheduling = match kind {
+                0 => json!({"replicaSchedulingType": "Duplicated"}),
+                1 => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"staticWeightList": names.iter().zip(&weights).map(|(n, w)|
+                        json!({"targetCluster": {"clusterNames": [n]}, "weight": w})).collect::<Vec<_>>()}}),
+                2 => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"dynamicWeight": "AvailableReplicas"}}),
+                _ => json!({"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}),
+            };
+            let mut placement = json!({"clusterAffinity": {"clusterNames": names}, "replicaScheduling": scheduling});
+            if kind == 0 {
+                placement["spreadConstraints"] = json!([{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}]);
+            }
+            let mut spec: ResourceBindingSpec = serde_json::from_value(json!({
+                "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "app"},
+                "replicas": replicas, "placement": placement,
+                "failover": {"cluster": {"failback": {"stabilizationSeconds": 60}}}})).unwrap();
+            let mut status = ResourceBindingStatus::default();
+            let healthy = clusters_of(&pods, None);
+            let run = |spec: &ResourceBindingSpec, status: &ResourceBindingStatus, clusters: &Clusters| {
+                schedule(&ScheduleInput { spec, status, clusters: &clusters.snapshot,
+                    options: ScheduleOptions::default(), blocked: &[] })
+            };
+            // The first placement; then its `pick`-th cluster fails and the scheduler places again.
+            let Ok(first) = run(&spec, &status, &healthy) else { return Ok(()); };
+            let before = first.clusters;
+            let failed = before[pick % before.len()].clone();
+            spec.clusters = before.iter().filter(|c| c.name != failed.name).cloned().collect();
+            let broken = clusters_of(&pods, Some(failed.name.as_str()));
+            let Ok(after) = run(&spec, &status, &broken) else { return Ok(()); };
+            spec.clusters = after.clusters.clone();
+            status.failover_history = vec![FailoverHistoryItem {
+                reason: FAILOVER_REASON_CLUSTER.into(),
+                failover_time: Some(Time::new(at(0))),
+                from_cluster: failed.name.clone(),
+                original_cluster: before.iter().map(|c| c.name.clone()).collect(),
+                replicas: failed.replicas,
+                old_copy_gone_time: Some(Time::new(at(10))),
+                ..FailoverHistoryItem::default()
+            }];
+            // The cluster recovers and stays fit past the window.
+            let decision = decide(&input(&spec, &status, &healthy, 1000));
+            if after.clusters.iter().any(|c| c.name == failed.name) {
+                proptest::prop_assert_eq!(verdict(&decision), "stay");
+                return Ok(());
+            }
+            let Decision::Return(ret) = decision else {
+                return Err(proptest::test_runner::TestCaseError::fail(format!(
+                    "no failback from {} to {} (before {})", describe(&after.clusters), failed.name, describe(&before))));
+            };
+            proptest::prop_assert!(replicas_on(&ret.placement, &failed.name) > 0, "{ret:?}");
+            if kind == 0 {
+                proptest::prop_assert!(ret.placement.iter().all(|c| c.replicas == replicas), "{ret:?}");
+            } else {
+                proptest::prop_assert_eq!(ret.placement.iter().map(|c| c.replicas).sum::<i32>(), replicas);
+            }
+            if kind <= 1 {
+                proptest::prop_assert_eq!(describe(&ret.placement), describe(&before));
+            }
+            for c in &after.clusters {
+                if replicas_on(&ret.placement, &c.name) < c.replicas {
+                    let task = ret.tasks.iter().find(|t| t.from_cluster == c.name);
+                    proptest::prop_assert!(task.is_some_and(|t| t.replicas == Some(c.replicas)),
+                        "{} gives replicas back without a task keeping its copy: {ret:?}", c.name);
+                }
+            }
+            // Written, the spec asks the scheduler for nothing more and failback is done.
+            let mut written = spec.clone();
+            apply(&mut written, &ret);
+            proptest::prop_assert_eq!(verdict(&decide(&input(&written, &status, &healthy, 1001))), "stay");
+        }
+    }
+
     #[test]
     fn only_failback_bindings_watch_the_clusters_they_left() {
         let mut b = json!({"metadata": {"namespace": "default", "name": "a"},
