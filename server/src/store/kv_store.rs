@@ -180,6 +180,17 @@ impl Txn {
     }
 }
 
+/// What of an object an update replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// Everything but the status of a kind with a status subresource (`update`).
+    Object,
+    /// Only the status (`update_status`).
+    Status,
+    /// Everything, the status too (`update_with_status`).
+    ObjectAndStatus,
+}
+
 /// What a commit produced: the objects as stored (with their resourceVersions), in the order
 /// of the changes, and what to await for durability.
 pub(crate) struct Committed {
@@ -802,15 +813,17 @@ impl<E: Engine> KvStore<E> {
         Ok((name, key, stored))
     }
 
+    /// Replaces the stored object with `obj`, the part of it `part` names, under the write lock
+    /// (see [`Store::update`], [`Store::update_status`], [`Store::update_with_status`]).
     fn update_locked(
         &self,
         st: &mut WriteState,
         res: &ResourceType,
         obj: Value,
-        status_only: bool,
+        part: Part,
     ) -> Result<(Value, Option<Ticket>), StoreError> {
         let (_name, key, stored) = self.stored_for_update(res, &obj)?;
-        let new = if status_only {
+        let new = if part == Part::Status {
             let mut new = Value::clone(&stored);
             meta::keep_status(&mut new, &obj)?;
             new
@@ -836,11 +849,11 @@ impl<E: Engine> KvStore<E> {
                 .and_then(Value::as_str)
                 .map_or_else(|| res.kind.clone(), str::to_string);
             fill_type_meta(&mut new, &api_version, &kind)?;
-            if res.status_subresource {
+            if res.status_subresource && part == Part::Object {
                 meta::keep_status(&mut new, &stored)?;
             }
-            if !meta::same_outside_metadata_and_status(&new, &stored) {
-                let generation = meta::generation(&stored) + 1;
+            let generation = super::generation_after_update(&stored, &new);
+            if generation != meta::generation(&stored) {
                 meta::set_meta(&mut new, "generation", Some(Value::from(generation)))?;
             }
             new
@@ -1104,7 +1117,7 @@ impl<E: Engine> Store for KvStore<E> {
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, false)?
+            self.update_locked(&mut st, res, obj, Part::Object)?
         };
         self.durable(ticket).await?;
         Ok(value)
@@ -1113,7 +1126,20 @@ impl<E: Engine> Store for KvStore<E> {
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, true)?
+            self.update_locked(&mut st, res, obj, Part::Status)?
+        };
+        self.durable(ticket).await?;
+        Ok(value)
+    }
+
+    async fn update_with_status(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, Part::ObjectAndStatus)?
         };
         self.durable(ticket).await?;
         Ok(value)
