@@ -353,7 +353,7 @@ impl Reconciler for BindingStatusController {
         set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
         set_path(&mut updated, &["status", "conditions"], json!(conditions));
         if updated != *binding {
-            self.store.update_status(&rt, updated).await?;
+            self.store.update_status_shared(&rt, updated).await?;
         }
         if let Some(message) = warn {
             tracing::warn!(binding = key, %message, "application failover cannot act");
@@ -381,7 +381,7 @@ impl Reconciler for BindingStatusController {
             if template.get("status") != Some(&status) {
                 let mut t = Value::clone(&template);
                 set_path(&mut t, &["status"], status);
-                match self.store.update_status(&template_rt, t).await {
+                match self.store.update_status_shared(&template_rt, t).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }

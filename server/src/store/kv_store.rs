@@ -194,13 +194,15 @@ enum Part {
 /// What a commit produced: the objects as stored (with their resourceVersions), in the order
 /// of the changes, and what to await for durability.
 pub(crate) struct Committed {
-    objects: Vec<Value>,
+    objects: Vec<Arc<Value>>,
     ticket: Option<Ticket>,
 }
 
 impl Committed {
-    fn last(mut self) -> (Value, Option<Ticket>) {
-        (self.objects.pop().unwrap_or(Value::Null), self.ticket)
+    /// The last object written (shared with the event log and the cache) and the ticket.
+    fn last(mut self) -> (Arc<Value>, Option<Ticket>) {
+        let last = self.objects.pop().unwrap_or_else(|| Arc::new(Value::Null));
+        (last, self.ticket)
     }
 }
 
@@ -679,7 +681,7 @@ impl<E: Engine> KvStore<E> {
                 event = ?event.event_type,
                 "object written"
             );
-            objects.push((*event.object).clone());
+            objects.push(event.object.clone());
         }
         self.log.append(events, trimmed.len());
         self.applied_rv.store(rv, Ordering::Release);
@@ -722,7 +724,7 @@ impl<E: Engine> KvStore<E> {
         let (name, key) = match meta::name(&obj).map(str::to_string) {
             Some(name) => {
                 let key = meta::object_key(res, namespace.as_deref(), &name)?;
-                if self.read_object(res, &key)?.is_some() {
+                if self.read_shared(res, &key)?.is_some() {
                     return Err(StoreError::AlreadyExists {
                         resource: res.qualified_name(),
                         name,
@@ -741,7 +743,7 @@ impl<E: Engine> KvStore<E> {
                 for _ in 0..GENERATE_NAME_ATTEMPTS {
                     let name = format!("{prefix}{}", meta::generated_suffix());
                     let key = meta::object_key(res, namespace.as_deref(), &name)?;
-                    if self.read_object(res, &key)?.is_none() {
+                    if self.read_shared(res, &key)?.is_none() {
                         found = Some((name, key));
                         break;
                     }
@@ -768,7 +770,8 @@ impl<E: Engine> KvStore<E> {
         }
         let mut txn = Txn::default();
         txn.put(res, &key, obj, EventType::Added);
-        Ok(self.commit_locked(st, txn)?.last())
+        let (created, ticket) = self.commit_locked(st, txn)?.last();
+        Ok((Arc::unwrap_or_clone(created), ticket))
     }
 
     /// Reads the stored object an update names and checks its preconditions.
@@ -821,12 +824,10 @@ impl<E: Engine> KvStore<E> {
         res: &ResourceType,
         obj: Value,
         part: Part,
-    ) -> Result<(Value, Option<Ticket>), StoreError> {
+    ) -> Result<(Arc<Value>, Option<Ticket>), StoreError> {
         let (_name, key, stored) = self.stored_for_update(res, &obj)?;
         let new = if part == Part::Status {
-            let mut new = Value::clone(&stored);
-            meta::keep_status(&mut new, &obj)?;
-            new
+            meta::with_status_of(&stored, obj)?
         } else {
             let mut new = obj;
             for field in [
@@ -859,7 +860,7 @@ impl<E: Engine> KvStore<E> {
             new
         };
         if new == *stored {
-            return Ok((Value::clone(&stored), None));
+            return Ok((stored, None));
         }
         let mut txn = Txn::default();
         if meta::is_deleting(&stored) {
@@ -958,7 +959,7 @@ impl<E: Engine> KvStore<E> {
         if finalizers.is_empty() {
             txn.remove(res, key, stored);
             let (last, ticket) = self.commit_locked(st, txn)?.last();
-            return Ok((Deleted::Gone(last), ticket));
+            return Ok((Deleted::Gone(Arc::unwrap_or_clone(last)), ticket));
         }
         let mut obj = stored;
         let generation = meta::generation(&obj) + 1;
@@ -969,7 +970,7 @@ impl<E: Engine> KvStore<E> {
         meta::set_meta(&mut obj, "generation", Some(Value::from(generation)))?;
         txn.put(res, key, obj, EventType::Modified);
         let (pending, ticket) = self.commit_locked(st, txn)?.last();
-        Ok((Deleted::Pending(pending), ticket))
+        Ok((Deleted::Pending(Arc::unwrap_or_clone(pending)), ticket))
     }
 }
 
@@ -1120,10 +1121,23 @@ impl<E: Engine> Store for KvStore<E> {
             self.update_locked(&mut st, res, obj, Part::Object)?
         };
         self.durable(ticket).await?;
-        Ok(value)
+        Ok(Arc::unwrap_or_clone(value))
     }
 
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, Part::Status)?
+        };
+        self.durable(ticket).await?;
+        Ok(Arc::unwrap_or_clone(value))
+    }
+
+    async fn update_status_shared(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
             self.update_locked(&mut st, res, obj, Part::Status)?
@@ -1142,7 +1156,7 @@ impl<E: Engine> Store for KvStore<E> {
             self.update_locked(&mut st, res, obj, Part::ObjectAndStatus)?
         };
         self.durable(ticket).await?;
-        Ok(value)
+        Ok(Arc::unwrap_or_clone(value))
     }
 
     async fn delete(

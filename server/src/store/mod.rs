@@ -218,6 +218,16 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces only the `status` of an object (same precondition rules as `update`).
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
 
+    /// As [`Store::update_status`], the object as written shared (see [`Store::get_shared`]): a
+    /// writer that only looks at it, or not at all, is spared a copy of it.
+    async fn update_status_shared(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        self.update_status(res, obj).await.map(Arc::new)
+    }
+
     /// Replaces an object and its `status` in one write (same rules as `update`, but the status
     /// given is stored, also for a kind with a status subresource). For a controller that
     /// decides both halves at once (an eviction and its history entry, a placement and the
