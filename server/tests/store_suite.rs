@@ -582,6 +582,18 @@ async fn update_status_changes_only_status(kind: Kind) {
     let u = s.update(&deployments(), spec).await.unwrap();
     assert_eq!(u["status"]["readyReplicas"], 1);
     assert_eq!(u["metadata"]["generation"], 2);
+    // Only the identity, the resourceVersion and the status are read: `status_write` sends no more.
+    let slim = flotilla_server::store::status_write(&u, json!({"readyReplicas": 2}));
+    assert_eq!(slim.as_object().map(|o| o.len()), Some(2), "{slim}");
+    let s2 = s.update_status(&deployments(), slim.clone()).await.unwrap();
+    assert_eq!(s2["status"], json!({"readyReplicas": 2}));
+    assert_eq!(s2["spec"], u["spec"]);
+    assert_eq!(s2["metadata"]["labels"], u["metadata"]["labels"]);
+    assert_eq!(s2["metadata"]["generation"], 2);
+    assert!(matches!(
+        s.update_status(&deployments(), slim).await,
+        Err(StoreError::Conflict { .. })
+    ));
 }
 
 /// `update_with_status` writes the object and its status in one change (one event, one

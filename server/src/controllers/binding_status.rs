@@ -30,7 +30,7 @@ use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{status_write, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
     AggregatedStatusItem, ResourceBindingSpec, CONDITION_FULLY_APPLIED,
@@ -349,11 +349,14 @@ impl Reconciler for BindingStatusController {
                 None
             }
         };
-        let mut updated = Value::clone(&binding);
-        set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
-        set_path(&mut updated, &["status", "conditions"], json!(conditions));
-        if updated != *binding {
-            self.store.update_status_shared(&rt, updated).await?;
+        // The new status, written (without a copy of the rest of the binding) when it moved.
+        let mut status = binding.get("status").cloned().unwrap_or_else(|| json!({}));
+        set_path(&mut status, &["aggregatedStatus"], json!(items));
+        set_path(&mut status, &["conditions"], json!(conditions));
+        if binding.get("status") != Some(&status) {
+            self.store
+                .update_status_shared(&rt, status_write(&binding, status))
+                .await?;
         }
         if let Some(message) = warn {
             tracing::warn!(binding = key, %message, "application failover cannot act");
@@ -379,8 +382,7 @@ impl Reconciler for BindingStatusController {
         };
         if let Some(status) = self.interpreter.aggregate_status(&template, &items) {
             if template.get("status") != Some(&status) {
-                let mut t = Value::clone(&template);
-                set_path(&mut t, &["status"], status);
+                let t = status_write(&template, status);
                 match self.store.update_status_shared(&template_rt, t).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),

@@ -172,6 +172,21 @@ pub fn generation_after_update(stored: &Value, new: &Value) -> i64 {
     }
 }
 
+/// What [`Store::update_status`] reads of an object to write `status` to it: its name,
+/// namespace and uid, its resourceVersion (the precondition), and the status. A status writer
+/// sends this instead of a copy of the whole object with the status changed.
+pub fn status_write(obj: &Value, status: Value) -> Value {
+    let mut metadata = serde_json::Map::new();
+    if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
+        for field in ["name", "namespace", "uid", "resourceVersion"] {
+            if let Some(v) = meta.get(field) {
+                metadata.insert(field.to_string(), v.clone());
+            }
+        }
+    }
+    serde_json::json!({"metadata": metadata, "status": status})
+}
+
 /// Kubernetes object semantics over a durable engine. Every write returns only after it is
 /// durable (for engines that persist).
 #[async_trait]
