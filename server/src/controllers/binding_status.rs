@@ -24,7 +24,7 @@ use super::failover_preconditions::{
     EVENT_APPLICATION_FAILOVER_INACTIVE,
 };
 use super::interpretation::TemplateInterpreter;
-use super::json_edit::set_path;
+use super::json_edit::{set_path, with_fields};
 use super::queue::WorkQueue;
 use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
@@ -350,9 +350,13 @@ impl Reconciler for BindingStatusController {
             }
         };
         // The new status, written (without a copy of the rest of the binding) when it moved.
-        let mut status = binding.get("status").cloned().unwrap_or_else(|| json!({}));
-        set_path(&mut status, &["aggregatedStatus"], json!(items));
-        set_path(&mut status, &["conditions"], json!(conditions));
+        let status = with_fields(
+            binding.get("status"),
+            vec![
+                ("aggregatedStatus", json!(items)),
+                ("conditions", json!(conditions)),
+            ],
+        );
         if binding.get("status") != Some(&status) {
             self.store
                 .update_status_shared(&rt, status_write(&binding, status))

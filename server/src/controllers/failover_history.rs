@@ -163,22 +163,31 @@ pub async fn update(
     binding: &Value,
     edit: impl Fn(&mut Vec<FailoverHistoryItem>, &Value) -> bool,
 ) -> Result<Option<Value>, StoreError> {
-    let mut current = binding.clone();
+    let mut current = std::borrow::Cow::Borrowed(binding);
     for attempt in 0..ATTEMPTS {
         let mut history = history_of(&current);
         if !edit(&mut history, &current) {
             return Ok(None);
         }
-        let mut updated = current.clone();
+        // Only the status is written: no copy of the rest of the binding.
+        let mut status = current
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
         set_path(
-            &mut updated,
-            &["status", "failoverHistory"],
+            &mut status,
+            &["failoverHistory"],
             serde_json::to_value(&history).unwrap_or_default(),
         );
-        match store.update_status(rt, updated).await {
+        match store
+            .update_status(rt, crate::store::status_write(&current, status))
+            .await
+        {
             Ok(written) => return Ok(Some(written)),
             Err(StoreError::Conflict { .. }) if attempt + 1 < ATTEMPTS => {
-                current = super::binding_keys::reread(store, rt, &current).await?;
+                current = std::borrow::Cow::Owned(
+                    super::binding_keys::reread(store, rt, &current).await?,
+                );
             }
             Err(e) => return Err(e),
         }
