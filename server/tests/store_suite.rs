@@ -582,6 +582,70 @@ async fn update_status_changes_only_status(kind: Kind) {
     let u = s.update(&deployments(), spec).await.unwrap();
     assert_eq!(u["status"]["readyReplicas"], 1);
     assert_eq!(u["metadata"]["generation"], 2);
+    // Only the identity, the resourceVersion and the status are read: `status_write` sends no more.
+    let slim = flotilla_server::store::status_write(&u, json!({"readyReplicas": 2}));
+    assert_eq!(slim.as_object().map(|o| o.len()), Some(2), "{slim}");
+    let s2 = s.update_status(&deployments(), slim.clone()).await.unwrap();
+    assert_eq!(s2["status"], json!({"readyReplicas": 2}));
+    assert_eq!(s2["spec"], u["spec"]);
+    assert_eq!(s2["metadata"]["labels"], u["metadata"]["labels"]);
+    assert_eq!(s2["metadata"]["generation"], 2);
+    assert!(matches!(
+        s.update_status(&deployments(), slim).await,
+        Err(StoreError::Conflict { .. })
+    ));
+}
+
+/// `update_with_status` writes the object and its status in one change (one event, one
+/// resourceVersion); generation follows the spec as `update`'s does, and
+/// `generation_after_update` says which it will be before the write.
+async fn update_with_status_writes_both(kind: Kind) {
+    let h = Harness::new(kind);
+    let s = &*h.store;
+    let d = s
+        .create(&deployments(), deploy("ns", "web", 1))
+        .await
+        .unwrap();
+    let mut w = watch_from(s, &deployments(), Some(rv(&d))).await;
+    let mut req = d.clone();
+    req["spec"]["replicas"] = json!(3);
+    assert_eq!(flotilla_server::store::generation_after_update(&d, &req), 2);
+    req["status"] = json!({"observedGeneration": 2});
+    let both = s.update_with_status(&deployments(), req).await.unwrap();
+    assert_eq!(both["spec"]["replicas"], 3);
+    assert_eq!(both["status"]["observedGeneration"], 2);
+    assert_eq!(both["metadata"]["generation"], 2);
+    let e = next_event(&mut w).await;
+    assert_eq!(e.event_type, EventType::Modified);
+    assert_eq!(e.resource_version, rv(&both));
+    assert_eq!(e.object["status"], both["status"]);
+    assert_eq!(
+        s.get(&deployments(), Some("ns"), "web").await.unwrap(),
+        both
+    );
+    // A status change alone leaves the generation.
+    let mut status = both.clone();
+    status["status"] = json!({"observedGeneration": 2, "readyReplicas": 3});
+    assert_eq!(
+        flotilla_server::store::generation_after_update(&both, &status),
+        2
+    );
+    let s2 = s.update_with_status(&deployments(), status).await.unwrap();
+    assert_eq!(s2["metadata"]["generation"], 2);
+    assert_eq!(s2["status"]["readyReplicas"], 3);
+    // Nothing changed: no write.
+    let same = s
+        .update_with_status(&deployments(), s2.clone())
+        .await
+        .unwrap();
+    assert_eq!(same, s2);
+    // Stale: Conflict, as for `update`.
+    let mut stale = both.clone();
+    stale["spec"]["replicas"] = json!(5);
+    assert!(matches!(
+        s.update_with_status(&deployments(), stale).await,
+        Err(StoreError::Conflict { .. })
+    ));
 }
 
 async fn finalizers_hold_deletion(kind: Kind) {
@@ -1250,6 +1314,7 @@ behaviours!(
     list_filters_and_pages,
     update_follows_metadata_rules,
     update_status_changes_only_status,
+    update_with_status_writes_both,
     finalizers_hold_deletion,
     delete_checks_preconditions,
     list_dependents_follows_owner_references,

@@ -25,6 +25,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub use super::options::Params;
 
@@ -618,7 +619,7 @@ async fn update(
     let name = target.name.as_deref().unwrap_or_default();
     let old = state
         .store
-        .get(&rt, target.namespace.as_deref(), name)
+        .get_shared(&rt, target.namespace.as_deref(), name)
         .await
         .map_err(|e| target.store_err(e))?;
     authz::check_write(
@@ -640,7 +641,7 @@ async fn write_update(
     params: &Params,
     mut obj: Value,
     old: &Value,
-) -> ApiResult<Value> {
+) -> ApiResult<Arc<Value>> {
     let is_status = target.subresource.as_deref() == Some("status");
     if is_status {
         admission::admit_status(rt, &obj)?;
@@ -648,12 +649,13 @@ async fn write_update(
         admission::admit(state, rt, &mut obj, Some(old))?;
     }
     if params.dry_run() {
-        return Ok(obj);
+        return Ok(Arc::new(obj));
     }
+    // A status write (the agents' Work status) is answered from the object as stored, shared.
     let result = if is_status {
-        state.store.update_status(rt, obj).await
+        state.store.update_status_shared(rt, obj).await
     } else {
-        state.store.update(rt, obj).await
+        state.store.update(rt, obj).await.map(Arc::new)
     };
     let updated = result.map_err(|e| target.store_err(e))?;
     admission::after_write(state, rt).await;

@@ -21,9 +21,18 @@ use std::time::Duration;
 
 /// What the body stream carries before it is encoded.
 enum Item {
-    Event(&'static str, Value, u64),
+    /// The event type, the object (as the store shares it) and its resourceVersion.
+    Event(&'static str, Arc<Value>, u64),
     Bookmark,
     Error(Value),
+}
+
+/// One event line, `{"type": …, "object": …}`, encoded straight from the shared object.
+#[derive(serde::Serialize)]
+struct EventLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    object: &'a Value,
 }
 
 /// Serves a watch request.
@@ -58,7 +67,7 @@ pub async fn serve(
                     .and_then(Value::as_str)
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(page.resource_version);
-                initial.push(Item::Event("ADDED", obj, rv));
+                initial.push(Item::Event("ADDED", Arc::new(obj), rv));
             }
             page.resource_version
         }
@@ -91,7 +100,7 @@ pub async fn serve(
                 crate::store::EventType::Modified => "MODIFIED",
                 crate::store::EventType::Deleted => "DELETED",
             };
-            Item::Event(kind, (*object).clone(), resource_version)
+            Item::Event(kind, object, resource_version)
         }
         Err(e @ StoreError::Expired { .. }) => {
             Item::Error(ApiError::Gone(e.to_string()).to_status())
@@ -146,24 +155,29 @@ pub async fn serve(
         let line = match item {
             Item::Event(kind, obj, rv) => {
                 last_rv.fetch_max(rv, Ordering::SeqCst);
-                let object = if as_table {
+                if as_table {
                     let k = obj
                         .get("kind")
                         .and_then(Value::as_str)
                         .unwrap_or(&rt.kind)
                         .to_string();
-                    table::table(
+                    let object = table::table(
                         &group,
                         &k,
-                        std::slice::from_ref(&obj),
+                        std::slice::from_ref(obj.as_ref()),
                         rv,
                         None,
                         clock.now(),
-                    )
+                    );
+                    json!({"type": kind, "object": object})
                 } else {
-                    obj
-                };
-                json!({"type": kind, "object": object})
+                    // The stored object, shared with the store's log: written out, not copied.
+                    let line = EventLine { kind, object: &obj };
+                    return Ok(format!(
+                        "{}\n",
+                        serde_json::to_string(&line).unwrap_or_default()
+                    ));
+                }
             }
             Item::Bookmark => json!({
                 "type": "BOOKMARK",

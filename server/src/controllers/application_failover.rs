@@ -756,8 +756,6 @@ impl Reconciler for ApplicationFailoverController {
         }
         let mut current = Value::clone(&object);
         if updated != *object {
-            // A conflict retries the whole decision on the new binding.
-            current = self.store.update(&rt, updated).await?;
             let evicted: Vec<_> = decision
                 .evictions
                 .iter()
@@ -769,9 +767,10 @@ impl Reconciler for ApplicationFailoverController {
                 })
                 .collect();
             let entries = failover_history::entries_for(&evicted, &object, &spec, now);
-            current =
-                failover_history::record_evictions(self.store.as_ref(), &rt, current, entries)
-                    .await;
+            failover_history::stage_evictions(&object, &mut updated, &entries);
+            // The eviction (or the new state) and its history entries in one write; a
+            // conflict retries the whole decision on the new binding.
+            current = self.store.update_with_status(&rt, updated).await?;
         }
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)

@@ -24,13 +24,13 @@ use super::failover_preconditions::{
     EVENT_APPLICATION_FAILOVER_INACTIVE,
 };
 use super::interpretation::TemplateInterpreter;
-use super::json_edit::set_path;
+use super::json_edit::{set_path, with_fields};
 use super::queue::WorkQueue;
 use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{status_write, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{
     AggregatedStatusItem, ResourceBindingSpec, CONDITION_FULLY_APPLIED,
@@ -349,11 +349,18 @@ impl Reconciler for BindingStatusController {
                 None
             }
         };
-        let mut updated = Value::clone(&binding);
-        set_path(&mut updated, &["status", "aggregatedStatus"], json!(items));
-        set_path(&mut updated, &["status", "conditions"], json!(conditions));
-        if updated != *binding {
-            self.store.update_status(&rt, updated).await?;
+        // The new status, written (without a copy of the rest of the binding) when it moved.
+        let status = with_fields(
+            binding.get("status"),
+            vec![
+                ("aggregatedStatus", json!(items)),
+                ("conditions", json!(conditions)),
+            ],
+        );
+        if binding.get("status") != Some(&status) {
+            self.store
+                .update_status_shared(&rt, status_write(&binding, status))
+                .await?;
         }
         if let Some(message) = warn {
             tracing::warn!(binding = key, %message, "application failover cannot act");
@@ -379,9 +386,8 @@ impl Reconciler for BindingStatusController {
         };
         if let Some(status) = self.interpreter.aggregate_status(&template, &items) {
             if template.get("status") != Some(&status) {
-                let mut t = Value::clone(&template);
-                set_path(&mut t, &["status"], status);
-                match self.store.update_status(&template_rt, t).await {
+                let t = status_write(&template, status);
+                match self.store.update_status_shared(&template_rt, t).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }

@@ -1,10 +1,12 @@
 //! Writes a binding's failover history (`status.failoverHistory`, see
 //! [`flotilla_api::history`]) for the controllers that decide a failover step. The taint
 //! manager, application failover and graceful eviction write the binding's spec; the history
-//! lives in its status, which a spec write keeps as stored, so they follow their spec write
-//! with this status write (a conflict re-reads and tries again, as state preservation's
-//! condition does). The scheduler needs none: it fills the new placement in its own status
-//! write, and there opens the entry of an eviction task that has none (a lost write).
+//! lives in its status, which a spec write keeps as stored. The evicting controllers put the
+//! entries into their eviction's own write ([`stage_evictions`], one write of spec and status);
+//! graceful eviction follows its spec write with a status write ([`update`]; a conflict
+//! re-reads and tries again, as state preservation's condition does). The scheduler needs
+//! none: it fills the new placement in its own write, and there opens the entry of an
+//! eviction task that has none (a lost write).
 
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -47,6 +49,11 @@ pub fn placement_of(binding: &Value) -> Vec<String> {
 /// and `lastScheduledTime`), `None` while it has not seen the current generation.
 pub fn scheduled_placement(binding: &Value) -> Option<(Vec<String>, Time)> {
     let generation = binding.pointer("/metadata/generation")?.as_i64()?;
+    scheduled_placement_at(binding, generation)
+}
+
+/// As [`scheduled_placement`], for the binding at `generation` (the one a write of it leaves).
+fn scheduled_placement_at(binding: &Value, generation: i64) -> Option<(Vec<String>, Time)> {
     let observed = binding
         .pointer("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)?;
@@ -114,40 +121,36 @@ pub fn entries_for(
         .collect()
 }
 
-/// Appends `entries` to the history of `written` (the binding as the eviction wrote it) and
-/// returns the binding as last written. A failed write loses the entries, not the eviction:
-/// it is logged and the caller goes on with `written`.
-pub async fn record_evictions(
-    store: &dyn Store,
-    rt: &ResourceType,
-    written: Value,
-    entries: Vec<FailoverHistoryItem>,
-) -> Value {
+/// Adds `entries` to the history in the status of `updated` (the binding as read, `read`, with
+/// the eviction applied to its spec), so that the eviction and its entries are one write
+/// ([`Store::update_with_status`]): a reader never sees the one without the other, and a lost
+/// write loses both (the controller decides again). An entry's new placement is filled when
+/// the scheduler has already placed the generation this write leaves. Returns whether the
+/// history changed.
+pub fn stage_evictions(read: &Value, updated: &mut Value, entries: &[FailoverHistoryItem]) -> bool {
     if entries.is_empty() {
-        return written;
+        return false;
     }
-    let result = update(store, rt, &written, |history, current| {
-        let scheduled = scheduled_placement(current);
-        let mut changed = false;
-        for e in &entries {
-            changed |= record(
-                history,
-                e.clone(),
-                scheduled.clone(),
-                FAILOVER_HISTORY_LIMIT,
-            );
-        }
-        changed
-    })
-    .await;
-    match result {
-        Ok(Some(latest)) => latest,
-        Ok(None) => written,
-        Err(err) => {
-            tracing::warn!(binding = %written["metadata"]["name"], error = %err, "writing the failover history failed");
-            written
-        }
+    let generation = crate::store::generation_after_update(read, updated);
+    let scheduled = scheduled_placement_at(updated, generation);
+    let mut history = history_of(updated);
+    let mut changed = false;
+    for e in entries {
+        changed |= record(
+            &mut history,
+            e.clone(),
+            scheduled.clone(),
+            FAILOVER_HISTORY_LIMIT,
+        );
     }
+    if changed {
+        set_path(
+            updated,
+            &["status", "failoverHistory"],
+            serde_json::to_value(&history).unwrap_or_default(),
+        );
+    }
+    changed
 }
 
 /// Applies `edit` to the history of `binding` (as last read or written) and writes the status
@@ -160,22 +163,31 @@ pub async fn update(
     binding: &Value,
     edit: impl Fn(&mut Vec<FailoverHistoryItem>, &Value) -> bool,
 ) -> Result<Option<Value>, StoreError> {
-    let mut current = binding.clone();
+    let mut current = std::borrow::Cow::Borrowed(binding);
     for attempt in 0..ATTEMPTS {
         let mut history = history_of(&current);
         if !edit(&mut history, &current) {
             return Ok(None);
         }
-        let mut updated = current.clone();
+        // Only the status is written: no copy of the rest of the binding.
+        let mut status = current
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
         set_path(
-            &mut updated,
-            &["status", "failoverHistory"],
+            &mut status,
+            &["failoverHistory"],
             serde_json::to_value(&history).unwrap_or_default(),
         );
-        match store.update_status(rt, updated).await {
+        match store
+            .update_status(rt, crate::store::status_write(&current, status))
+            .await
+        {
             Ok(written) => return Ok(Some(written)),
             Err(StoreError::Conflict { .. }) if attempt + 1 < ATTEMPTS => {
-                current = super::binding_keys::reread(store, rt, &current).await?;
+                current = std::borrow::Cow::Owned(
+                    super::binding_keys::reread(store, rt, &current).await?,
+                );
             }
             Err(e) => return Err(e),
         }
@@ -279,8 +291,62 @@ mod tests {
             std::time::Duration::from_secs(600),
         );
 
-        // Evicted: the entry opens with what, why, who, when and the placement before.
+        // The binding's writes since `from`, as a watch delivers them, up to its current one.
+        let writes_since = |from: Value| {
+            let store = store.clone();
+            let rt = rt.clone();
+            async move {
+                let from = from["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok());
+                let last: u64 = store
+                    .get(&rt, Some("default"), "nginx-deployment")
+                    .await
+                    .unwrap()["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap();
+                let mut watch = store
+                    .watch(
+                        &rt,
+                        crate::store::WatchOptions {
+                            from,
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let mut seen = Vec::new();
+                while seen
+                    .last()
+                    .is_none_or(|e: &crate::store::WatchEvent| e.resource_version < last)
+                {
+                    let next = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        futures::StreamExt::next(&mut watch),
+                    )
+                    .await
+                    .expect("the binding's last write on the watch");
+                    seen.push(next.unwrap().unwrap());
+                }
+                seen
+            }
+        };
+
+        // Evicted: the entry opens with what, why, who, when and the placement before, in
+        // the eviction's own write.
+        let before = get().await;
         tm.reconcile(KEY).await.unwrap();
+        let writes = writes_since(before).await;
+        assert_eq!(writes.len(), 1, "one write: the eviction and its entry");
+        assert_eq!(
+            writes[0].object["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+            "member1"
+        );
+        assert_eq!(
+            writes[0].object["status"]["failoverHistory"][0]["fromCluster"],
+            "member1"
+        );
         let h = history(&get().await);
         assert_eq!(h.as_array().map(Vec::len), Some(1), "{h}");
         let e = &h[0];
@@ -298,10 +364,27 @@ mod tests {
         );
         assert!(e.get("targetCluster").is_none(), "{e}");
 
-        // Rescheduled: the scheduler's own status write adds the placement.
+        // Rescheduled: the scheduler's own write adds the placement, with the new
+        // `spec.clusters` and the generation it observed.
         clock.advance(chrono::Duration::seconds(5));
+        let before = get().await;
         scheduler.reconcile(KEY).await.unwrap();
+        let writes = writes_since(before).await;
+        assert_eq!(
+            writes.len(),
+            1,
+            "one write: the placement and the scheduler's status"
+        );
         let b = get().await;
+        assert_eq!(
+            b["spec"]["clusters"],
+            json!([{"name": "member2", "replicas": 2}]),
+            "{b}"
+        );
+        assert_eq!(
+            b["status"]["schedulerObservedGeneration"], b["metadata"]["generation"],
+            "{b}"
+        );
         let e = &history(&b)[0];
         assert_eq!(e["targetCluster"], json!(["member2"]), "{b}");
         assert_eq!(e["rescheduledTime"], "2026-01-01T00:00:05Z");

@@ -435,7 +435,8 @@ impl Reconciler for GracefulEvictionController {
                 scheduled && world.new_placement_healthy(),
             )
         };
-        let mut written = Value::clone(&object);
+        // The binding as last written (the one read, uncopied, when nothing was).
+        let mut written = None;
         if outcome.changed(&spec.graceful_eviction_tasks) {
             let mut updated = Value::clone(&object);
             set_path(
@@ -443,7 +444,7 @@ impl Reconciler for GracefulEvictionController {
                 &["spec", "gracefulEvictionTasks"],
                 serde_json::to_value(&outcome.kept).unwrap_or_default(),
             );
-            written = self.store.update(&rt, updated).await?;
+            written = Some(self.store.update(&rt, updated).await?);
         }
         self.count_pending(key, outcome.kept.len());
         for (task, reason) in &outcome.dropped {
@@ -484,7 +485,8 @@ impl Reconciler for GracefulEvictionController {
                 .await;
         }
         // The Events first (they tell the same story), then the history's status write.
-        self.note_history(&rt, &written, &spec, &outcome, healthy_now, now)
+        let written = written.as_ref().unwrap_or(&*object);
+        self.note_history(&rt, written, &spec, &outcome, healthy_now, now)
             .await;
         Ok(outcome
             .requeue_after

@@ -32,10 +32,52 @@ pub fn set_path(obj: &mut Value, path: &[&str], value: Value) {
     object_mut(at).insert(last.to_string(), value);
 }
 
+/// `old` (an object, or anything else, read as an empty one) with the top-level `fields` set:
+/// in place where `old` has them, after its own fields where it has not, as [`set_path`] would
+/// put them on a copy, but without copying the values the fields replace.
+pub fn with_fields(old: Option<&Value>, fields: Vec<(&str, Value)>) -> Value {
+    let mut fields: Vec<(&str, Option<Value>)> =
+        fields.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    let mut out = Map::new();
+    for (k, v) in old.and_then(Value::as_object).into_iter().flatten() {
+        let new = fields
+            .iter_mut()
+            .find(|(name, _)| *name == k)
+            .and_then(|(_, v)| v.take());
+        out.insert(k.clone(), new.unwrap_or_else(|| v.clone()));
+    }
+    for (k, v) in fields {
+        if let Some(v) = v {
+            out.insert(k.to_string(), v);
+        }
+    }
+    Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn with_fields_sets_as_set_path_on_a_copy() {
+        let table = [
+            json!({"a": 1, "b": {"x": 1}, "c": 3}),
+            json!({"c": 3}),
+            json!({}),
+            json!(null),
+            json!([1]),
+        ];
+        for (i, old) in table.into_iter().enumerate() {
+            let mut want = old.clone();
+            set_path(&mut want, &["b"], json!(2));
+            set_path(&mut want, &["d"], json!(4));
+            let got = with_fields(Some(&old), vec![("b", json!(2)), ("d", json!(4))]);
+            // The same fields in the same order.
+            assert_eq!(got.to_string(), want.to_string(), "row {i}");
+        }
+        assert_eq!(with_fields(None, vec![("a", json!(1))]), json!({"a": 1}));
+    }
 
     #[test]
     fn set_path_table() {

@@ -15,6 +15,7 @@ use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::work::{CONDITION_APPLIED, EXECUTION_CONTROLLER_FINALIZER};
 use parking_lot::Mutex;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -129,17 +130,24 @@ impl Reconciler for PushExecutionController {
         let Some(cluster_name) = cluster_of_execution_namespace(ns) else {
             return Ok(Action::Done);
         };
-        let cluster: Option<Cluster> = match self
+        let cluster = match self
             .store
-            .get(&well_known::clusters(), None, cluster_name)
+            .get_shared(&well_known::clusters(), None, cluster_name)
             .await
         {
-            Ok(c) => serde_json::from_value(c).ok(),
-            Err(StoreError::NotFound { .. }) => None,
+            Ok(c) => c,
+            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
-        // Works of pull members are the agent's business.
-        let Some(cluster) = cluster.filter(|c| c.spec.sync_mode == Some(SyncMode::Push)) else {
+        // Works of pull members are the agent's business (told apart before the Cluster is
+        // decoded: most Works of a fleet of pull members come here only to be left alone).
+        let push = cluster
+            .pointer("/spec/syncMode")
+            .is_some_and(|m| SyncMode::deserialize(m).ok() == Some(SyncMode::Push));
+        let Some(cluster) = push
+            .then(|| Cluster::deserialize(cluster.as_ref()).ok())
+            .flatten()
+        else {
             return Ok(Action::Done);
         };
         let works = well_known::works();

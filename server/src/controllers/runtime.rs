@@ -181,18 +181,42 @@ impl Source {
 
 /// The fingerprints a feed saw last, by object (kind-local storage identity).
 #[derive(Default)]
-struct Seen(std::collections::HashMap<String, u64>);
+struct Seen {
+    /// Fingerprint by object key.
+    known: std::collections::HashMap<String, u64>,
+    /// The key of the event at hand, built here so that an object already known costs no
+    /// allocation.
+    key: String,
+}
 
 impl Seen {
     /// Whether an event is news to the controller; remembers it.
     fn is_news(&mut self, fingerprint: &Fingerprint, event: EventType, obj: &Value) -> bool {
-        let id = object_key(obj).unwrap_or_default();
+        // The key as `object_key` spells it (empty without a name).
+        self.key.clear();
+        if let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
+            if let Some(ns) = obj
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty())
+            {
+                self.key.push_str(ns);
+                self.key.push('/');
+            }
+            self.key.push_str(name);
+        }
         if event == EventType::Deleted {
-            self.0.remove(&id);
+            self.known.remove(self.key.as_str());
             return true;
         }
         let f = fingerprint(obj);
-        self.0.insert(id, f) != Some(f)
+        match self.known.get_mut(self.key.as_str()) {
+            Some(known) => std::mem::replace(known, f) != f,
+            None => {
+                self.known.insert(self.key.clone(), f);
+                true
+            }
+        }
     }
 }
 

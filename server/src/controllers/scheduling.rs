@@ -96,17 +96,24 @@ impl SchedulerController {
         decision: &Decision,
     ) -> Result<Value, ReconcileError> {
         let mut current = binding;
-        if let Some(spec) = &decision.spec {
-            let updated = with_spec(&current, spec);
-            if updated != current {
-                current = self.store.update(rt, updated).await?;
-            }
+        // The placement and the status that says the scheduler observed it go in one write:
+        // the status names the generation the spec write leaves.
+        let mut updated = match &decision.spec {
+            Some(spec) => with_spec(&current, spec),
+            None => current.clone(),
+        };
+        let spec_changed = updated != current;
+        if spec_changed {
+            let generation = crate::store::generation_after_update(&current, &updated);
+            set_path(&mut updated, &["metadata", "generation"], json!(generation));
         }
         if let Some(status) = &decision.status {
-            let updated = with_status(&current, status, self.clock.now());
-            if updated != current {
-                current = self.store.update_status(rt, updated).await?;
-            }
+            updated = with_status(&updated, status, self.clock.now());
+        }
+        if spec_changed {
+            current = self.store.update_with_status(rt, updated).await?;
+        } else if updated != current {
+            current = self.store.update_status(rt, updated).await?;
         }
         if let Some(event) = &decision.event {
             let kind = if event.warning {

@@ -401,8 +401,6 @@ impl Reconciler for TaintManagerController {
                 &["spec", "gracefulEvictionTasks"],
                 serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
             );
-            // A conflict retries the whole decision on the new binding.
-            let mut written = self.store.update(&rt, updated).await?;
             let evicted: Vec<_> = decision
                 .evictions
                 .iter()
@@ -414,9 +412,10 @@ impl Reconciler for TaintManagerController {
                 })
                 .collect();
             let entries = failover_history::entries_for(&evicted, &object, &spec, now);
-            written =
-                failover_history::record_evictions(self.store.as_ref(), &rt, written, entries)
-                    .await;
+            failover_history::stage_evictions(&object, &mut updated, &entries);
+            // The eviction and its history entries in one write; a conflict retries the
+            // whole decision on the new binding.
+            let written = self.store.update_with_status(&rt, updated).await?;
             for e in &decision.evictions {
                 let taint = match &e.cause {
                     EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,

@@ -74,9 +74,21 @@ impl KindRegistry {
 
     /// The kind served at `group/version/plural`, if registered.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
-        self.all()
-            .into_iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
+        self.find(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// The first registered kind (built-in ones first) that `hit` accepts, copied alone: the
+    /// lookups on every request and every reconcile do not copy the table.
+    fn find(&self, hit: impl Fn(&ResourceType) -> bool) -> Option<ResourceType> {
+        if let Some(r) = self.builtin.iter().find(|r| hit(r)) {
+            return Some(r.clone());
+        }
+        self.crds
+            .read()
+            .values()
+            .flatten()
+            .find(|r| hit(r))
+            .cloned()
     }
 
     /// Whether a kind is served at `group/version/plural` (without copying the table).
@@ -87,18 +99,13 @@ impl KindRegistry {
 
     /// The kind registered for `group` and `plural` in any version.
     pub fn lookup_group_plural(&self, group: &str, plural: &str) -> Option<ResourceType> {
-        self.all()
-            .into_iter()
-            .find(|r| r.group == group && r.plural == plural)
+        self.find(|r| r.group == group && r.plural == plural)
     }
 
     /// The kind served for `group`'s `kind`, preferring `version` when given.
     pub fn by_kind(&self, group: &str, version: Option<&str>, kind: &str) -> Option<ResourceType> {
-        let all = self.all();
-        all.iter()
-            .find(|r| r.group == group && r.kind == kind && version.is_none_or(|v| v == r.version))
-            .or_else(|| all.iter().find(|r| r.group == group && r.kind == kind))
-            .cloned()
+        self.find(|r| r.group == group && r.kind == kind && version.is_none_or(|v| v == r.version))
+            .or_else(|| self.find(|r| r.group == group && r.kind == kind))
     }
 
     /// A kind that no CRD declares, served as a free-form template. Only for non-core groups.

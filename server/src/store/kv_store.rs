@@ -180,16 +180,29 @@ impl Txn {
     }
 }
 
+/// What of an object an update replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// Everything but the status of a kind with a status subresource (`update`).
+    Object,
+    /// Only the status (`update_status`).
+    Status,
+    /// Everything, the status too (`update_with_status`).
+    ObjectAndStatus,
+}
+
 /// What a commit produced: the objects as stored (with their resourceVersions), in the order
 /// of the changes, and what to await for durability.
 pub(crate) struct Committed {
-    objects: Vec<Value>,
+    objects: Vec<Arc<Value>>,
     ticket: Option<Ticket>,
 }
 
 impl Committed {
-    fn last(mut self) -> (Value, Option<Ticket>) {
-        (self.objects.pop().unwrap_or(Value::Null), self.ticket)
+    /// The last object written (shared with the event log and the cache) and the ticket.
+    fn last(mut self) -> (Arc<Value>, Option<Ticket>) {
+        let last = self.objects.pop().unwrap_or_else(|| Arc::new(Value::Null));
+        (last, self.ticket)
     }
 }
 
@@ -668,7 +681,7 @@ impl<E: Engine> KvStore<E> {
                 event = ?event.event_type,
                 "object written"
             );
-            objects.push((*event.object).clone());
+            objects.push(event.object.clone());
         }
         self.log.append(events, trimmed.len());
         self.applied_rv.store(rv, Ordering::Release);
@@ -711,7 +724,7 @@ impl<E: Engine> KvStore<E> {
         let (name, key) = match meta::name(&obj).map(str::to_string) {
             Some(name) => {
                 let key = meta::object_key(res, namespace.as_deref(), &name)?;
-                if self.read_object(res, &key)?.is_some() {
+                if self.read_shared(res, &key)?.is_some() {
                     return Err(StoreError::AlreadyExists {
                         resource: res.qualified_name(),
                         name,
@@ -730,7 +743,7 @@ impl<E: Engine> KvStore<E> {
                 for _ in 0..GENERATE_NAME_ATTEMPTS {
                     let name = format!("{prefix}{}", meta::generated_suffix());
                     let key = meta::object_key(res, namespace.as_deref(), &name)?;
-                    if self.read_object(res, &key)?.is_none() {
+                    if self.read_shared(res, &key)?.is_none() {
                         found = Some((name, key));
                         break;
                     }
@@ -757,7 +770,8 @@ impl<E: Engine> KvStore<E> {
         }
         let mut txn = Txn::default();
         txn.put(res, &key, obj, EventType::Added);
-        Ok(self.commit_locked(st, txn)?.last())
+        let (created, ticket) = self.commit_locked(st, txn)?.last();
+        Ok((Arc::unwrap_or_clone(created), ticket))
     }
 
     /// Reads the stored object an update names and checks its preconditions.
@@ -802,18 +816,18 @@ impl<E: Engine> KvStore<E> {
         Ok((name, key, stored))
     }
 
+    /// Replaces the stored object with `obj`, the part of it `part` names, under the write lock
+    /// (see [`Store::update`], [`Store::update_status`], [`Store::update_with_status`]).
     fn update_locked(
         &self,
         st: &mut WriteState,
         res: &ResourceType,
         obj: Value,
-        status_only: bool,
-    ) -> Result<(Value, Option<Ticket>), StoreError> {
+        part: Part,
+    ) -> Result<(Arc<Value>, Option<Ticket>), StoreError> {
         let (_name, key, stored) = self.stored_for_update(res, &obj)?;
-        let new = if status_only {
-            let mut new = Value::clone(&stored);
-            meta::keep_status(&mut new, &obj)?;
-            new
+        let new = if part == Part::Status {
+            meta::with_status_of(&stored, obj)?
         } else {
             let mut new = obj;
             for field in [
@@ -836,17 +850,17 @@ impl<E: Engine> KvStore<E> {
                 .and_then(Value::as_str)
                 .map_or_else(|| res.kind.clone(), str::to_string);
             fill_type_meta(&mut new, &api_version, &kind)?;
-            if res.status_subresource {
+            if res.status_subresource && part == Part::Object {
                 meta::keep_status(&mut new, &stored)?;
             }
-            if !meta::same_outside_metadata_and_status(&new, &stored) {
-                let generation = meta::generation(&stored) + 1;
+            let generation = super::generation_after_update(&stored, &new);
+            if generation != meta::generation(&stored) {
                 meta::set_meta(&mut new, "generation", Some(Value::from(generation)))?;
             }
             new
         };
         if new == *stored {
-            return Ok((Value::clone(&stored), None));
+            return Ok((stored, None));
         }
         let mut txn = Txn::default();
         if meta::is_deleting(&stored) {
@@ -945,7 +959,7 @@ impl<E: Engine> KvStore<E> {
         if finalizers.is_empty() {
             txn.remove(res, key, stored);
             let (last, ticket) = self.commit_locked(st, txn)?.last();
-            return Ok((Deleted::Gone(last), ticket));
+            return Ok((Deleted::Gone(Arc::unwrap_or_clone(last)), ticket));
         }
         let mut obj = stored;
         let generation = meta::generation(&obj) + 1;
@@ -956,7 +970,7 @@ impl<E: Engine> KvStore<E> {
         meta::set_meta(&mut obj, "generation", Some(Value::from(generation)))?;
         txn.put(res, key, obj, EventType::Modified);
         let (pending, ticket) = self.commit_locked(st, txn)?.last();
-        Ok((Deleted::Pending(pending), ticket))
+        Ok((Deleted::Pending(Arc::unwrap_or_clone(pending)), ticket))
     }
 }
 
@@ -1104,19 +1118,45 @@ impl<E: Engine> Store for KvStore<E> {
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, false)?
+            self.update_locked(&mut st, res, obj, Part::Object)?
         };
         self.durable(ticket).await?;
-        Ok(value)
+        Ok(Arc::unwrap_or_clone(value))
     }
 
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, true)?
+            self.update_locked(&mut st, res, obj, Part::Status)?
+        };
+        self.durable(ticket).await?;
+        Ok(Arc::unwrap_or_clone(value))
+    }
+
+    async fn update_status_shared(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, Part::Status)?
         };
         self.durable(ticket).await?;
         Ok(value)
+    }
+
+    async fn update_with_status(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        let (value, ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, Part::ObjectAndStatus)?
+        };
+        self.durable(ticket).await?;
+        Ok(Arc::unwrap_or_clone(value))
     }
 
     async fn delete(

@@ -199,6 +199,30 @@ pub(crate) fn keep_status(obj: &mut Value, from: &Value) -> Result<(), StoreErro
     Ok(())
 }
 
+/// `stored` with the status of `from` (none when `from` has none): a status write. The
+/// stored status, about to be replaced, is not copied.
+pub(crate) fn with_status_of(stored: &Value, mut from: Value) -> Result<Value, StoreError> {
+    let mut status = object_mut(&mut from)?.remove("status");
+    let fields = stored
+        .as_object()
+        .ok_or_else(|| invalid("", "an object must be a JSON object"))?;
+    let mut new = Map::with_capacity(fields.len() + 1);
+    for (k, v) in fields {
+        if k == "status" {
+            if let Some(s) = status.take() {
+                new.insert(k.clone(), s);
+            }
+        } else {
+            new.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(s) = status {
+        // A status the stored object had none of goes last, as `keep_status` puts it.
+        new.insert("status".to_string(), s);
+    }
+    Ok(Value::Object(new))
+}
+
 /// True when the two objects are equal outside `metadata` and `status` (so `generation` stays).
 pub(crate) fn same_outside_metadata_and_status(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
@@ -356,6 +380,33 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
     use serde_json::json;
+
+    #[test]
+    fn with_status_of_takes_only_the_status() {
+        let stored = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"old": true}});
+        let table = [
+            // (request, want)
+            (
+                json!({"metadata": {"name": "b"}, "spec": {"x": 2}, "status": {"new": true}}),
+                json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"new": true}}),
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+                json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+            ),
+        ];
+        for (i, (request, want)) in table.into_iter().enumerate() {
+            let mut keep = stored.clone();
+            keep_status(&mut keep, &request).unwrap();
+            let got = with_status_of(&stored, request).unwrap();
+            assert_eq!(got, want, "row {i}");
+            assert_eq!(got, keep, "row {i}: as keep_status on a copy");
+        }
+        // A stored object without status gets the status last.
+        let got = with_status_of(&json!({"spec": {}}), json!({"status": {"s": 1}})).unwrap();
+        assert_eq!(got.to_string(), r#"{"spec":{},"status":{"s":1}}"#);
+        assert!(with_status_of(&stored, json!([1])).is_err());
+    }
 
     #[test]
     fn timestamps_are_whole_seconds_in_utc() {

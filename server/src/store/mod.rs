@@ -159,6 +159,34 @@ pub struct WatchOptions {
 /// behind the bounded event log; the caller relists.
 pub type WatchStream = BoxStream<'static, Result<WatchEvent, StoreError>>;
 
+/// The `metadata.generation` that an update of `stored` (as read, with its resourceVersion) to
+/// `new` leaves: one more when anything outside `metadata` and `status` changed, else the same
+/// (the rule of [`Store::update`]). A status written with [`Store::update_with_status`] that
+/// records the generation it observed takes it from here.
+pub fn generation_after_update(stored: &Value, new: &Value) -> i64 {
+    let generation = meta::generation(stored);
+    if meta::same_outside_metadata_and_status(new, stored) {
+        generation
+    } else {
+        generation + 1
+    }
+}
+
+/// What [`Store::update_status`] reads of an object to write `status` to it: its name,
+/// namespace and uid, its resourceVersion (the precondition), and the status. A status writer
+/// sends this instead of a copy of the whole object with the status changed.
+pub fn status_write(obj: &Value, status: Value) -> Value {
+    let mut metadata = serde_json::Map::new();
+    if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
+        for field in ["name", "namespace", "uid", "resourceVersion"] {
+            if let Some(v) = meta.get(field) {
+                metadata.insert(field.to_string(), v.clone());
+            }
+        }
+    }
+    serde_json::json!({"metadata": metadata, "status": status})
+}
+
 /// Kubernetes object semantics over a durable engine. Every write returns only after it is
 /// durable (for engines that persist).
 #[async_trait]
@@ -204,6 +232,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces only the `status` of an object (same precondition rules as `update`).
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
+
+    /// As [`Store::update_status`], the object as written shared (see [`Store::get_shared`]): a
+    /// writer that only looks at it, or not at all, is spared a copy of it.
+    async fn update_status_shared(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        self.update_status(res, obj).await.map(Arc::new)
+    }
+
+    /// Replaces an object and its `status` in one write (same rules as `update`, but the status
+    /// given is stored, also for a kind with a status subresource). For a controller that
+    /// decides both halves at once (an eviction and its history entry, a placement and the
+    /// generation the scheduler observed): one write instead of two, and no reader ever sees
+    /// the one without the other. A status that names the generation it observed takes it
+    /// from [`generation_after_update`].
+    async fn update_with_status(&self, res: &ResourceType, obj: Value)
+        -> Result<Value, StoreError>;
 
     /// Deletes an object, or stamps its deletionTimestamp when it has finalizers.
     async fn delete(
