@@ -46,6 +46,10 @@ pub struct FailoverHistoryItem {
     /// The clusters of the placement before the eviction (Karmada).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub original_cluster: Vec<String>,
+    /// The placement before the eviction with each cluster's replicas (Flotilla; what a
+    /// failback restores). Empty in an entry opened from a task alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub original_placement: Vec<crate::binding::TargetCluster>,
     /// The placement the scheduler chose after it (Karmada).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub target_cluster: Vec<String>,

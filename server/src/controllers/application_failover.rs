@@ -743,16 +743,7 @@ impl Reconciler for ApplicationFailoverController {
         let mut updated = with_state(&object, &decision.state);
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
-            set_path(
-                &mut updated,
-                &["spec", "clusters"],
-                serde_json::to_value(&spec.clusters).unwrap_or_default(),
-            );
-            set_path(
-                &mut updated,
-                &["spec", "gracefulEvictionTasks"],
-                serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
-            );
+            super::binding_keys::set_placement(&mut updated, &spec);
         }
         let mut current = Value::clone(&object);
         if updated != *object {

@@ -85,6 +85,21 @@ pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T,
     })
 }
 
+/// Writes the placement of `spec` (`spec.clusters` and `spec.gracefulEvictionTasks`) into
+/// `binding`: what an eviction, a failback or its undoing changes.
+pub fn set_placement(binding: &mut Value, spec: &flotilla_api::binding::ResourceBindingSpec) {
+    super::json_edit::set_path(
+        binding,
+        &["spec", "clusters"],
+        serde_json::to_value(&spec.clusters).unwrap_or_default(),
+    );
+    super::json_edit::set_path(
+        binding,
+        &["spec", "gracefulEvictionTasks"],
+        serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
+    );
+}
+
 /// A binding's status for a controller that only reads it: a missing or undecodable status
 /// reads as empty (the scheduler, which owns it, rebuilds it and says so).
 pub fn status_or_default(

@@ -79,7 +79,8 @@ pub struct Evicted<'a> {
 }
 
 /// The entries for evictions written at `now`: `before` is the binding as read before the
-/// write (its placement is the entries' `originalCluster`), `after` the spec written. An
+/// write (its placement is the entries' `originalCluster` and `originalPlacement`), `after`
+/// the spec written. An
 /// eviction with a task copies the task; one without (graceful eviction off) removed the
 /// cluster and its copy at once, so its entry is closed from the start.
 pub fn entries_for(
@@ -97,7 +98,7 @@ pub fn entries_for(
     evicted
         .iter()
         .map(|e| {
-            match after
+            let mut entry = match after
                 .graceful_eviction_tasks
                 .iter()
                 .find(|t| t.from_cluster == e.cluster)
@@ -116,7 +117,9 @@ pub fn entries_for(
                     old_copy_gone_reason: GONE_WITHOUT_TASK.to_string(),
                     ..FailoverHistoryItem::default()
                 },
-            }
+            };
+            entry.original_placement = spec_before.clusters.clone();
+            entry
         })
         .collect()
 }

@@ -18,7 +18,6 @@ use super::cluster_cache::{ClusterCache, Clusters};
 use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
 use super::failover_history;
 use super::failover_metrics::{seconds_since, FailoverMetrics};
-use super::json_edit::set_path;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use super::state_preservation::{preserve, report, Preservation};
 use crate::clock::SharedClock;
@@ -391,16 +390,7 @@ impl Reconciler for TaintManagerController {
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
             let mut updated = serde_json::Value::clone(&object);
-            set_path(
-                &mut updated,
-                &["spec", "clusters"],
-                serde_json::to_value(&spec.clusters).unwrap_or_default(),
-            );
-            set_path(
-                &mut updated,
-                &["spec", "gracefulEvictionTasks"],
-                serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),
-            );
+            super::binding_keys::set_placement(&mut updated, &spec);
             let evicted: Vec<_> = decision
                 .evictions
                 .iter()
