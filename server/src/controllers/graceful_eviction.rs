@@ -142,6 +142,38 @@ impl Assessment<'_> {
     }
 }
 
+/// The history's side of an assessment: each dropped task closes its entry (with the drop's
+/// Event reason and the placement), and a Healthy placement stamps the entries of the tasks
+/// still kept. Returns whether the history changed.
+pub fn edit_history(
+    history: &mut [flotilla_api::history::FailoverHistoryItem],
+    spec: &ResourceBindingSpec,
+    outcome: &Outcome,
+    healthy_now: bool,
+    now: DateTime<Utc>,
+) -> bool {
+    let placement: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+    let at = Time::new(now);
+    let mut changed = false;
+    for (task, reason) in &outcome.dropped {
+        let end = TaskEnd {
+            from_cluster: &task.from_cluster,
+            reason: reason.event_reason(),
+            healthy: *reason == DropReason::NewPlacementHealthy,
+        };
+        changed |= note_task_end(history, end, &placement, at);
+    }
+    if healthy_now {
+        let alive: Vec<&str> = outcome
+            .kept
+            .iter()
+            .map(|t| t.from_cluster.as_str())
+            .collect();
+        changed |= note_healthy(history, &alive, at);
+    }
+    changed
+}
+
 /// The Event message of a task that ended: why, and for a timeout which one (the task's
 /// `gracePeriodSeconds` or the server-wide `--graceful-eviction-timeout`).
 pub fn drop_message(
@@ -261,46 +293,22 @@ impl GracefulEvictionController {
         }
     }
 
-    /// The history's side of a decision already written: each dropped task closes its
-    /// entry (with the drop's Event reason), and a Healthy placement stamps the entries of
-    /// the tasks still kept. A failed write loses only the history.
-    async fn note_history(
+    /// The new placement runs Healthy while every task is kept: the entries of those tasks
+    /// get `healthyTime` in a status write. A failed write loses only the stamp.
+    async fn note_healthy(
         &self,
         rt: &flotilla_api::kinds::ResourceType,
-        written: &Value,
+        binding: &Value,
         spec: &ResourceBindingSpec,
         outcome: &Outcome,
-        healthy_now: bool,
         now: DateTime<Utc>,
     ) {
-        if outcome.dropped.is_empty() && !healthy_now {
-            return;
-        }
-        let placement: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
-        let alive: Vec<&str> = outcome
-            .kept
-            .iter()
-            .map(|t| t.from_cluster.as_str())
-            .collect();
-        let at = Time::new(now);
-        let result = failover_history::update(self.store.as_ref(), rt, written, |history, _| {
-            let mut changed = false;
-            for (task, reason) in &outcome.dropped {
-                let end = TaskEnd {
-                    from_cluster: &task.from_cluster,
-                    reason: reason.event_reason(),
-                    healthy: *reason == DropReason::NewPlacementHealthy,
-                };
-                changed |= note_task_end(history, end, &placement, at);
-            }
-            if healthy_now {
-                changed |= note_healthy(history, &alive, at);
-            }
-            changed
+        let result = failover_history::update(self.store.as_ref(), rt, binding, |history, _| {
+            edit_history(history, spec, outcome, true, now)
         })
         .await;
         if let Err(err) = result {
-            tracing::warn!(binding = %written["metadata"]["name"], error = %err, "writing the failover history failed");
+            tracing::warn!(binding = %binding["metadata"]["name"], error = %err, "writing the failover history failed");
         }
     }
 
@@ -435,16 +443,26 @@ impl Reconciler for GracefulEvictionController {
                 scheduled && world.new_placement_healthy(),
             )
         };
-        // The binding as last written (the one read, uncopied, when nothing was).
-        let mut written = None;
-        if outcome.changed(&spec.graceful_eviction_tasks) {
+        // The tasks that end and their history entries in one write (a conflict retries the
+        // whole assessment on the new binding); a Healthy placement alone only stamps the
+        // entries, in a status write after the Events.
+        let tasks_changed = outcome.changed(&spec.graceful_eviction_tasks);
+        if tasks_changed {
             let mut updated = Value::clone(&object);
             set_path(
                 &mut updated,
                 &["spec", "gracefulEvictionTasks"],
                 serde_json::to_value(&outcome.kept).unwrap_or_default(),
             );
-            written = Some(self.store.update(&rt, updated).await?);
+            let mut history = failover_history::history_of(&object);
+            if edit_history(&mut history, &spec, &outcome, healthy_now, now) {
+                set_path(
+                    &mut updated,
+                    &["status", "failoverHistory"],
+                    serde_json::to_value(&history).unwrap_or_default(),
+                );
+            }
+            self.store.update_with_status(&rt, updated).await?;
         }
         self.count_pending(key, outcome.kept.len());
         for (task, reason) in &outcome.dropped {
@@ -484,10 +502,9 @@ impl Reconciler for GracefulEvictionController {
                 )
                 .await;
         }
-        // The Events first (they tell the same story), then the history's status write.
-        let written = written.as_ref().unwrap_or(&*object);
-        self.note_history(&rt, written, &spec, &outcome, healthy_now, now)
-            .await;
+        if !tasks_changed && healthy_now {
+            self.note_healthy(&rt, &object, &spec, &outcome, now).await;
+        }
         Ok(outcome
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))
