@@ -21,17 +21,25 @@ fn bin_dir() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Path of a workspace binary, building it first if this test run did not.
+/// Path of a workspace binary, building it first if this test run did not. A benchmark (a
+/// release build) always asks cargo once per binary and process, which rebuilds it if the
+/// sources changed: a stale release binary left from an earlier build would otherwise be
+/// measured instead of the code at hand (`cargo bench` builds only the bench's own package).
 pub fn binary(name: &str) -> Result<PathBuf> {
+    static CHECKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let path = bin_dir()?.join(name);
-    if path.exists() {
+    let release = bin_dir()?.ends_with("release");
+    let checked = CHECKED
+        .lock()
+        .map(|c| c.iter().any(|n| n == name))
+        .unwrap_or(false);
+    if path.exists() && (!release || checked) {
         return Ok(path);
     }
     let package = match name {
         "flotilla-agent" => "flotilla-agent",
         _ => "flotilla-server",
     };
-    let release = bin_dir()?.ends_with("release");
     let mut args = vec!["build", "-p", package, "--bin", name];
     if release {
         args.push("--release");
@@ -43,6 +51,9 @@ pub fn binary(name: &str) -> Result<PathBuf> {
         .context("running cargo build")?;
     if !status.success() || !path.exists() {
         bail!("could not build {name}");
+    }
+    if let Ok(mut c) = CHECKED.lock() {
+        c.push(name.to_string());
     }
     Ok(path)
 }
