@@ -370,3 +370,55 @@ async fn malformed_http_answers_status_bodies() {
     assert_eq!(answer(&read_to_close(&mut s).await).0, 401);
     server.shutdown().await.unwrap();
 }
+
+/// A refused request's body is read (up to 256 KiB) before the refusal is sent, as Go's
+/// net/http does. Over HTTP/2 (what curl and kubectl speak to the TLS server), answering
+/// while the client is still sending ends the request stream with a reset, and curl reports
+/// "Stream error in the HTTP/2 framing layer" (code 000) instead of the 401. Driven by the real
+/// curl (HTTP/2 with prior knowledge over plain TCP), for the auth middleware and registration.
+#[tokio::test]
+async fn a_refusal_over_http2_reaches_the_client_whole() {
+    let (server, _dir) = serve(|_| {}).await;
+    let body = format!(
+        "{{\"clusterName\": \"m\", \"pad\": \"{}\"}}",
+        "x".repeat(64 << 10)
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &body).unwrap();
+    for path in [CONFIGMAPS, "/flotilla/v1/register"] {
+        for attempt in 0..10 {
+            let url = format!("http://{}{path}", server.addr);
+            let data = format!("@{}", file.path().display());
+            let out = tokio::task::spawn_blocking(move || {
+                std::process::Command::new("curl")
+                    .args([
+                        "-sS",
+                        "--http2-prior-knowledge",
+                        "-o",
+                        "/dev/null",
+                        "-w",
+                        "%{http_code}",
+                    ])
+                    .args(["-X", "POST", "-H", "Authorization: Bearer wrong"])
+                    .args([
+                        "-H",
+                        "Content-Type: application/json",
+                        "--data-binary",
+                        &data,
+                        &url,
+                    ])
+                    .output()
+                    .expect("curl runs (scripts/install-test-tools.sh installs it)")
+            })
+            .await
+            .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "401",
+                "{path}, attempt {attempt}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    server.shutdown().await.unwrap();
+}

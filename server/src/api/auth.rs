@@ -127,6 +127,18 @@ pub fn bearer(req: &Request) -> Option<&str> {
         .map(str::trim)
 }
 
+/// How much of an unread request body is read before an early refusal, and for how long.
+const DRAIN_LIMIT: usize = 256 * 1024;
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops what is left of a request body (at most [`DRAIN_LIMIT`] bytes, for at most
+/// [`DRAIN_TIMEOUT`]) before a refusal is sent, as Go's net/http server does: over HTTP/2 an
+/// answer sent while the client is still sending ends the stream with a reset, and curl then
+/// reports a framing error (code 000) instead of the 401 or 403.
+pub async fn drain(body: axum::body::Body) {
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, axum::body::to_bytes(body, DRAIN_LIMIT)).await;
+}
+
 /// Middleware: rejects requests without a valid bearer token (401) and member agents' calls
 /// outside their scope (403); records the principal for handlers.
 pub async fn require_token(
@@ -137,16 +149,19 @@ pub async fn require_token(
     if is_public(req.uri().path()) {
         return Ok(next.run(req).await);
     }
-    let principal = bearer(&req)
-        .and_then(|t| auth.authenticate(t))
-        .ok_or(ApiError::Unauthorized)?;
+    let Some(principal) = bearer(&req).and_then(|t| auth.authenticate(t)) else {
+        drain(req.into_body()).await;
+        return Err(ApiError::Unauthorized);
+    };
     if let Principal::Agent { cluster } = &principal {
         if !authz::agent_may(cluster, req.method().as_str(), req.uri().path()) {
-            return Err(ApiError::Forbidden(format!(
+            let err = ApiError::Forbidden(format!(
                 "the agent of cluster {cluster:?} may not {} {}",
                 req.method(),
                 req.uri().path()
-            )));
+            ));
+            drain(req.into_body()).await;
+            return Err(err);
         }
     }
     req.extensions_mut().insert(principal);

@@ -205,6 +205,7 @@ pub async fn register(State(state): State<ApiState>, req: Request<Body>) -> Resp
 async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value> {
     let authorized = bearer(&req).is_some_and(|t| state.auth.is_join_token(t));
     if !authorized {
+        super::auth::drain(req.into_body()).await;
         return Err(ApiError::Unauthorized);
     }
     let bytes = super::body::read(req.into_body(), state.limits.max_body_bytes).await?;
