@@ -459,10 +459,7 @@ pub fn message(ret: &Return) -> String {
 /// from (so that their Ready changes wake it), besides its targets and task sources. A binding
 /// without failback names none.
 pub fn clusters_to_watch(binding: &Value) -> BTreeSet<String> {
-    let asks = binding
-        .pointer("/spec/failover/cluster/failback")
-        .is_some_and(|f| !f.is_null());
-    if !asks {
+    if !concerns_failback(binding) {
         return BTreeSet::new();
     }
     let mut names = super::fan_out::clusters_named(binding);
@@ -474,12 +471,29 @@ pub fn clusters_to_watch(binding: &Value) -> BTreeSet<String> {
     names
 }
 
+/// Whether failback has anything to do with a binding, read without decoding it: its policy
+/// asks for failback, or a move back (a `Failback` task) is under way.
+pub fn concerns_failback(binding: &Value) -> bool {
+    binding
+        .pointer("/spec/failover/cluster/failback")
+        .is_some_and(|f| !f.is_null())
+        || binding
+            .pointer("/spec/gracefulEvictionTasks")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| ts.iter().any(|t| t["reason"] == EVICTION_REASON_FAILBACK))
+}
+
 /// What of a binding failback judges: its spec (generation), deletion, its history and
-/// whether the scheduler has caught up.
+/// whether the scheduler has caught up — the last two only for a binding failback concerns
+/// (every binding passes through this on each of its events).
 pub fn binding_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
+    let generation = super::runtime::generation_fingerprint(binding);
+    if !concerns_failback(binding) {
+        return generation;
+    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    generation.hash(&mut h);
     binding
         .pointer("/status/failoverHistory")
         .map(Value::to_string)
@@ -497,17 +511,15 @@ pub fn controller(
     ctx: &super::context::ControllerContext,
 ) -> Result<super::runtime::Controller, super::context::WiringError> {
     use super::runtime::{Controller, ControllerConfig};
-    let reconciler = FailbackController {
-        store: ctx.store.clone(),
-        clusters: ClusterCache::new(ctx.store.clone()),
-        clock: ctx.clock.clone(),
-        events: ctx.events.clone(),
-        metrics: ctx.failover_metrics.clone(),
-        graceful: ctx.settings.taint_manager.graceful_eviction,
-        default_purge_mode: ctx.settings.taint_manager.default_purge_mode,
-        told: Mutex::default(),
-        fit: Mutex::default(),
-    };
+    let mut reconciler = FailbackController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.events.clone(),
+        ctx.failover_metrics.clone(),
+    );
+    // The clusters that give replicas back keep their copies as an eviction would.
+    reconciler.graceful = ctx.settings.taint_manager.graceful_eviction;
+    reconciler.default_purge_mode = ctx.settings.taint_manager.default_purge_mode;
     let (_, sources) = super::fan_out::binding_sources_naming(
         binding_fingerprint,
         super::fan_out::cluster_fingerprint,
@@ -565,10 +577,9 @@ impl FailbackController {
         until: DateTime<Utc>,
     ) {
         let recovery = (cluster.to_string(), since);
-        if self.told.lock().get(key) == Some(&recovery) {
+        if self.told.lock().insert(key.to_string(), recovery.clone()) == Some(recovery) {
             return;
         }
-        self.told.lock().insert(key.to_string(), recovery);
         let message = format!(
             "Cluster {cluster} has been Ready since {}: the workload moves back at {} if it stays Ready",
             since.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -591,15 +602,11 @@ impl Reconciler for FailbackController {
             self.forget(key);
             return Ok(Action::Done);
         };
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
-        let moving_back = spec
-            .graceful_eviction_tasks
-            .iter()
-            .any(|t| t.reason == EVICTION_REASON_FAILBACK);
-        if spec.failover.as_ref().and_then(|f| f.failback()).is_none() && !moving_back {
+        if !concerns_failback(&object) {
             self.forget(key);
             return Ok(Action::Done);
         }
+        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
@@ -1340,6 +1347,15 @@ mod tests {
             "status": {"failoverHistory": [{"reason": FAILOVER_REASON_CLUSTER, "fromCluster": "m1",
                                             "failoverTime": time(0), "oldCopyGoneTime": time(1)}]}});
         assert!(clusters_to_watch(&b).is_empty());
+        // Without failback, a history change does not wake the controller.
+        let quiet = binding_fingerprint(&b);
+        b["status"]["failoverHistory"][0]["message"] = json!("changed");
+        assert_eq!(quiet, binding_fingerprint(&b));
+        // A move back under way concerns it even once the policy dropped failback.
+        b["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "m2", "reason": "Failback"}]);
+        assert!(concerns_failback(&b));
+        b["spec"]["gracefulEvictionTasks"] = json!([]);
+        assert!(!concerns_failback(&b));
         b["spec"]["failover"] = json!({"cluster": {"failback": {"stabilizationSeconds": 5}}});
         assert_eq!(
             clusters_to_watch(&b).into_iter().collect::<Vec<_>>(),

@@ -245,13 +245,27 @@ pub fn admits(input: &ScheduleInput<'_>, cluster: &str) -> Option<Result<(), Rej
         Some(a) => AffinityTiers::plain(a, snap),
         None => AffinityTiers::none(),
     };
+    Some(filters::run_filters(
+        &context(input, placement, affinity),
+        info,
+    ))
+}
+
+/// The filters' view of the binding: its spec and placement, the affinity in force, and the
+/// clusters application failover blocks.
+fn context<'a>(
+    input: &ScheduleInput<'a>,
+    placement: &'a Placement,
+    affinity: AffinityTiers<'a>,
+) -> BindingContext<'a> {
+    let snap = input.clusters;
     let mut ctx = BindingContext::new(input.spec, placement, affinity, snap);
     ctx.blocked = input
         .blocked
         .iter()
         .filter_map(|(name, _)| snap.index_of(name))
         .collect();
-    Some(filters::run_filters(&ctx, info))
+    ctx
 }
 
 /// Schedules a binding: the new `spec.clusters`, the affinity term in use and the
@@ -285,12 +299,7 @@ pub(crate) fn attempt<'a>(
 ) -> Result<(Vec<TargetCluster>, Explanation), ScheduleError> {
     let spec = input.spec;
     let snap = input.clusters;
-    let mut ctx = BindingContext::new(spec, placement, affinity, snap);
-    ctx.blocked = input
-        .blocked
-        .iter()
-        .filter_map(|(name, _)| snap.index_of(name))
-        .collect();
+    let ctx = context(input, placement, affinity);
     let estimator = Estimator::new(spec, snap);
     let overflow = ctx.affinity.has_overflow();
     let strategy = Strategy::of(placement);
