@@ -21,41 +21,79 @@ fn bin_dir() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Path of a workspace binary, building it first if this test run did not. A benchmark (a
-/// release build) always asks cargo once per binary and process, which rebuilds it if the
-/// sources changed: a stale release binary left from an earlier build would otherwise be
-/// measured instead of the code at hand (`cargo bench` builds only the bench's own package).
+/// Where a benchmark's binaries are built: their own target directory under `target/`.
+///
+/// Cargo names a compiled dependency the same whatever features it was built with, so
+/// building the server alone, the agent alone and the bench (each with its own feature set
+/// of rustls, reqwest, ring …) in one target directory rebuilt those crates on every run,
+/// minutes each time. Here both binaries are built together, once, and stay.
+fn bench_target_dir() -> Result<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let workspace = manifest
+        .parent()
+        .ok_or_else(|| anyhow!("no workspace above {}", manifest.display()))?;
+    Ok(workspace.join("target").join("bench-bins"))
+}
+
+/// Path of a workspace binary, building it first if this process did not.
+///
+/// A test uses the binaries of its own profile (`cargo test --workspace` built them). A
+/// benchmark (a release build) always asks cargo once per process, building the server and the
+/// agent together in [`bench_target_dir`]: that rebuilds them if the sources changed, so a
+/// stale release binary left from an earlier build is never measured instead of the code at
+/// hand (`cargo bench` builds only the bench's own package).
 pub fn binary(name: &str) -> Result<PathBuf> {
-    static CHECKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let path = bin_dir()?.join(name);
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
     let release = bin_dir()?.ends_with("release");
-    let checked = CHECKED
-        .lock()
-        .map(|c| c.iter().any(|n| n == name))
-        .unwrap_or(false);
-    if path.exists() && (!release || checked) {
+    if !release {
+        let path = bin_dir()?.join(name);
+        if !path.exists() {
+            let package = match name {
+                "flotilla-agent" => "flotilla-agent",
+                _ => "flotilla-server",
+            };
+            cargo_build(&["build", "-p", package, "--bin", name], None)?;
+        }
         return Ok(path);
     }
-    let package = match name {
-        "flotilla-agent" => "flotilla-agent",
-        _ => "flotilla-server",
-    };
-    let mut args = vec!["build", "-p", package, "--bin", name];
-    if release {
-        args.push("--release");
+    let target = bench_target_dir()?;
+    let path = target.join("release").join(name);
+    let mut built = BUILT
+        .lock()
+        .map_err(|_| anyhow!("binary build lock poisoned"))?;
+    if !*built {
+        cargo_build(
+            &[
+                "build",
+                "--release",
+                "-p",
+                "flotilla-server",
+                "-p",
+                "flotilla-agent",
+                "--bins",
+            ],
+            Some(&target),
+        )?;
+        *built = true;
     }
-    let status = Command::new(env!("CARGO"))
-        .args(&args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .context("running cargo build")?;
-    if !status.success() || !path.exists() {
-        bail!("could not build {name}");
-    }
-    if let Ok(mut c) = CHECKED.lock() {
-        c.push(name.to_string());
+    if !path.exists() {
+        bail!("cargo built no {}", path.display());
     }
     Ok(path)
+}
+
+/// Runs cargo in the workspace (optionally with its own target directory).
+fn cargo_build(args: &[&str], target_dir: Option<&Path>) -> Result<()> {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if let Some(dir) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", dir);
+    }
+    let status = cmd.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo {} failed", args.join(" "));
+    }
+    Ok(())
 }
 
 /// A child process that is killed and reaped when dropped.
