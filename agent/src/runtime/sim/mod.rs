@@ -10,6 +10,7 @@
 //! task.
 
 pub mod placement;
+mod pod_index;
 pub mod pods;
 pub mod state;
 pub mod workloads;

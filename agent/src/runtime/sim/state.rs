@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::placement::{self, NodeUsage, Placement, PODS};
+use super::pod_index::PodIndex;
 use super::pods::{pod_status, PodSim};
 use super::workloads::{self, NewPod, PodName, PodView, WorkloadKind};
 use super::{ObjectKey, SimConfig};
@@ -151,6 +152,8 @@ pub struct SimState {
     sweep: bool,
     /// The next reconcile checks nodes for overcommitment.
     evict_due: bool,
+    /// The pods' lookups, kept up to date with `objects`.
+    pods: PodIndex,
 }
 
 fn node_name(i: usize) -> String {
@@ -236,6 +239,7 @@ impl SimState {
             marked: BTreeSet::new(),
             sweep: true,
             evict_due: true,
+            pods: PodIndex::default(),
         };
         state.reshape(&configured);
         state
@@ -262,6 +266,7 @@ impl SimState {
             let shape = state.configured.clone();
             state.reshape(&shape);
         }
+        state.rebuild_pod_index();
         state.dirty = true;
         state.sweep = true;
         state.evict_due = true;
@@ -299,7 +304,32 @@ impl SimState {
                 unschedulable: self.cordoned,
             })
             .collect();
+        self.rebuild_pod_index();
         self.sweep_all();
+    }
+
+    /// The sim's timing, as the pod index needs it.
+    fn timing(&self) -> (Duration, Duration) {
+        (self.startup_delay, self.job_run)
+    }
+
+    fn rebuild_pod_index(&mut self) {
+        self.pods = PodIndex::build(&self.objects, &self.nodes, self.timing());
+    }
+
+    /// Brings the pod index in line with the object at `key` (changed or gone).
+    fn reindex(&mut self, key: &ObjectKey) {
+        let timing = self.timing();
+        self.pods.update(key, self.objects.get(key), timing);
+    }
+
+    /// Removes an object (and its part of the pod index).
+    fn remove_object(&mut self, key: &ObjectKey) -> Option<Entry> {
+        let removed = self.objects.remove(key);
+        if removed.is_some() {
+            self.reindex(key);
+        }
+        removed
     }
 
     fn changed(&mut self) {
@@ -316,6 +346,7 @@ impl SimState {
 
     /// The object (a workload or a pod) needs a look at the next reconcile.
     fn mark(&mut self, key: &ObjectKey) {
+        self.reindex(key);
         self.marked.insert(key.clone());
         self.changed();
     }
@@ -467,15 +498,10 @@ impl SimState {
 
     /// Deletes an object and the pods it owns; answers it as it was.
     pub fn delete(&mut self, key: &ObjectKey, now: DateTime<Utc>) -> Option<Value> {
-        let entry = self.objects.remove(key)?;
-        let owned: Vec<ObjectKey> = self
-            .objects
-            .iter()
-            .filter(|(_, e)| e.pod.as_ref().and_then(|p| p.owner.as_ref()) == Some(key))
-            .map(|(k, _)| k.clone())
-            .collect();
+        let entry = self.remove_object(key)?;
+        let owned: Vec<ObjectKey> = self.pods.owned_by(key).cloned().collect();
         for k in owned {
-            self.objects.remove(&k);
+            self.remove_object(&k);
         }
         self.sweep_all();
         self.reconcile(now);
@@ -598,7 +624,7 @@ impl SimState {
             .map(|(k, _)| k.clone())
             .collect();
         for k in &doomed {
-            self.objects.remove(k);
+            self.remove_object(k);
         }
         self.sweep_all();
         self.reconcile(now);
@@ -692,13 +718,13 @@ impl SimState {
             }
         }
         self.refresh_statuses(now);
-        let (startup, run) = (self.startup_delay, self.job_run);
-        self.next_due = self
-            .objects
-            .values()
-            .filter_map(|e| e.pod.as_ref())
-            .filter_map(|p| p.next_due(startup, run))
-            .min();
+        let objects = &self.objects;
+        self.next_due = self.pods.next_due(|k| objects.get(k), self.timing());
+        debug_assert_eq!(
+            self.pods,
+            PodIndex::build(&self.objects, &self.nodes, self.timing()),
+            "the pod index drifted from the objects"
+        );
         self.dirty = false;
         self.sweep = false;
         self.marked.clear();
@@ -707,8 +733,9 @@ impl SimState {
     fn advance_pods(&mut self, now: DateTime<Utc>) -> bool {
         let (startup, run) = (self.startup_delay, self.job_run);
         let mut moved = Vec::new();
-        for (k, e) in self.objects.iter_mut() {
-            if let Some(p) = e.pod.as_mut() {
+        // Only unsettled pods advance by themselves.
+        for k in self.pods.unsettled() {
+            if let Some(p) = self.objects.get_mut(k).and_then(|e| e.pod.as_mut()) {
                 if p.advance(now, startup, run) {
                     moved.push(k.clone());
                 }
@@ -721,46 +748,7 @@ impl SimState {
     }
 
     fn usage(&self) -> Vec<NodeUsage> {
-        // Sums in millis per node and resource, made into quantities once at the end: this
-        // runs over every pod whenever pods wait for a node.
-        let mut sums: Vec<BTreeMap<&str, i128>> = vec![BTreeMap::new(); self.nodes.len()];
-        for p in self.objects.values().filter_map(|e| e.pod.as_ref()) {
-            if p.finished() {
-                continue;
-            }
-            let Some(i) = p
-                .node
-                .as_ref()
-                .and_then(|n| self.nodes.iter().position(|node| &node.name == n))
-            else {
-                continue;
-            };
-            let sum = &mut sums[i];
-            // As `with_pod_count`: a pod counts as one `pods`, whatever it requests.
-            for (name, q) in p
-                .requests
-                .iter()
-                .filter(|(n, _)| n.as_str() != placement::PODS)
-            {
-                let s = sum.entry(name.as_str()).or_default();
-                *s = s.saturating_add(q.milli_value());
-            }
-            let pods = sum.entry(placement::PODS).or_default();
-            *pods = pods.saturating_add(1000);
-        }
-        self.nodes
-            .iter()
-            .zip(sums)
-            .map(|(n, sum)| NodeUsage {
-                name: n.name.clone(),
-                allocatable: n.allocatable.clone(),
-                unschedulable: n.unschedulable,
-                used: sum
-                    .into_iter()
-                    .map(|(name, milli)| (name.to_string(), Quantity::from_milli(milli)))
-                    .collect(),
-            })
-            .collect()
+        self.pods.usage(&self.nodes)
     }
 
     /// Deletes pods on nodes that are gone, and the newest pods of overcommitted nodes.
@@ -802,7 +790,7 @@ impl SimState {
         }
         if !doomed.is_empty() {
             for k in &doomed {
-                self.objects.remove(k);
+                self.remove_object(k);
             }
             self.sweep_all();
         }
@@ -811,14 +799,20 @@ impl SimState {
     /// The pods of every owner (of the owners in `focus`, when given).
     fn owned_pods(&self, focus: Option<&BTreeSet<ObjectKey>>) -> HashMap<ObjectKey, Vec<PodView>> {
         let mut index: HashMap<ObjectKey, Vec<PodView>> = HashMap::new();
-        for (k, e) in &self.objects {
+        let pods: Box<dyn Iterator<Item = (&ObjectKey, &Entry)>> = match focus {
+            None => Box::new(self.objects.iter()),
+            Some(owners) => Box::new(
+                owners
+                    .iter()
+                    .flat_map(|o| self.pods.owned_by(o))
+                    .filter_map(|k| self.objects.get_key_value(k)),
+            ),
+        };
+        for (k, e) in pods {
             let Some(p) = e.pod.as_ref() else { continue };
             let Some(owner) = p.owner.clone() else {
                 continue;
             };
-            if focus.is_some_and(|f| !f.contains(&owner)) {
-                continue;
-            }
             index.entry(owner).or_default().push(PodView {
                 name: k.name.clone(),
                 revision: p.revision.clone(),
@@ -864,7 +858,7 @@ impl SimState {
                     namespace: key.namespace.clone(),
                     name: name.clone(),
                 };
-                if self.objects.remove(&pod_key).is_some() {
+                if self.remove_object(&pod_key).is_some() {
                     self.mark(&key);
                     changed = true;
                 }
@@ -1002,25 +996,18 @@ impl SimState {
     }
 
     fn place_pending(&mut self, now: DateTime<Utc>) -> bool {
-        let mut pending: Vec<(u64, ObjectKey)> = self
-            .objects
-            .iter()
-            .filter_map(|(k, e)| {
-                let p = e.pod.as_ref()?;
-                (p.node.is_none() && !p.finished()).then(|| (p.seq, k.clone()))
-            })
-            .collect();
-        if pending.is_empty() {
+        if self.pods.nothing_pending() {
             return false;
         }
-        pending.sort_unstable_by_key(|(seq, _)| *seq);
+        // Oldest first.
+        let pending: Vec<ObjectKey> = self.pods.pending().cloned().collect();
         let mut usage = self.usage();
         let mut placed = false;
         let mut moved = Vec::new();
         // Until a pod is placed the usage stays the same, so a pod asking what an earlier one
         // could not get fails alike (a full member holds many such pods).
         let mut refused: Vec<(ResourceList, Option<String>, String)> = Vec::new();
-        for (_, key) in pending {
+        for key in pending {
             let Some(entry) = self.objects.get_mut(&key) else {
                 continue;
             };
