@@ -23,13 +23,14 @@ use super::cluster_cache::ClusterCache;
 use super::cluster_taints::lease_renew_time;
 use super::interpretation::TemplateInterpreter;
 use super::json_edit::set_path;
+use super::own_writes::OwnWrites;
 use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
-use crate::store::{DeleteOptions, Store, StoreError};
+use crate::store::{DeleteOptions, Deleted, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
@@ -365,6 +366,8 @@ pub struct BindingController {
     member_fence_after: Duration,
     /// Bindings whose fence wait was already told, with the member and its fence time.
     fence_told: Mutex<HashMap<String, (String, chrono::DateTime<chrono::Utc>)>>,
+    /// The Works it wrote, whose watch events do not wake it again.
+    own_writes: Arc<OwnWrites>,
 }
 
 impl BindingController {
@@ -385,6 +388,7 @@ impl BindingController {
             clock: Arc::new(crate::clock::SystemClock),
             member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
             fence_told: Mutex::new(HashMap::new()),
+            own_writes: Arc::new(OwnWrites::default()),
         }
     }
 
@@ -467,9 +471,12 @@ pub fn controller(
     )
     .with_fencing(ctx.clock.clone(), ctx.settings.member_fence_after);
     let mut sources = binding_sources();
+    // Its own Work writes (creations, updates, deletion marks) do not wake it again.
+    let own_writes = reconciler.own_writes.clone();
     sources.push(
         Source::mapped(well_known::works(), BindingController::work_key)
-            .on_change_of(generation_fingerprint),
+            .on_change_of(generation_fingerprint)
+            .skipping_own(own_writes),
     );
     Ok(Controller::new(
         Arc::new(reconciler),
@@ -544,32 +551,69 @@ impl Reconciler for BindingController {
             plan.apply.clear();
             plan.retry_after = Some(plan.retry_after.map_or(wait, |r| r.min(wait)));
         }
+        let existing_work = |wns: &str, wname: &str| {
+            existing.iter().map(AsRef::as_ref).find(|w: &&Value| {
+                w["metadata"]["namespace"] == wns && w["metadata"]["name"] == wname
+            })
+        };
         for (wns, wname) in &plan.delete {
+            // A Work with finalizers gets a deletion mark: its event need not wake us.
+            let current = existing_work(wns, wname);
+            if let Some(w) = current {
+                self.own_writes.expect(&works_rt, w);
+            }
             match self
                 .store
                 .delete(&works_rt, Some(wns), wname, &DeleteOptions::default())
                 .await
             {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {
+                Ok(deleted) => {
+                    match &deleted {
+                        Deleted::Pending(marked) => self.own_writes.confirm(&works_rt, marked),
+                        Deleted::Gone(gone) => self.own_writes.cancel(&works_rt, gone),
+                    }
                     tracing::info!(binding = key, work = %format!("{wns}/{wname}"), "orphan work deleted");
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if matches!(e, StoreError::NotFound { .. }) {
+                        if let Some(w) = current {
+                            self.own_writes.cancel(&works_rt, w);
+                        }
+                        continue;
+                    }
+                    if let Some(w) = current {
+                        self.own_writes.cancel(&works_rt, w);
+                    }
+                    return Err(e.into());
+                }
             }
         }
         // The Works of the targets are written together (they share a durable round).
         let writes = plan.apply.into_iter().map(|work| {
             let works_rt = &works_rt;
-            let existing = &existing;
+            let existing_work = &existing_work;
             async move {
                 let wns = work["metadata"]["namespace"].as_str().unwrap_or("");
                 let wname = work["metadata"]["name"].as_str().unwrap_or("");
-                let current = existing.iter().map(AsRef::as_ref).find(|w: &&Value| {
-                    w["metadata"]["namespace"] == wns && w["metadata"]["name"] == wname
-                });
-                let Some(current) = current else {
+                let Some(current) = existing_work(wns, wname) else {
+                    // Expected before the write: its watch event may come before the answer.
+                    self.own_writes.expect(works_rt, &work);
+                    let identity = work["metadata"].clone();
                     return match self.store.create(works_rt, work).await {
-                        Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
-                        Err(e) => Err(e),
+                        Ok(created) => {
+                            self.own_writes.confirm(works_rt, &created);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            self.own_writes
+                                .cancel(works_rt, &json!({ "metadata": identity }));
+                            // A Work of that name that this binding does not own is left
+                            // alone, as before (its events are not this binding's business).
+                            match e {
+                                StoreError::AlreadyExists { .. } => Ok(()),
+                                e => Err(e),
+                            }
+                        }
                     };
                 };
                 if current.pointer("/metadata/deletionTimestamp").is_some() {
@@ -585,7 +629,14 @@ impl Reconciler for BindingController {
                     }
                 }
                 if &updated != current {
-                    self.store.update(works_rt, updated).await?;
+                    self.own_writes.expect(works_rt, current);
+                    match self.store.update(works_rt, updated).await {
+                        Ok(written) => self.own_writes.confirm(works_rt, &written),
+                        Err(e) => {
+                            self.own_writes.cancel(works_rt, current);
+                            return Err(e);
+                        }
+                    }
                 }
                 Ok(())
             }

@@ -29,6 +29,7 @@ pub mod graceful_eviction;
 pub mod interpretation;
 pub mod json_edit;
 pub mod limiter;
+pub mod own_writes;
 pub mod policy_cache;
 pub mod policy_matching;
 pub mod push_execution;

@@ -109,6 +109,8 @@ pub struct Source {
     pub coalesce: Duration,
     /// Sees every object the source's feed reads.
     pub observer: Option<Arc<dyn Observer>>,
+    /// The controller's own writes, whose watch events do not wake it.
+    pub own_writes: Option<Arc<super::own_writes::OwnWrites>>,
 }
 
 /// The fingerprint of a generation-driven object: `metadata.generation`, whether it is being
@@ -139,6 +141,7 @@ impl Source {
             fingerprint: None,
             coalesce: Duration::ZERO,
             observer: None,
+            own_writes: None,
         }
     }
 
@@ -153,6 +156,7 @@ impl Source {
             fingerprint: None,
             coalesce: Duration::ZERO,
             observer: None,
+            own_writes: None,
         }
     }
 
@@ -175,6 +179,12 @@ impl Source {
     /// Shows every object of the feed to `observer` first.
     pub fn observed_by(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Drops the watch events of the objects the controller wrote itself, as it wrote them.
+    pub fn skipping_own(mut self, writes: Arc<super::own_writes::OwnWrites>) -> Self {
+        self.own_writes = Some(writes);
         self
     }
 }
@@ -457,6 +467,10 @@ pub async fn feed(
     controller: &'static str,
 ) {
     loop {
+        // A relist replaces the events the controller's own writes were expecting.
+        if let Some(w) = &source.own_writes {
+            w.forget_all();
+        }
         let Some(rv) = enqueue_all(&store, &source, &queue, None).await else {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
@@ -483,10 +497,17 @@ pub async fn feed(
                     if let Some(o) = &source.observer {
                         o.observe(event_type == EventType::Deleted, &object);
                     }
-                    if let Some(f) = &source.fingerprint {
-                        if !seen.is_news(f, event_type, &object) {
-                            continue;
-                        }
+                    // Both always look (each remembers what it saw), then either may drop it.
+                    let news = source
+                        .fingerprint
+                        .as_ref()
+                        .is_none_or(|f| seen.is_news(f, event_type, &object));
+                    let own = source
+                        .own_writes
+                        .as_ref()
+                        .is_some_and(|w| w.is_own(&source.resource, event_type, &object));
+                    if !news || own {
+                        continue;
                     }
                     for key in (source.keys)(&object) {
                         queue.add_after(key, source.coalesce);
