@@ -210,11 +210,12 @@ fn member(server: &Server, name: &str, data: &Path, pods: u64, startup_ms: u64) 
     .expect("starting flotilla-agent")
 }
 
-/// Busy and total jiffies of the whole machine (`/proc/stat`), to tell how loaded it was.
-fn machine_jiffies() -> (f64, f64) {
+/// Busy, total and stolen jiffies of the whole machine (`/proc/stat`), to tell how loaded it
+/// was. Busy counts steal: time the hypervisor gave this machine's cores to someone else.
+fn machine_jiffies() -> (f64, f64, f64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let Some(cpu) = stat.lines().next() else {
-        return (0.0, 0.0);
+        return (0.0, 0.0, 0.0);
     };
     let v: Vec<f64> = cpu
         .split_whitespace()
@@ -223,7 +224,8 @@ fn machine_jiffies() -> (f64, f64) {
         .collect();
     let total: f64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0.0) + v.get(4).copied().unwrap_or(0.0);
-    (total - idle, total)
+    let steal = v.get(7).copied().unwrap_or(0.0);
+    (total - idle, total, steal)
 }
 
 fn loadavg() -> String {
@@ -574,14 +576,17 @@ fn main() {
             percentile(&d, 1.0)
         );
     }
-    let busy = (machine1.0 - machine0.0) / (machine1.1 - machine0.1).max(1.0);
+    let jiffies = (machine1.1 - machine0.1).max(1.0);
+    let busy = (machine1.0 - machine0.0) / jiffies;
+    let stolen = (machine1.2 - machine0.2) / jiffies;
     println!(
-        "CPU from the taint to the last Healthy ({wall:.2} s): server {:.2} s ({:.0} % of one core), surviving agents {:.2} s; machine {:.0} % busy over {} cores; loadavg before {load_before}, after {}",
+        "CPU from the taint to the last Healthy ({wall:.2} s): server {:.2} s ({:.0} % of one core), surviving agents {:.2} s; machine {:.0} % busy over {} cores ({:.0} % stolen by the host); loadavg before {load_before}, after {}",
         cpu1 - cpu0,
         (cpu1 - cpu0) / wall * 100.0,
         agents1 - agents0,
         busy * 100.0,
         std::thread::available_parallelism().map_or(0, |p| p.get()),
+        stolen * 100.0,
         loadavg()
     );
     drop(st);

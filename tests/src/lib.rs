@@ -42,8 +42,18 @@ fn bench_target_dir() -> Result<PathBuf> {
 /// agent together in [`bench_target_dir`]: that rebuilds them if the sources changed, so a
 /// stale release binary left from an earlier build is never measured instead of the code at
 /// hand (`cargo bench` builds only the bench's own package).
+///
+/// `FLOTILLA_BIN_DIR` names a directory whose binaries are run as they are, never built (to
+/// measure two builds against each other).
 pub fn binary(name: &str) -> Result<PathBuf> {
     static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    if let Some(dir) = std::env::var_os("FLOTILLA_BIN_DIR") {
+        let path = PathBuf::from(dir).join(name);
+        if !path.exists() {
+            bail!("FLOTILLA_BIN_DIR has no {}", path.display());
+        }
+        return Ok(path);
+    }
     let release = bin_dir()?.ends_with("release");
     if !release {
         let path = bin_dir()?.join(name);

@@ -162,7 +162,11 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
             .then(|| (eviction_tasks(&api, RB), works_on(&api, "member2")))
     })
     .unwrap();
-    let moving = event(&api, "FailingBack").expect("a FailingBack Event");
+    // The Event is recorded right after the move is written.
+    let moving = wait_for("a FailingBack Event", Duration::from_secs(10), || {
+        event(&api, "FailingBack")
+    })
+    .unwrap();
     let moved_at = time_at(&moving, "/firstTimestamp");
     assert!(
         moved_at >= announced,
