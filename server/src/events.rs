@@ -160,7 +160,13 @@ impl EventRecorder {
             }
         }
         let event_name = event["metadata"]["name"].as_str().unwrap_or("").to_string();
-        match self.store.create(&well_known::events(), event).await {
+        // Not waited for: the controller's decision is already durable, and an Event lost in
+        // a crash costs nothing else (the next durable write carries it to disk anyway).
+        match self
+            .store
+            .create_eventually_durable(&well_known::events(), event)
+            .await
+        {
             Ok(_) => self.remember(
                 key,
                 Recent {
@@ -190,7 +196,7 @@ impl EventRecorder {
             let count = event["count"].as_i64().unwrap_or(1);
             event["count"] = json!(count + 1);
             event["lastTimestamp"] = json!(stamp);
-            match self.store.update(&rt, event).await {
+            match self.store.update_eventually_durable(&rt, event).await {
                 Ok(_) => return true,
                 Err(crate::store::StoreError::Conflict { .. }) => continue,
                 Err(_) => return false,

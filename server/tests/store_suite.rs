@@ -1355,6 +1355,39 @@ fn raw_remove(dir: &Path, tree: &str, key: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eventually_durable_write_is_readable_at_once_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = fake_clock();
+    {
+        let s = KvStore::open_sled(dir.path(), sled_config(&clock, 100)).unwrap();
+        let created = s
+            .create_eventually_durable(&configmaps(), cm("ns", "event-like"))
+            .await
+            .unwrap();
+        let read = s
+            .get(&configmaps(), Some("ns"), "event-like")
+            .await
+            .unwrap();
+        assert_eq!(read["metadata"]["uid"], created["metadata"]["uid"]);
+        let mut bumped = read.clone();
+        bumped["data"] = json!({"count": "2"});
+        s.update_eventually_durable(&configmaps(), bumped)
+            .await
+            .unwrap();
+        // A later durable write shares (or follows) its round.
+        s.create(&configmaps(), cm("ns", "after")).await.unwrap();
+        s.close().await.unwrap();
+    }
+    let s = KvStore::open_sled(dir.path(), sled_config(&clock, 100)).unwrap();
+    let kept = s
+        .get(&configmaps(), Some("ns"), "event-like")
+        .await
+        .unwrap();
+    assert_eq!(kept["data"]["count"], "2");
+    s.get(&configmaps(), Some("ns"), "after").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sled_paced_group_commit_shares_rounds_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let clock = fake_clock();

@@ -996,6 +996,20 @@ impl<E: Engine> Store for KvStore<E> {
         Ok(value)
     }
 
+    async fn create_eventually_durable(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        // The commit registered with group commit; its round runs without this caller (a
+        // round that fails leaves its batches queued for the next one).
+        let (value, _ticket) = {
+            let mut st = self.write_lock()?;
+            self.create_locked(&mut st, res, obj)?
+        };
+        Ok(value)
+    }
+
     async fn get(
         &self,
         res: &ResourceType,
@@ -1121,6 +1135,18 @@ impl<E: Engine> Store for KvStore<E> {
             self.update_locked(&mut st, res, obj, Part::Object)?
         };
         self.durable(ticket).await?;
+        Ok(Arc::unwrap_or_clone(value))
+    }
+
+    async fn update_eventually_durable(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        let (value, _ticket) = {
+            let mut st = self.write_lock()?;
+            self.update_locked(&mut st, res, obj, Part::Object)?
+        };
         Ok(Arc::unwrap_or_clone(value))
     }
 

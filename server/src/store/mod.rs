@@ -195,6 +195,19 @@ pub trait Store: Send + Sync + 'static {
     /// drops `status` when the kind has a status subresource; honours `generateName`.
     async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
 
+    /// As [`Store::create`], but answers once the write is committed (readable at once, and
+    /// made durable by the next round of group commit, before any later write is acknowledged)
+    /// without waiting for that round: for records that nobody waits on and whose loss in a
+    /// crash is acceptable, such as the Events controllers record (Kubernetes' event recorder
+    /// does not wait either). Watches see it once it is durable, as every write.
+    async fn create_eventually_durable(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        self.create(res, obj).await
+    }
+
     /// Reads one object (`namespace` is `None` for cluster-scoped kinds).
     async fn get(
         &self,
@@ -229,6 +242,16 @@ pub trait Store: Send + Sync + 'static {
     /// object without a new resourceVersion. Removing the last finalizer of an object that is
     /// being deleted deletes it.
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
+
+    /// As [`Store::update`], without waiting for durability (see
+    /// [`Store::create_eventually_durable`]).
+    async fn update_eventually_durable(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        self.update(res, obj).await
+    }
 
     /// Replaces only the `status` of an object (same precondition rules as `update`).
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError>;
