@@ -696,6 +696,27 @@ impl<E: Engine> KvStore<E> {
         Ok(Committed { objects, ticket })
     }
 
+    /// Creates under the write lock; answers the object and the ticket of its durable round.
+    fn commit_create(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<(Value, Option<Ticket>), StoreError> {
+        let mut st = self.write_lock()?;
+        self.create_locked(&mut st, res, obj)
+    }
+
+    /// Updates (the object, not its status) under the write lock; answers the object and the
+    /// ticket of its durable round.
+    fn commit_update(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<(Arc<Value>, Option<Ticket>), StoreError> {
+        let mut st = self.write_lock()?;
+        self.update_locked(&mut st, res, obj, Part::Object)
+    }
+
     /// Waits until a commit is durable.
     async fn durable(&self, ticket: Option<Ticket>) -> Result<(), StoreError> {
         let Some(ticket) = ticket else {
@@ -988,10 +1009,7 @@ impl<E: Engine> Drop for KvStore<E> {
 #[async_trait]
 impl<E: Engine> Store for KvStore<E> {
     async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
-        let (value, ticket) = {
-            let mut st = self.write_lock()?;
-            self.create_locked(&mut st, res, obj)?
-        };
+        let (value, ticket) = self.commit_create(res, obj)?;
         self.durable(ticket).await?;
         Ok(value)
     }
@@ -1003,11 +1021,7 @@ impl<E: Engine> Store for KvStore<E> {
     ) -> Result<Value, StoreError> {
         // The commit registered with group commit; its round runs without this caller (a
         // round that fails leaves its batches queued for the next one).
-        let (value, _ticket) = {
-            let mut st = self.write_lock()?;
-            self.create_locked(&mut st, res, obj)?
-        };
-        Ok(value)
+        self.commit_create(res, obj).map(|(value, _ticket)| value)
     }
 
     async fn get(
@@ -1130,10 +1144,7 @@ impl<E: Engine> Store for KvStore<E> {
     }
 
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
-        let (value, ticket) = {
-            let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, Part::Object)?
-        };
+        let (value, ticket) = self.commit_update(res, obj)?;
         self.durable(ticket).await?;
         Ok(Arc::unwrap_or_clone(value))
     }
@@ -1143,11 +1154,8 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         obj: Value,
     ) -> Result<Value, StoreError> {
-        let (value, _ticket) = {
-            let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, Part::Object)?
-        };
-        Ok(Arc::unwrap_or_clone(value))
+        self.commit_update(res, obj)
+            .map(|(value, _ticket)| Arc::unwrap_or_clone(value))
     }
 
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
