@@ -322,12 +322,15 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
         data.join("applied.json.journal").exists() || data.join("applied.json").exists(),
         "the applied-objects record is on disk"
     );
-    assert!(server
-        .inner
-        .lock()
-        .events
-        .iter()
-        .any(|e| e["reason"] == "SyncSucceed"));
+    // The Event travels beside the status write: it may land just after it.
+    wait_for(10, "a SyncSucceed Event", || {
+        let events = &server.inner.lock().events;
+        events
+            .iter()
+            .any(|e| e["reason"] == "SyncSucceed")
+            .then_some(())
+    })
+    .await;
 
     // A manifest removed from the Work: its object goes.
     server.put_work("member1", "nginx-work", vec![nginx(2)], true);
@@ -381,12 +384,15 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
         cond["message"].as_str().unwrap().contains("metadata.name"),
         "{cond}"
     );
-    assert!(server
-        .inner
-        .lock()
-        .events
-        .iter()
-        .any(|e| e["reason"] == "SyncFailed"));
+    // The Event travels beside the status write: it may land just after it.
+    wait_for(10, "a SyncFailed Event", || {
+        let events = &server.inner.lock().events;
+        events
+            .iter()
+            .any(|e| e["reason"] == "SyncFailed")
+            .then_some(())
+    })
+    .await;
 
     // Restart: a Work deleted while the agent is down is cleaned up; nothing is re-created.
     server.put_work("member1", "down", vec![configmap("down")], false);
@@ -427,6 +433,52 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     let later = object(&m, &deploy_ref()).await.unwrap();
     assert_eq!(later["metadata"]["generation"], 2, "not re-applied");
     assert_eq!(later["metadata"]["uid"], uid);
+    agent.shutdown().await;
+}
+
+/// A status write the server is slow to answer does not hold up the Works that arrive
+/// meanwhile: they are applied while it travels, and every status lands once it is answered.
+#[tokio::test]
+async fn works_are_applied_while_a_status_write_is_in_flight() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agent");
+    let mut cfg = config(&url, &data);
+    // Longer than any wait below: a held write never times out on its own during the test.
+    cfg.timing.request_timeout = Duration::from_secs(120);
+    let agent = flotilla_agent::run(cfg).await.unwrap();
+    let m = member(&agent);
+    wait_for(10, "a watch", || {
+        (server.inner.lock().watches >= 1).then_some(())
+    })
+    .await;
+
+    server.hold_status_writes();
+    server.put_work("member1", "first", vec![configmap("first")], false);
+    wait_object(&m, &cm_ref("first"), true).await;
+    wait_for(
+        10,
+        "the first Work's status write to wait at the server",
+        || (server.inner.lock().status_writes_held >= 1).then_some(()),
+    )
+    .await;
+    server.put_work("member1", "second", vec![configmap("second")], false);
+    wait_object(&m, &cm_ref("second"), true).await;
+    assert_eq!(
+        server.inner.lock().work_status_writes,
+        0,
+        "nothing was answered yet"
+    );
+
+    server.release_status_writes();
+    for name in ["first", "second"] {
+        wait_for(10, "Applied=True on both Works", || {
+            let c = applied_condition(&server.work("member1", name)?)?;
+            (c["status"] == "True").then_some(())
+        })
+        .await;
+    }
     agent.shutdown().await;
 }
 

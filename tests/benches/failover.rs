@@ -24,7 +24,7 @@
 //! Run: `cargo bench -p flotilla-tests --bench failover`. Knobs (environment):
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
 //! pods' startup delay, 0: the figure is the control plane's), `STORE` (`sled`; `memory` to
-//! compare), `PERF_RECORD` (a file: `perf record --call-graph dwarf` of the server from the
+//! compare), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file: `perf record --call-graph dwarf` of the server from the
 //! taint to the end). It prints the figure, the per-stage table, the CPU spent and the server's counters during
 //! the failover. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -313,6 +313,10 @@ fn main() {
     .collect();
     if let Ok(store) = std::env::var("STORE") {
         args.extend(["--store".to_string(), store]);
+    }
+    // SERVER_ARGS: more flags for the server, split on whitespace (to try a setting).
+    if let Ok(extra) = std::env::var("SERVER_ARGS") {
+        args.extend(extra.split_whitespace().map(str::to_string));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = Server::start(&dir.path().join("server"), &args).unwrap();

@@ -68,6 +68,16 @@ pub enum ClientError {
     /// The client could not be built (bad CA file, bad URL).
     #[error("building the HTTP client: {0}")]
     Setup(String),
+    /// The task sending the request ended before an answer came (the agent is stopping).
+    #[error("{method} {path}: the request was abandoned: {message}")]
+    Abandoned {
+        /// HTTP method.
+        method: String,
+        /// Request path.
+        path: String,
+        /// Why the task ended.
+        message: String,
+    },
     /// A watch stream went quiet for too long.
     #[error("watch {path}: no data for {idle:?}")]
     Idle {

@@ -6,8 +6,9 @@
 //!   `--fence-after` (self-fencing);
 //! - [`cluster_status`]: reports the Cluster's status (Ready, version, APIs, nodes, resources);
 //! - [`works`]: lists and watches the Works of `karmada-es-<name>`, applies them to the
-//!   member runtime, reports their status, removes their objects and finalizer on deletion,
-//!   and keeps the local [`record`] of what it applied.
+//!   member runtime, reports their status (through its `outbox`, so the next Works are applied
+//!   while earlier status writes travel), removes their objects and finalizer on deletion, and
+//!   keeps the local [`record`] of what it applied.
 //!
 //! Every call that fails is retried with [`backoff`]. While the member's "unreachable" fault is
 //! on, every loop pauses; on shutdown every loop stops.
@@ -18,6 +19,7 @@ pub mod cluster_status;
 pub mod fence;
 pub mod health;
 pub mod lease;
+mod outbox;
 pub mod record;
 pub mod works;
 

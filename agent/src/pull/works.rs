@@ -6,7 +6,8 @@
 //!   delete objects whose manifest left the Work, and record what was applied;
 //! - report `status.conditions` Applied and `status.manifestStatuses` (the member objects'
 //!   status and health), again whenever the runtime announces a change (at most once per
-//!   `work_status_period`);
+//!   `work_status_period`); the status writes and Events travel through the outbox (`outbox.rs`)
+//!   while the next Works are applied;
 //! - on a deletionTimestamp: delete its objects (unless `preserveResourcesOnDeletion`), then
 //!   remove the `karmada.io/execution-controller` finalizer;
 //! - when it disappears (DELETED, or missing from a relist, also across restarts thanks to the
@@ -26,13 +27,13 @@ use flotilla_api::work::{
     ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED, EXACTLY_ONCE,
     EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION, WORK_API_VERSION,
 };
-use futures::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::backoff::Backoff;
 use super::client::{ClientError, WatchStream};
 use super::fence::FencePhase;
+use super::outbox::{Outbox, Sent};
 use super::record::{plan_sync, AppliedObject, RecordFile, WorkRecord};
 use super::{health, pause, wait_reachable, PullContext, Wake};
 use crate::hashing::canonical_hash;
@@ -63,8 +64,10 @@ enum WatchEnd {
 
 enum Step {
     Event(Result<Option<super::client::WatchEvent>, ClientError>),
+    /// The server answered a request of the outbox.
+    Answer(Sent),
     /// The stream has nothing ready and synced Works wait to be reported.
-    Flush,
+    Send,
     Idle,
     RuntimeChanged,
     StatusTick,
@@ -73,7 +76,7 @@ enum Step {
     Stop,
 }
 
-/// Status writes and events sent at once by one flush.
+/// Status writes (and, apart, Events) in flight at once.
 const FLUSH_CONCURRENCY: usize = 16;
 
 /// An Event about a Work waiting for the next flush.
@@ -89,6 +92,7 @@ pub struct WorksController {
     ctx: Arc<PullContext>,
     namespace: String,
     collection: String,
+    events_path: String,
     record: RecordFile,
     works: BTreeMap<String, Work>,
     apply_errors: HashMap<String, String>,
@@ -97,6 +101,8 @@ pub struct WorksController {
     pending: BTreeSet<String>,
     /// Events recorded by the next flush.
     pending_events: Vec<PendingEvent>,
+    /// Status writes and Events on their way.
+    outbox: Outbox,
     /// For each Work whose reported status was found current: a hash of what that status is
     /// made from (the Work's resourceVersion, its apply error, and each applied object's
     /// resourceVersion). A status pass skips the Works whose hash did not move.
@@ -108,10 +114,13 @@ impl WorksController {
     pub fn new(ctx: Arc<PullContext>, record: RecordFile) -> Self {
         let namespace = execution_namespace(ctx.cluster());
         let collection = format!("/apis/work.karmada.io/v1alpha1/namespaces/{namespace}/works");
+        let events_path = format!("/api/v1/namespaces/{namespace}/events");
         WorksController {
+            outbox: Outbox::new(ctx.clone(), FLUSH_CONCURRENCY),
             ctx,
             namespace,
             collection,
+            events_path,
             record,
             works: BTreeMap::new(),
             apply_errors: HashMap::new(),
@@ -239,9 +248,11 @@ impl WorksController {
                 // A lifted fence relists (as a member back from unreachable does).
                 _ = async { let _ = fence.wait_for(|p| *p == FencePhase::Lifted).await; } => Step::Unreachable,
                 ev = stream.next_event() => Step::Event(ev),
+                Some(answer) = self.outbox.next(), if !self.outbox.is_empty() => Step::Answer(answer),
                 // Only when no event is ready (biased): a burst of Works is applied first,
-                // then recorded with one write of the record and reported concurrently.
-                _ = std::future::ready(()), if self.has_pending() => Step::Flush,
+                // then recorded with one write of the record and sent concurrently; the
+                // Works that arrive meanwhile are applied while those requests travel.
+                _ = std::future::ready(()), if self.can_send() => Step::Send,
                 _ = tokio::time::sleep_until(last_data + idle) => Step::Idle,
                 r = changes.changed(), if runtime_alive => match r {
                     Ok(()) => Step::RuntimeChanged,
@@ -260,7 +271,8 @@ impl WorksController {
                     return WatchEnd::Stop;
                 }
                 Step::Unreachable => return WatchEnd::Unreachable,
-                Step::Flush => self.flush().await,
+                Step::Answer(answer) => self.take_answer(answer).await,
+                Step::Send => self.send().await,
                 Step::RuntimeChanged => self.status_dirty = true,
                 Step::StatusTick => {
                     if self.status_dirty {
@@ -273,7 +285,6 @@ impl WorksController {
                     for name in names {
                         self.sync(&name).await;
                     }
-                    self.flush().await;
                 }
                 Step::Idle => return WatchEnd::Idle,
                 Step::Event(Err(e)) => return WatchEnd::Broken(e),
@@ -553,93 +564,90 @@ impl WorksController {
         self.pending.insert(name.to_string());
     }
 
-    fn has_pending(&self) -> bool {
-        !self.pending.is_empty() || !self.pending_events.is_empty()
+    /// Whether the outbox could take something now: an Event, or the status of a synced Work
+    /// whose previous write is not still in flight.
+    fn can_send(&self) -> bool {
+        (!self.pending_events.is_empty() && self.outbox.event_slots() > 0)
+            || (self.outbox.status_slots() > 0
+                && self.pending.iter().any(|n| !self.outbox.is_reporting(n)))
     }
 
-    /// Makes the record durable (once for everything synced since the last flush), then
-    /// reports the pending Works' status and records the pending Events, concurrently (the
-    /// status, which the control plane waits for, does not queue behind the Events).
-    async fn flush(&mut self) {
-        if !self.has_pending() {
+    /// Makes the record durable (once for everything synced since the last send), then hands
+    /// the pending Works' status writes and the pending Events to the outbox, as many as it
+    /// takes; the rest wait for its answers. Returns at once: the answers come back through
+    /// [`Self::take_answer`].
+    async fn send(&mut self) {
+        if !self.can_send() {
             return;
         }
         self.save_record();
-        let events = std::mem::take(&mut self.pending_events);
-        let names: Vec<String> = std::mem::take(&mut self.pending).into_iter().collect();
-        let bodies = self.status_bodies(names).await;
-        let this = &*self;
-        let (results, ()) = futures::join!(this.put_statuses(bodies), this.record_events(events));
-        self.take_results(results).await;
-    }
-
-    /// Records Events, `FLUSH_CONCURRENCY` at a time.
-    async fn record_events(&self, events: Vec<PendingEvent>) {
-        futures::stream::iter(events)
-            .for_each_concurrent(FLUSH_CONCURRENCY, |e| async move {
-                self.event(&e.work, e.type_, e.reason, &e.message).await;
-            })
-            .await;
-    }
-
-    /// Writes the status of several Works concurrently; a conflict is retried one by one.
-    async fn report_many(&mut self, names: Vec<String>) {
-        let bodies = self.status_bodies(names).await;
-        let results = self.put_statuses(bodies).await;
-        self.take_results(results).await;
-    }
-
-    /// The status bodies of `names` (Works that are gone have none).
-    async fn status_bodies(&self, names: Vec<String>) -> Vec<(String, Value)> {
-        let mut bodies = Vec::new();
-        for name in names {
+        let events = self.pending_events.len().min(self.outbox.event_slots());
+        for e in self.pending_events.drain(..events).collect::<Vec<_>>() {
+            let event = self.event_body(&e.work, e.type_, e.reason, &e.message);
+            self.outbox.send_event(self.events_path.clone(), event);
+        }
+        let ready: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|n| !self.outbox.is_reporting(n))
+            .cloned()
+            .collect();
+        for name in ready {
+            if self.outbox.status_slots() == 0 {
+                break;
+            }
+            self.pending.remove(&name);
             if let Some(body) = self.status_body(&name).await {
-                bodies.push((name, body));
+                let path = format!("{}/{name}/status", self.collection);
+                self.outbox.send_status(name, path, body);
             }
         }
-        bodies
     }
 
-    /// PUTs status bodies, `FLUSH_CONCURRENCY` at a time.
-    async fn put_statuses(
-        &self,
-        bodies: Vec<(String, Value)>,
-    ) -> Vec<(String, Result<Value, ClientError>)> {
-        let client = &self.ctx.client;
-        let collection = &self.collection;
-        futures::stream::iter(bodies)
-            .map(|(name, body)| async move {
-                let path = format!("{collection}/{name}/status");
-                let result = client.put(&path, &body).await;
-                (name, result)
-            })
-            .buffer_unordered(FLUSH_CONCURRENCY)
-            .collect()
-            .await
+    /// Sends everything pending and waits for every answer.
+    async fn flush(&mut self) {
+        loop {
+            self.send().await;
+            match self.outbox.next().await {
+                Some(answer) => self.take_answer(answer).await,
+                None if self.pending.is_empty() && self.pending_events.is_empty() => return,
+                // Nothing in flight, yet something pending: the next send takes it.
+                None => {}
+            }
+        }
     }
 
-    /// Keeps what the server answered to status writes; a conflict is retried one by one.
-    async fn take_results(&mut self, results: Vec<(String, Result<Value, ClientError>)>) {
-        for (name, result) in results {
-            match result {
-                Ok(stored) => {
-                    if let Ok(w) = serde_json::from_value::<Work>(stored) {
-                        self.works.insert(name.clone(), w);
+    /// Keeps what the server answered to a status write; a conflict is retried at once.
+    async fn take_answer(&mut self, answer: Sent) {
+        let Sent::Status { name, result } = answer else {
+            return;
+        };
+        match result {
+            Ok(stored) => {
+                if let Ok(w) = serde_json::from_value::<Work>(stored) {
+                    // Not a Work forgotten meanwhile, nor over a newer one the watch brought.
+                    if let Some(held) = self.works.get(&name) {
+                        if !is_older(
+                            &w.metadata.resource_version,
+                            &held.metadata.resource_version,
+                        ) {
+                            self.works.insert(name.clone(), w);
+                        }
                     }
-                    tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&name),
-                        "work status reported");
                 }
-                Err(e) if e.is_conflict() => {
-                    if self.refresh(&name).await {
-                        self.report_status(&name).await;
-                    }
+                tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                    "work status reported");
+            }
+            Err(e) if e.is_conflict() => {
+                if self.refresh(&name).await {
+                    self.report_status(&name).await;
                 }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => {
-                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
-                        error = %crate::error_chain(&e), "reporting work status failed");
-                    self.status_dirty = true;
-                }
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
+                    error = %crate::error_chain(&e), "reporting work status failed");
+                self.status_dirty = true;
             }
         }
     }
@@ -787,7 +795,6 @@ impl WorksController {
         let works = &self.works;
         self.settled.retain(|name, _| works.contains_key(name));
         let names: Vec<String> = self.works.keys().cloned().collect();
-        let mut due = Vec::new();
         for name in names {
             let Some(inputs) = self.status_inputs(&name).await else {
                 continue;
@@ -798,10 +805,9 @@ impl WorksController {
             if self.status_body(&name).await.is_none() {
                 self.settled.insert(name, inputs);
             } else {
-                due.push(name);
+                self.pending.insert(name);
             }
         }
-        self.report_many(due).await;
     }
 
     /// A hash of what a Work's status is made from; `None` when the Work is unknown.
@@ -880,12 +886,12 @@ impl WorksController {
         }
     }
 
-    /// Records an Event about a Work; failures are only logged.
-    async fn event(&self, work: &Work, type_: &str, reason: &str, message: &str) {
+    /// An Event about a Work.
+    fn event_body(&self, work: &Work, type_: &str, reason: &str, message: &str) -> Value {
         let now = self.ctx.clock.now();
         let stamp = Time::new(now).to_string();
         let suffix = format!("{:x}", now.timestamp_nanos_opt().unwrap_or_default());
-        let event = json!({
+        json!({
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": format!("{}.{suffix}", work.metadata.name), "namespace": self.namespace},
@@ -905,12 +911,7 @@ impl WorksController {
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,
-        });
-        let path = format!("/api/v1/namespaces/{}/events", self.namespace);
-        if let Err(e) = self.ctx.client.post(&path, &event).await {
-            tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&work.metadata.name),
-                error = %crate::error_chain(&e), "recording an event failed");
-        }
+        })
     }
 }
 
@@ -933,6 +934,11 @@ impl WorksController {
         }
         true
     }
+}
+
+/// Whether resourceVersion `a` is older than `b` (both numbers; anything else is not older).
+fn is_older(a: &str, b: &str) -> bool {
+    matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a < b)
 }
 
 /// An object's `metadata.generation`.

@@ -55,6 +55,11 @@ pub struct Inner {
     pub watches: usize,
     pub events: Vec<Value>,
     pub tokens_seen: HashSet<String>,
+    /// While set, Work status writes wait for a permit of this semaphore before they are
+    /// served (see [`FakeServer::hold_status_writes`]).
+    status_hold: Option<Arc<tokio::sync::Semaphore>>,
+    /// Status writes that arrived and wait at the hold.
+    pub status_writes_held: usize,
 }
 
 #[derive(Clone, Default)]
@@ -170,6 +175,18 @@ impl FakeServer {
         inner
             .watchers
             .retain(|(w_ns, tx)| *w_ns != ns || tx.send(line.clone()).is_ok());
+    }
+
+    /// Makes Work status writes wait (unanswered) until [`FakeServer::release_status_writes`].
+    pub fn hold_status_writes(&self) {
+        self.inner.lock().status_hold = Some(Arc::new(tokio::sync::Semaphore::new(0)));
+    }
+
+    /// Serves the held status writes and every later one.
+    pub fn release_status_writes(&self) {
+        if let Some(hold) = self.inner.lock().status_hold.take() {
+            hold.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+        }
     }
 
     /// Creates or replaces a Work (as the server's binding controller would).
@@ -606,6 +623,11 @@ async fn put_work_status(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let hold = s.inner.lock().status_hold.clone();
+    if let Some(hold) = hold {
+        s.inner.lock().status_writes_held += 1;
+        let _permit = hold.acquire().await;
+    }
     if let Err(r) = s.authorize(&headers, cluster_of_ns(&ns)) {
         return r;
     }
