@@ -25,7 +25,7 @@
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
 //! pods' startup delay, 0: the figure is the control plane's), `STORE` (`sled`; `memory` to
 //! compare), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file: `perf record --call-graph dwarf` of the server from the
-//! taint to the end). It prints the figure, the per-stage table, the CPU spent and the server's counters during
+//! taint to the end; with `PERF_AGENTS=1` the surviving agents too). It prints the figure, the per-stage table, the CPU spent and the server's counters during
 //! the failover. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -489,7 +489,14 @@ fn main() {
     )
     .unwrap();
     let (cpu0, agents0, machine0) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
-    // PERF_RECORD=<file>: a `perf record` (DWARF call graphs) of the server from the taint to the end.
+    // PERF_RECORD=<file>: a `perf record` (DWARF call graphs) of the server from the taint to
+    // the end; PERF_AGENTS=1 records the surviving agents as well.
+    let mut perf_pids = pid.to_string();
+    if std::env::var("PERF_AGENTS").is_ok_and(|v| v == "1") {
+        for p in &survivors {
+            perf_pids.push_str(&format!(",{p}"));
+        }
+    }
     let mut perf = std::env::var("PERF_RECORD").ok().map(|out| {
         std::process::Command::new("perf")
             .args([
@@ -501,7 +508,7 @@ fn main() {
                 "-o",
                 &out,
                 "-p",
-                &pid.to_string(),
+                &perf_pids,
             ])
             .stdout(std::process::Stdio::null())
             .spawn()

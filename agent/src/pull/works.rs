@@ -586,16 +586,16 @@ impl WorksController {
             let event = self.event_body(&e.work, e.type_, e.reason, &e.message);
             self.outbox.send_event(self.events_path.clone(), event);
         }
-        let ready: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|n| !self.outbox.is_reporting(n))
-            .cloned()
-            .collect();
-        for name in ready {
-            if self.outbox.status_slots() == 0 {
+        // The Works whose write is in flight (at most the outbox's limit) stay pending.
+        while self.outbox.status_slots() > 0 {
+            let Some(name) = self
+                .pending
+                .iter()
+                .find(|n| !self.outbox.is_reporting(n))
+                .cloned()
+            else {
                 break;
-            }
+            };
             self.pending.remove(&name);
             if let Some(body) = self.status_body(&name).await {
                 let path = format!("{}/{name}/status", self.collection);

@@ -522,7 +522,7 @@ impl Reconciler for BindingController {
         let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
         let template = match self
             .store
-            .get(
+            .get_shared(
                 &template_rt,
                 (!r.namespace.is_empty()).then_some(r.namespace.as_str()),
                 &r.name,
@@ -617,6 +617,16 @@ impl Reconciler for BindingController {
                     };
                 };
                 if current.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(());
+                }
+                // Most passes find the Work as planned: compare before copying it.
+                let labels_kept = ["labels", "annotations"].iter().all(|part| {
+                    work["metadata"][part].as_object().is_none_or(|m| {
+                        m.iter()
+                            .all(|(k, v)| current["metadata"][part].get(k) == Some(v))
+                    })
+                });
+                if labels_kept && current["spec"] == work["spec"] {
                     return Ok(());
                 }
                 let mut updated = current.clone();
