@@ -488,7 +488,9 @@ fn main() {
         || stages.lock().unwrap().taint.as_ref().map(|t| t.0),
     )
     .unwrap();
+    let me = std::process::id();
     let (cpu0, agents0, machine0) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
+    let bench0 = cpu_seconds(me);
     // PERF_RECORD=<file>: a `perf record` (DWARF call graphs) of the server from the taint to
     // the end; PERF_AGENTS=1 records the surviving agents as well.
     let mut perf_pids = pid.to_string();
@@ -526,6 +528,7 @@ fn main() {
     );
     let end = Instant::now();
     let (cpu1, agents1, machine1) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
+    let bench1 = cpu_seconds(me);
     if let Some(perf) = perf.as_mut() {
         let _ = std::process::Command::new("kill")
             .args(["-INT", &perf.id().to_string()])
@@ -591,10 +594,11 @@ fn main() {
     let busy = (machine1.0 - machine0.0) / jiffies;
     let stolen = (machine1.2 - machine0.2) / jiffies;
     println!(
-        "CPU from the taint to the last Healthy ({wall:.2} s): server {:.2} s ({:.0} % of one core), surviving agents {:.2} s; machine {:.0} % busy over {} cores ({:.0} % stolen by the host); loadavg before {load_before}, after {}",
+        "CPU from the taint to the last Healthy ({wall:.2} s): server {:.2} s ({:.0} % of one core), surviving agents {:.2} s, this benchmark's watches {:.2} s; machine {:.0} % busy over {} cores ({:.0} % stolen by the host); loadavg before {load_before}, after {}",
         cpu1 - cpu0,
         (cpu1 - cpu0) / wall * 100.0,
         agents1 - agents0,
+        bench1 - bench0,
         busy * 100.0,
         std::thread::available_parallelism().map_or(0, |p| p.get()),
         stolen * 100.0,
