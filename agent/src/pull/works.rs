@@ -79,7 +79,7 @@ enum Step {
 /// Status writes (and, apart, Events) in flight at once.
 const FLUSH_CONCURRENCY: usize = 16;
 
-/// An Event about a Work waiting for the next flush.
+/// An Event about a Work waiting to be handed to the outbox.
 struct PendingEvent {
     work: Work,
     type_: &'static str,
@@ -97,9 +97,10 @@ pub struct WorksController {
     works: BTreeMap<String, Work>,
     apply_errors: HashMap<String, String>,
     status_dirty: bool,
-    /// Works synced since the last flush, whose status is reported by the next one.
+    /// Works synced since their status was last sent, whose status the next send reports
+    /// (a Work whose previous status write is still in flight waits for its answer).
     pending: BTreeSet<String>,
-    /// Events recorded by the next flush.
+    /// Events the next send hands to the outbox.
     pending_events: Vec<PendingEvent>,
     /// Status writes and Events on their way.
     outbox: Outbox,
@@ -560,7 +561,7 @@ impl WorksController {
                 });
             }
         }
-        // Recorded and reported by the next flush.
+        // Recorded and reported by the next send.
         self.pending.insert(name.to_string());
     }
 
