@@ -107,6 +107,16 @@ async fn wait_object(m: &Member, r: &ObjectRef, present: bool) -> Option<Value> 
     }
 }
 
+/// Waits for an Event with `reason`: it travels beside the status write, so it may land just
+/// after the status a test saw.
+async fn wait_event(server: &FakeServer, reason: &str) {
+    wait_for(10, "the Event", || {
+        let events = &server.inner.lock().events;
+        events.iter().any(|e| e["reason"] == reason).then_some(())
+    })
+    .await;
+}
+
 fn applied_condition(work: &Value) -> Option<Value> {
     work["status"]["conditions"]
         .as_array()?
@@ -322,15 +332,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
         data.join("applied.json.journal").exists() || data.join("applied.json").exists(),
         "the applied-objects record is on disk"
     );
-    // The Event travels beside the status write: it may land just after it.
-    wait_for(10, "a SyncSucceed Event", || {
-        let events = &server.inner.lock().events;
-        events
-            .iter()
-            .any(|e| e["reason"] == "SyncSucceed")
-            .then_some(())
-    })
-    .await;
+    wait_event(&server, "SyncSucceed").await;
 
     // A manifest removed from the Work: its object goes.
     server.put_work("member1", "nginx-work", vec![nginx(2)], true);
@@ -384,15 +386,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
         cond["message"].as_str().unwrap().contains("metadata.name"),
         "{cond}"
     );
-    // The Event travels beside the status write: it may land just after it.
-    wait_for(10, "a SyncFailed Event", || {
-        let events = &server.inner.lock().events;
-        events
-            .iter()
-            .any(|e| e["reason"] == "SyncFailed")
-            .then_some(())
-    })
-    .await;
+    wait_event(&server, "SyncFailed").await;
 
     // Restart: a Work deleted while the agent is down is cleaned up; nothing is re-created.
     server.put_work("member1", "down", vec![configmap("down")], false);
