@@ -1,10 +1,10 @@
 //! The Works controller's requests in flight: Work status writes and Events, sent in the
 //! background so the controller goes on applying the Works that arrive meanwhile.
 //!
-//! A member that receives Works one at a time (the control plane creates them as it
-//! schedules) used to wait for each Work's status write and Event before it read the next
-//! Work: one round trip per Work, each waiting for the server's durable write. The outbox
-//! keeps up to `limit` status writes and `limit` Events on their way at once, each a task of
+//! A member receives Works one at a time (the control plane creates them as it schedules);
+//! waiting for each Work's status write and Event before reading the next would cost a round
+//! trip per Work, each waiting for the server's durable write. The outbox keeps up to
+//! `limit` status writes and `limit` Events on their way at once, each a task of
 //! its own (so a request travels while the controller is busy elsewhere), and hands back
 //! what the server answered, one request at a time, in the order the answers come.
 //!
