@@ -618,7 +618,7 @@ impl WorksController {
         }
     }
 
-    /// Keeps what the server answered to a status write; a conflict is retried at once.
+    /// Keeps what the server answered to a status write; a conflict sends it again.
     async fn take_answer(&mut self, answer: Sent) {
         let Sent::Status { name, result } = answer else {
             return;
@@ -639,9 +639,10 @@ impl WorksController {
                 tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&name),
                     "work status reported");
             }
+            // Read the Work again; the next send writes its status on what it read.
             Err(e) if e.is_conflict() => {
                 if self.refresh(&name).await {
-                    self.report_status(&name).await;
+                    self.pending.insert(name);
                 }
             }
             Err(e) if e.is_not_found() => {}
@@ -730,39 +731,6 @@ impl WorksController {
         let mut body = work.clone();
         body.status = status;
         serde_json::to_value(&body).ok()
-    }
-
-    /// Writes the Work's status if it changed (conflicts read the Work again).
-    async fn report_status(&mut self, name: &str) {
-        for _ in 0..5 {
-            let Some(body) = self.status_body(name).await else {
-                return;
-            };
-            let path = format!("{}/{name}/status", self.collection);
-            match self.ctx.client.put(&path, &body).await {
-                Ok(stored) => {
-                    if let Ok(w) = serde_json::from_value::<Work>(stored) {
-                        self.works.insert(name.to_string(), w);
-                    }
-                    tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(name),
-                        "work status reported");
-                    return;
-                }
-                Err(e) if e.is_conflict() => {
-                    if !self.refresh(name).await {
-                        return;
-                    }
-                }
-                Err(e) if e.is_not_found() => return,
-                Err(e) => {
-                    tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(name),
-                        error = %crate::error_chain(&e), "reporting work status failed");
-                    self.status_dirty = true;
-                    return;
-                }
-            }
-        }
-        self.status_dirty = true;
     }
 
     /// Reads one Work again into the cache; false when it is gone or unreadable.
