@@ -3,7 +3,7 @@
 //! unhealthy); the server answers the same object with a computed `status` — the evictions, the
 //! new placements and the bindings that could not be placed — and stores nothing, as
 //! Kubernetes' TokenReview and SubjectAccessReview do. The types and their validation live
-//! here; the server's `controllers::failover_simulation` computes the status.
+//! here; the server's `simulation` computes the status.
 
 use crate::binding::TargetCluster;
 use crate::meta::{ObjectMeta, Time};

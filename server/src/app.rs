@@ -331,7 +331,7 @@ pub fn api_state(
         simulation: config
             .controllers
             .as_ref()
-            .map(controllers::failover_simulation::SimulationSettings::of)
+            .map(crate::simulation::SimulationSettings::of)
             .unwrap_or_default(),
         shutdown,
         eviction_brake: None,
@@ -340,20 +340,20 @@ pub fn api_state(
 
 /// Every controller the server runs, in start order.
 pub const CONTROLLERS: &[ControllerFn] = &[
-    controllers::cluster_status::controller,
-    controllers::cluster_taints::controller,
-    controllers::cluster_taint_policy::controller,
-    controllers::customizations::controller,
-    controllers::detector::controller,
-    controllers::dependencies_distributor::controller,
-    controllers::scheduling::controller,
-    controllers::taint_manager::controller,
-    controllers::application_failover::controller,
-    controllers::graceful_eviction::controller,
-    controllers::failback::controller,
-    controllers::binding_works::controller,
-    controllers::binding_status::controller,
-    controllers::push_execution::controller,
+    controllers::members::cluster_status::controller,
+    controllers::members::cluster_taints::controller,
+    controllers::members::cluster_taint_policy::controller,
+    controllers::propagation::customizations::controller,
+    controllers::propagation::detector::controller,
+    controllers::propagation::dependencies_distributor::controller,
+    controllers::propagation::scheduler::controller,
+    controllers::failover::taint_manager::controller,
+    controllers::failover::application_failover::controller,
+    controllers::failover::graceful_eviction::controller,
+    controllers::failover::failback::controller,
+    controllers::propagation::binding_works::controller,
+    controllers::propagation::binding_status::controller,
+    controllers::members::push_execution::controller,
 ];
 
 /// Starts every controller of [`CONTROLLERS`] over the API's store, registry, clock and

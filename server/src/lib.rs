@@ -11,5 +11,6 @@ pub mod interpreter;
 pub mod kinds;
 pub mod probes;
 pub mod scheduler;
+pub mod simulation;
 pub mod store;
 pub mod transport;

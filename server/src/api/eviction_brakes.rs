@@ -1,5 +1,5 @@
 //! `GET /apis/flotilla.io/v1alpha1/evictionbrakes[/<region>]`: the partition brake's state per
-//! region (controllers/eviction_brake.rs), read-only and computed on read from the clusters
+//! region (controllers/failover/brake.rs), read-only and computed on read from the clusters
 //! as they are now and the brake the controllers share — nothing is stored. One object per
 //! region, named after it (`no-region` for the clusters without one); `kubectl get
 //! evictionbrakes` prints the state, the rate and the counts, `-o yaml` the reason too. Any
@@ -10,8 +10,8 @@ use super::error::{ApiError, ApiResult};
 use super::options::Params;
 use super::resources::Target;
 use super::ApiState;
-use crate::controllers::cluster_cache;
-use crate::controllers::eviction_brake::{Pace, RegionReport, NO_REGION};
+use crate::controllers::failover::brake::{Pace, RegionReport, NO_REGION};
+use crate::controllers::shared::cluster_cache;
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -63,7 +63,7 @@ pub fn object(
     if let Pace::PerSecond(rate) = v.pace {
         status["evictionsPerSecond"] = json!(rate);
     }
-    if v.state == crate::controllers::eviction_brake::RegionState::StartupGrace {
+    if v.state == crate::controllers::failover::brake::RegionState::StartupGrace {
         status["startupGraceUntil"] = json!(stamp(grace_until));
     }
     json!({
@@ -116,7 +116,7 @@ pub async fn serve(
 mod tests {
     use super::*;
     use crate::api::table;
-    use crate::controllers::eviction_brake::{Counts, RegionState, RegionView};
+    use crate::controllers::failover::brake::{Counts, RegionState, RegionView};
     use chrono::TimeZone;
 
     #[test]

@@ -6,8 +6,8 @@
 
 use super::error::{ApiError, ApiResult};
 use super::ApiState;
-use crate::controllers::application_failover::FailoverState;
-use crate::controllers::cluster_cache;
+use crate::controllers::failover::application_failover::FailoverState;
+use crate::controllers::shared::cluster_cache;
 use crate::scheduler::{
     condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
     ScheduleOptions,

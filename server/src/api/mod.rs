@@ -89,12 +89,12 @@ pub struct ApiState {
     /// Set once the store is open, migrations ran and controllers started.
     pub ready: Arc<AtomicBool>,
     /// The flags the failover dry-run reads (the controllers' timings and switches).
-    pub simulation: crate::controllers::failover_simulation::SimulationSettings,
+    pub simulation: crate::simulation::SimulationSettings,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`
     /// when no controllers run).
-    pub eviction_brake: Option<crate::controllers::eviction_brake::EvictionBrake>,
+    pub eviction_brake: Option<crate::controllers::failover::brake::EvictionBrake>,
 }
 
 /// Builds the API router.
@@ -173,7 +173,9 @@ async fn render_metrics(State(state): State<ApiState>) -> impl IntoResponse {
     }
     if let Some(brake) = &state.eviction_brake {
         // The brake's gauges say the state of now, not of the last eviction.
-        if let Ok(clusters) = crate::controllers::cluster_cache::read(state.store.as_ref()).await {
+        if let Ok(clusters) =
+            crate::controllers::shared::cluster_cache::read(state.store.as_ref()).await
+        {
             brake.view(&clusters, state.clock.now());
         }
     }

@@ -3,7 +3,7 @@
 //! with a computed `status`, so `kubectl create -f sim.yaml -o yaml` prints the answer. Every
 //! other verb is a 405 `Status`. The handler reads the clusters, ClusterTaintPolicies and
 //! bindings, calls the pure
-//! [`crate::controllers::failover_simulation::simulate`] and maps its errors; it writes nothing
+//! [`crate::simulation::simulate`] and maps its errors; it writes nothing
 //! (not even an Event: a dry-run that left traces would not be one).
 
 use super::authz::{self, Write};
@@ -11,10 +11,8 @@ use super::body::{negotiate, respond};
 use super::error::{ApiError, ApiResult, Cause};
 use super::resources::{check_identity, place, read_object, Target};
 use super::ApiState;
-use crate::controllers::cluster_cache;
-use crate::controllers::failover_simulation::{
-    simulate, sort_inputs, BindingInput, SimulationError,
-};
+use crate::controllers::shared::cluster_cache;
+use crate::simulation::{simulate, sort_inputs, BindingInput, SimulationError};
 use crate::store::ListOptions;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, StatusCode};

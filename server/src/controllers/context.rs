@@ -5,14 +5,16 @@
 //! list of those functions and starts them through [`ControllerContext::start`], the one spawn
 //! path.
 
-use super::application_failover::ApplicationFailoverSettings;
-use super::cluster_status::HealthConfig;
-use super::cluster_taints::TaintConfig;
-use super::eviction_brake::{BrakeSettings, EvictionBrake};
-use super::failover_metrics::FailoverMetrics;
-use super::runtime::{spawn, Controller, ControllerHandle, ControllerMetrics};
-use super::taint_manager::TaintManagerSettings;
 use crate::clock::SharedClock;
+use crate::controllers::failover::application_failover::ApplicationFailoverSettings;
+use crate::controllers::failover::brake::{BrakeSettings, EvictionBrake};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::failover::taint_manager::TaintManagerSettings;
+use crate::controllers::members::cluster_status::HealthConfig;
+use crate::controllers::members::cluster_taints::TaintConfig;
+use crate::controllers::runtime::controller::{
+    spawn, Controller, ControllerHandle, ControllerMetrics,
+};
 use crate::events::EventRecorder;
 use crate::interpreter::Interpreter;
 use crate::kinds::KindRegistry;
@@ -78,7 +80,7 @@ impl Default for ControllerSettings {
             graceful_eviction_timeout: Duration::from_secs(600),
             application_failover: ApplicationFailoverSettings::default(),
             eviction_brake: BrakeSettings::default(),
-            member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
+            member_fence_after: crate::controllers::failover::fencing::DEFAULT_MEMBER_FENCE_AFTER,
         }
     }
 }

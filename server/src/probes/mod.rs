@@ -4,7 +4,7 @@
 //! `GET`/`DELETE /objects?apiVersion=&kind=&namespace=&name=`). Controllers use it through the
 //! [`MemberClient`] trait so that they are tested without HTTP.
 
-use crate::controllers::cluster_health::ProbeResult;
+use crate::controllers::members::cluster_health::ProbeResult;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::time::Duration;

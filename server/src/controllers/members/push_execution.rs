@@ -5,8 +5,8 @@
 //! the execution finalizer — waiting while the member is not Ready, unless the member itself is
 //! being deleted. Pull members do all of this in their agent.
 
-use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::probes::{MemberClient, MemberObject};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -97,9 +97,14 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
 
 /// The push execution controller as the server runs it: one key per Work, four workers.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{generation_fingerprint, Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{
+        generation_fingerprint, Controller, ControllerConfig, Source,
+    };
     let reconciler = PushExecutionController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -265,7 +270,7 @@ impl Reconciler for PushExecutionController {
 mod tests {
     use super::*;
     use crate::clock::SystemClock;
-    use crate::controllers::cluster_health::ProbeResult;
+    use crate::controllers::members::cluster_health::ProbeResult;
     use crate::probes::{MemberError, SummaryError};
     use crate::store::{DeleteOptions, KvStore, StoreConfig};
 

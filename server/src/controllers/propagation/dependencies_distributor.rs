@@ -33,12 +33,12 @@
 //! created after its Deployment is picked up, and a changed one reaches the members). User
 //! guide: `docs/dependencies.md`.
 
-use super::binding_keys::{binding_key, decode};
-use super::detector::{binding_name, is_reserved_namespace};
-use super::interpretation::TemplateInterpreter;
-use super::queue::WorkQueue;
-use super::runtime::{Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
+use crate::controllers::propagation::detector::{binding_name, is_reserved_namespace};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
+use crate::controllers::runtime::queue::WorkQueue;
+use crate::controllers::shared::binding_keys::{binding_key, decode};
+use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
@@ -973,9 +973,12 @@ impl DependenciesDistributor {
 
 /// The dependencies distributor as the server runs it: bindings and dependency kinds, queued on its own queue too.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let queue = WorkQueue::default();
     let reconciler = DependenciesDistributor::new(
         ctx.store.clone(),
@@ -986,7 +989,7 @@ pub fn controller(
         queue.clone(),
         &ctx.metrics,
     )
-    .map_err(super::context::WiringError::metrics(
+    .map_err(crate::controllers::context::WiringError::metrics(
         "dependencies-distributor",
     ))?;
     Ok(Controller::with_queue(

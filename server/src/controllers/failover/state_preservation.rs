@@ -291,11 +291,16 @@ pub async fn report(
             return Ok(());
         }
         let mut updated = current.clone();
-        super::json_edit::set_path(&mut updated, &["status", "conditions"], json!(conditions));
+        crate::controllers::shared::json_edit::set_path(
+            &mut updated,
+            &["status", "conditions"],
+            json!(conditions),
+        );
         match store.update_status(rt, updated).await {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict { .. }) if attempt < 2 => {
-                current = super::binding_keys::reread(store, rt, &current).await?;
+                current =
+                    crate::controllers::shared::binding_keys::reread(store, rt, &current).await?;
             }
             Err(e) => return Err(e),
         }

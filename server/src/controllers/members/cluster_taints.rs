@@ -6,7 +6,7 @@
 //! them. Other taints (a user's, or these keys with other effects) are kept; with automatic
 //! NoExecute taints turned off, NoExecute taints are left entirely to users.
 
-use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -143,9 +143,12 @@ impl ClusterTaintController {
 
 /// The cluster (taint) controller as the server runs it: one key per Cluster, woken by the Cluster and by its lease renewals, two workers.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
     let reconciler = ClusterTaintController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -153,7 +156,9 @@ pub fn controller(
         ctx.events.for_component("cluster-controller"),
         &ctx.metrics,
     )
-    .map_err(super::context::WiringError::metrics("cluster-taints"))?;
+    .map_err(crate::controllers::context::WiringError::metrics(
+        "cluster-taints",
+    ))?;
     let sources = vec![
         Source::primary(well_known::clusters()),
         Source::mapped(well_known::leases(), lease_cluster),

@@ -18,7 +18,7 @@ use flotilla_api::kinds::ResourceType;
 use flotilla_api::meta::Time;
 use serde_json::Value;
 
-use super::json_edit::set_path;
+use crate::controllers::shared::json_edit::set_path;
 
 /// How many times a conflicting write is tried again on a fresh read.
 const ATTEMPTS: usize = 3;
@@ -189,7 +189,7 @@ pub async fn update(
             Ok(written) => return Ok(Some(written)),
             Err(StoreError::Conflict { .. }) if attempt + 1 < ATTEMPTS => {
                 current = std::borrow::Cow::Owned(
-                    super::binding_keys::reread(store, rt, &current).await?,
+                    crate::controllers::shared::binding_keys::reread(store, rt, &current).await?,
                 );
             }
             Err(e) => return Err(e),
@@ -211,11 +211,13 @@ mod tests {
     #[tokio::test]
     async fn evict_reschedule_healthy_drop_fills_one_entry() {
         use crate::clock::{FakeClock, SharedClock};
-        use crate::controllers::failover_metrics::FailoverMetrics;
-        use crate::controllers::graceful_eviction::GracefulEvictionController;
-        use crate::controllers::runtime::Reconciler;
-        use crate::controllers::scheduling::SchedulerController;
-        use crate::controllers::taint_manager::{TaintManagerController, TaintManagerSettings};
+        use crate::controllers::failover::graceful_eviction::GracefulEvictionController;
+        use crate::controllers::failover::metrics::FailoverMetrics;
+        use crate::controllers::failover::taint_manager::{
+            TaintManagerController, TaintManagerSettings,
+        };
+        use crate::controllers::propagation::scheduler::SchedulerController;
+        use crate::controllers::runtime::controller::Reconciler;
         use crate::events::EventRecorder;
         use crate::store::{KvStore, ListOptions, StoreConfig};
         use chrono::TimeZone;
@@ -290,7 +292,7 @@ mod tests {
             shared.clone(),
             events.clone(),
             metrics,
-            Arc::new(crate::controllers::testing::SpecReplicas),
+            Arc::new(crate::controllers::runtime::testing::SpecReplicas),
             std::time::Duration::from_secs(600),
         );
 

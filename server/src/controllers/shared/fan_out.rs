@@ -5,8 +5,10 @@
 //! index lookup, never a scan of the store. [`binding_sources_with_cluster_fan_out`] gives a
 //! binding controller its binding sources plus the Cluster source that reads the index.
 
-use super::binding_keys::binding_key;
-use super::runtime::{generation_fingerprint, object_key, Observer, Source};
+use crate::controllers::runtime::controller::{
+    generation_fingerprint, object_key, Observer, Source,
+};
+use crate::controllers::shared::binding_keys::binding_key;
 use flotilla_api::kinds::{well_known, ResourceType};
 use parking_lot::RwLock;
 use serde_json::Value;
@@ -164,7 +166,7 @@ impl Inner {
 }
 
 /// Cluster name → keys of the bindings that name it (binding keys as in
-/// [`super::binding_keys::binding_key`]); by default a binding names [`clusters_named`].
+/// [`crate::controllers::shared::binding_keys::binding_key`]); by default a binding names [`clusters_named`].
 pub struct ClusterBindingIndex {
     inner: RwLock<Inner>,
     naming: fn(&Value) -> BTreeSet<String>,

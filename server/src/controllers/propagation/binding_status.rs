@@ -16,18 +16,22 @@
 //! fans out, through the Works in the cluster's execution namespace, to the bindings placed
 //! there, queued on the controller's own queue.
 
-use super::binding_keys::{binding_key, decode, live_binding, owned_works, LiveBinding};
-use super::binding_works::{BindingController, ASSIGNED_REPLICAS_ANNOTATION};
-use super::cluster_cache::ClusterCache;
-use super::failover_preconditions::{
+use crate::clock::SharedClock;
+use crate::controllers::failover::preconditions::{
     application_failover_condition, warrants_event, CONDITION_APPLICATION_FAILOVER_ACTIVE,
     EVENT_APPLICATION_FAILOVER_INACTIVE,
 };
-use super::interpretation::TemplateInterpreter;
-use super::json_edit::{set_path, with_fields};
-use super::queue::WorkQueue;
-use super::runtime::{Action, ReconcileError, Reconciler, Source};
-use crate::clock::SharedClock;
+use crate::controllers::propagation::binding_works::{
+    BindingController, ASSIGNED_REPLICAS_ANNOTATION,
+};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
+use crate::controllers::runtime::queue::WorkQueue;
+use crate::controllers::shared::binding_keys::{
+    binding_key, decode, live_binding, owned_works, LiveBinding,
+};
+use crate::controllers::shared::cluster_cache::ClusterCache;
+use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::controllers::shared::json_edit::{set_path, with_fields};
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::store::{status_write, ListOptions, Store, StoreError};
@@ -231,7 +235,7 @@ impl BindingStatusController {
                 .map(|n| vec![format!("{CLUSTER_KEY_PREFIX}{n}")])
                 .unwrap_or_default()
         })
-        .on_change_of(super::fan_out::cluster_ready_fingerprint)
+        .on_change_of(crate::controllers::shared::fan_out::cluster_ready_fingerprint)
     }
 
     /// Queues the bindings with a Work on `cluster` (those with an item for it).
@@ -265,9 +269,12 @@ impl BindingStatusController {
 
 /// The binding status controller as the server runs it: bindings and every status change of their Works, a burst at a time (`status_coalesce`).
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
     let reconciler = BindingStatusController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -275,7 +282,7 @@ pub fn controller(
         ctx.interpreter.clone(),
     )
     .with_events(ctx.events.clone());
-    let mut sources = super::binding_works::binding_sources();
+    let mut sources = crate::controllers::propagation::binding_works::binding_sources();
     sources.push(Source::mapped(
         flotilla_api::kinds::well_known::works(),
         BindingController::work_key,
@@ -400,7 +407,7 @@ impl Reconciler for BindingStatusController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::SpecReplicas;
+    use crate::controllers::runtime::testing::SpecReplicas;
     use serde_json::json;
 
     fn work(cluster: &str, applied: Option<bool>, ready: Option<i64>, deleting: bool) -> Value {
@@ -543,16 +550,23 @@ mod tests {
             }
             c
         };
-        let base =
-            crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(Some("True"), "a"));
+        let base = crate::controllers::shared::fan_out::cluster_ready_fingerprint(&cluster(
+            Some("True"),
+            "a",
+        ));
         assert_eq!(
             base,
-            crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(Some("True"), "b"))
+            crate::controllers::shared::fan_out::cluster_ready_fingerprint(&cluster(
+                Some("True"),
+                "b"
+            ))
         );
         for other in [Some("False"), Some("Unknown"), None] {
             assert_ne!(
                 base,
-                crate::controllers::fan_out::cluster_ready_fingerprint(&cluster(other, "a")),
+                crate::controllers::shared::fan_out::cluster_ready_fingerprint(&cluster(
+                    other, "a"
+                )),
                 "{other:?}"
             );
         }
@@ -771,7 +785,7 @@ mod tests {
     /// Clusters m1 and m2 (both Ready) and binding `default/web` with a healthy Work on each.
     async fn ready_fixture() -> (Arc<dyn Store>, BindingStatusController) {
         use crate::clock::FakeClock;
-        use crate::controllers::binding_works::{
+        use crate::controllers::propagation::binding_works::{
             BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION,
         };
         use crate::store::{KvStore, StoreConfig};
@@ -908,7 +922,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_cluster_source_alone_wakes_the_bindings_of_a_cluster() {
-        use crate::controllers::runtime::{spawn, Controller, ControllerConfig};
+        use crate::controllers::runtime::controller::{spawn, Controller, ControllerConfig};
         let (store, controller) = ready_fixture().await;
         let queue = controller.queue();
         // Only the Cluster source and no resync: the bindings are reached only by the fan-out.

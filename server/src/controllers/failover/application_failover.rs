@@ -22,15 +22,19 @@
 //! Everything here is a pure function of (binding, state, settings, now); the controller reads
 //! the binding, calls [`decide`] and writes the result back with compare-and-swap.
 
-use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
-use super::cluster_cache::{ClusterCache, Clusters};
-use super::eviction_brake::{hold_back, report_stops, EvictionBrake, Hold};
-use super::failover_history;
-use super::failover_metrics::{seconds_since, FailoverMetrics};
-use super::json_edit::set_path;
-use super::runtime::{Action, ReconcileError, Reconciler};
-use super::state_preservation::{preserve, report as report_preservation, Preservation};
 use crate::clock::SharedClock;
+use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
+use crate::controllers::failover::history;
+use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
+use crate::controllers::failover::state_preservation::{
+    preserve, report as report_preservation, Preservation,
+};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::binding_keys::{
+    decode, live_binding, status_or_default, LiveBinding,
+};
+use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
+use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::ClusterSnapshot;
 use crate::store::Store;
@@ -678,17 +682,20 @@ fn judged_fingerprint(binding: &Value) -> u64 {
         return 0;
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    crate::controllers::runtime::controller::generation_fingerprint(binding).hash(&mut h);
     state.map(Value::to_string).hash(&mut h);
-    super::fan_out::hash_cluster_health(binding, &mut h);
+    crate::controllers::shared::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
 }
 
 /// Application failover as the server runs it.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let reconciler = ApplicationFailoverController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -697,7 +704,8 @@ pub fn controller(
         ctx.settings.application_failover.clone(),
     )
     .with_brake(ctx.brake.clone());
-    let (_, sources) = super::fan_out::binding_sources_on_change_of(judged_fingerprint);
+    let (_, sources) =
+        crate::controllers::shared::fan_out::binding_sources_on_change_of(judged_fingerprint);
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)
@@ -743,22 +751,22 @@ impl Reconciler for ApplicationFailoverController {
         let mut updated = with_state(&object, &decision.state);
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
-            super::binding_keys::set_placement(&mut updated, &spec);
+            crate::controllers::shared::binding_keys::set_placement(&mut updated, &spec);
         }
         let mut current = Value::clone(&object);
         if updated != *object {
             let evicted: Vec<_> = decision
                 .evictions
                 .iter()
-                .map(|e| failover_history::Evicted {
+                .map(|e| history::Evicted {
                     cluster: &e.cluster,
                     reason: EVICTION_REASON_APPLICATION_FAILURE,
                     producer,
                     message: e.task.message.clone(),
                 })
                 .collect();
-            let entries = failover_history::entries_for(&evicted, &object, &spec, now);
-            failover_history::stage_evictions(&object, &mut updated, &entries);
+            let entries = history::entries_for(&evicted, &object, &spec, now);
+            history::stage_evictions(&object, &mut updated, &entries);
             // The eviction (or the new state) and its history entries in one write; a
             // conflict retries the whole decision on the new binding.
             current = self.store.update_with_status(&rt, updated).await?;
@@ -1502,7 +1510,7 @@ mod tests {
 
     #[test]
     fn settle_holds_what_cannot_go_and_asks_the_brake_for_the_rest() {
-        use super::super::eviction_brake::{BrakeSettings, HoldReason};
+        use crate::controllers::failover::brake::{BrakeSettings, HoldReason};
         let settings = ApplicationFailoverSettings::default();
         let st = status(&[("m1", Unhealthy)]);
         let placed = |mode: PurgeMode, affinity: &[&str]| {
@@ -1696,7 +1704,7 @@ mod tests {
 
         #[tokio::test]
         async fn the_brake_holds_a_due_failover_until_its_startup_grace_ends() {
-            use crate::controllers::eviction_brake::{
+            use crate::controllers::failover::brake::{
                 BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD,
             };
             let mut w = World::new().await;
@@ -1900,7 +1908,7 @@ mod tests {
         /// Immediately eviction is held until the block ends, and then it moves back.
         #[tokio::test]
         async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
-            use crate::controllers::scheduling::SchedulerController;
+            use crate::controllers::propagation::scheduler::SchedulerController;
             let clock = Arc::new(FakeClock::new(at(0)));
             let shared: SharedClock = clock.clone();
             let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));

@@ -2,7 +2,7 @@
 //! for ResourceBindings, `crb|<name>` for ClusterResourceBindings), reading a live binding, and
 //! the Works a binding owns.
 
-use super::runtime::ReconcileError;
+use crate::controllers::runtime::controller::ReconcileError;
 use crate::store::{Store, StoreError};
 use flotilla_api::kinds::{well_known, ResourceType};
 use serde_json::Value;
@@ -88,12 +88,12 @@ pub fn decode<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T,
 /// Writes the placement of `spec` (`spec.clusters` and `spec.gracefulEvictionTasks`) into
 /// `binding`: what an eviction, a failback or its undoing changes.
 pub fn set_placement(binding: &mut Value, spec: &flotilla_api::binding::ResourceBindingSpec) {
-    super::json_edit::set_path(
+    crate::controllers::shared::json_edit::set_path(
         binding,
         &["spec", "clusters"],
         serde_json::to_value(&spec.clusters).unwrap_or_default(),
     );
-    super::json_edit::set_path(
+    crate::controllers::shared::json_edit::set_path(
         binding,
         &["spec", "gracefulEvictionTasks"],
         serde_json::to_value(&spec.graceful_eviction_tasks).unwrap_or_default(),

@@ -13,14 +13,16 @@
 //! the failover guide. Everything here is a pure function of (binding, clusters' taints,
 //! settings, now); the controller only feeds it and writes the result back.
 
-use super::binding_keys::{decode, live_binding, status_or_default, LiveBinding};
-use super::cluster_cache::{ClusterCache, Clusters};
-use super::eviction_brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
-use super::failover_history;
-use super::failover_metrics::{seconds_since, FailoverMetrics};
-use super::runtime::{Action, ReconcileError, Reconciler};
-use super::state_preservation::{preserve, report, Preservation};
 use crate::clock::SharedClock;
+use crate::controllers::failover::brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
+use crate::controllers::failover::history;
+use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
+use crate::controllers::failover::state_preservation::{preserve, report, Preservation};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::binding_keys::{
+    decode, live_binding, status_or_default, LiveBinding,
+};
+use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
 use crate::events::{EventRecorder, EventType};
 use crate::store::Store;
 use async_trait::async_trait;
@@ -332,9 +334,12 @@ fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
 /// The taint manager as the server runs it: woken by a binding's spec changes and by changes
 /// of the `NoExecute` taints of the clusters it targets, through the cluster-to-bindings index.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let reconciler = TaintManagerController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -345,8 +350,8 @@ pub fn controller(
     .with_brake(ctx.brake.clone());
     // A held eviction is looked at again after the brake's wait (at most STOPPED_RETRY), so
     // Ready changes of other clusters, which move the brake, need not wake every binding.
-    let (_, sources) = super::fan_out::binding_sources_judging(
-        super::runtime::generation_fingerprint,
+    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
+        crate::controllers::runtime::controller::generation_fingerprint,
         no_execute_fingerprint,
     );
     Ok(Controller::new(
@@ -390,19 +395,19 @@ impl Reconciler for TaintManagerController {
         if !decision.evictions.is_empty() {
             apply(&mut spec, &decision, now);
             let mut updated = serde_json::Value::clone(&object);
-            super::binding_keys::set_placement(&mut updated, &spec);
+            crate::controllers::shared::binding_keys::set_placement(&mut updated, &spec);
             let evicted: Vec<_> = decision
                 .evictions
                 .iter()
-                .map(|e| failover_history::Evicted {
+                .map(|e| history::Evicted {
                     cluster: &e.cluster,
                     reason: EVICTION_REASON_TAINT_UNTOLERATED,
                     producer: EVICTION_PRODUCER_TAINT_MANAGER,
                     message: e.cause.message(&e.cluster),
                 })
                 .collect();
-            let entries = failover_history::entries_for(&evicted, &object, &spec, now);
-            failover_history::stage_evictions(&object, &mut updated, &entries);
+            let entries = history::entries_for(&evicted, &object, &spec, now);
+            history::stage_evictions(&object, &mut updated, &entries);
             // The eviction and its history entries in one write; a conflict retries the
             // whole decision on the new binding.
             let written = self.store.update_with_status(&rt, updated).await?;
@@ -999,7 +1004,7 @@ mod tests {
 
         #[tokio::test]
         async fn the_brake_stops_evictions_while_every_cluster_is_down_and_paces_them_after() {
-            use crate::controllers::eviction_brake::{
+            use crate::controllers::failover::brake::{
                 BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD, STOPPED_RETRY,
             };
             let (store, clock, tm) = world(serde_json::json!([])).await;

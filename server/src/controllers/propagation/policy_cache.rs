@@ -17,8 +17,8 @@
 //! [`PolicyCache::holds_undecodable`] tells the detector to leave the templates it claimed as
 //! they are until it is fixed.
 
-use super::policy_matching::{Candidate, PolicyScope};
-use super::runtime::ReconcileError;
+use crate::controllers::propagation::policy_matching::{Candidate, PolicyScope};
+use crate::controllers::runtime::controller::ReconcileError;
 use crate::store::{ListOptions, Store, StoreError};
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::ObjectMeta;

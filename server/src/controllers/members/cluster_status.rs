@@ -6,13 +6,13 @@
 //! condition stay unchanged past the monitor grace period, checked every
 //! `--cluster-monitor-period`. Every transition is an Event on the Cluster and a metric.
 
-use super::cluster_health::{
+use crate::clock::SharedClock;
+use crate::controllers::members::cluster_health::{
     monitor, observed_ready, threshold_adjusted, GracePeriods, MonitorEntry, ThresholdEntry,
     Thresholds,
 };
-use super::cluster_taints::lease_renew_time;
-use super::runtime::{Action, ReconcileError, Reconciler};
-use crate::clock::SharedClock;
+use crate::controllers::members::cluster_taints::lease_renew_time;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::probes::MemberClient;
 use crate::store::{Store, StoreError};
@@ -291,9 +291,12 @@ fn merge_summary(status: &mut ClusterStatus, summary: &Value, now: DateTime<Utc>
 
 /// The cluster status controller as the server runs it: one key per Cluster, four workers.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
     let reconciler = ClusterStatusController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -302,7 +305,9 @@ pub fn controller(
         ctx.events.for_component("cluster-status-controller"),
         &ctx.metrics,
     )
-    .map_err(super::context::WiringError::metrics("cluster-status"))?;
+    .map_err(crate::controllers::context::WiringError::metrics(
+        "cluster-status",
+    ))?;
     let sources = vec![Source::primary(flotilla_api::kinds::well_known::clusters())];
     Ok(Controller::new(
         Arc::new(reconciler),
@@ -343,7 +348,7 @@ impl Reconciler for ClusterStatusController {
 mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
-    use crate::controllers::cluster_health::ProbeResult;
+    use crate::controllers::members::cluster_health::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use crate::store::KvStore;
     use crate::store::StoreConfig;

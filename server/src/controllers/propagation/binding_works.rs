@@ -13,19 +13,19 @@
 //! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
 //! A binding asking for exactly-once placement marks its Works (`flotilla.io/placement-guarantee`)
 //! and dispatches nothing while an old copy on a not-Ready member has not reached its fence time
-//! ([`super::fencing`]; a `WaitingForFence` Event says until when).
+//! ([`crate::controllers::failover::fencing`]; a `WaitingForFence` Event says until when).
 //! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
 //! that cluster's Work is left as it is — never written with the template's full count — the
 //! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
 
-use super::binding_keys::{decode, live_binding, owned_works, LiveBinding};
-use super::cluster_cache::ClusterCache;
-use super::cluster_taints::lease_renew_time;
-use super::interpretation::TemplateInterpreter;
-use super::json_edit::set_path;
-use super::own_writes::OwnWrites;
-use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
+use crate::controllers::members::cluster_taints::lease_renew_time;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::runtime::own_writes::OwnWrites;
+use crate::controllers::shared::binding_keys::{decode, live_binding, owned_works, LiveBinding};
+use crate::controllers::shared::cluster_cache::ClusterCache;
+use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
@@ -386,7 +386,7 @@ impl BindingController {
             events: events.for_component("binding-controller"),
             warned: Mutex::new(HashMap::new()),
             clock: Arc::new(crate::clock::SystemClock),
-            member_fence_after: super::fencing::DEFAULT_MEMBER_FENCE_AFTER,
+            member_fence_after: crate::controllers::failover::fencing::DEFAULT_MEMBER_FENCE_AFTER,
             fence_told: Mutex::new(HashMap::new()),
             own_writes: Arc::new(OwnWrites::default()),
         }
@@ -399,7 +399,7 @@ impl BindingController {
         self
     }
 
-    /// The fence gate (see [`super::fencing`]): how long an exactly-once binding's dispatch
+    /// The fence gate (see [`crate::controllers::failover::fencing`]): how long an exactly-once binding's dispatch
     /// must still wait for an old member to fence itself; tells it once with an Event.
     async fn fence_gate(
         &self,
@@ -417,7 +417,11 @@ impl BindingController {
             renewals.push((cluster, renewed));
         }
         let now = self.clock.now();
-        let Some(wait) = super::fencing::fence_wait(&renewals, now, self.member_fence_after) else {
+        let Some(wait) = crate::controllers::failover::fencing::fence_wait(
+            &renewals,
+            now,
+            self.member_fence_after,
+        ) else {
             self.fence_told.lock().remove(key);
             return Ok(None);
         };
@@ -460,9 +464,14 @@ impl BindingController {
 
 /// The binding controller as the server runs it: bindings and their Works, by spec (generation) only: Work status is none of its business.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{generation_fingerprint, Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{
+        generation_fingerprint, Controller, ControllerConfig, Source,
+    };
     let reconciler = BindingController::new(
         ctx.store.clone(),
         ctx.registry.clone(),
@@ -488,8 +497,8 @@ pub fn controller(
 
 /// Both binding kinds keyed as the binding controllers key them, queued when a binding's spec
 /// (generation), deletion or finalizers change, not when its status does.
-pub fn binding_sources() -> Vec<super::runtime::Source> {
-    use super::runtime::{generation_fingerprint, Source};
+pub fn binding_sources() -> Vec<crate::controllers::runtime::controller::Source> {
+    use crate::controllers::runtime::controller::{generation_fingerprint, Source};
     [
         well_known::resource_bindings(),
         well_known::cluster_resource_bindings(),
@@ -497,7 +506,9 @@ pub fn binding_sources() -> Vec<super::runtime::Source> {
     .into_iter()
     .map(|rt| {
         Source::mapped(rt, |b| {
-            super::binding_keys::binding_key(b).into_iter().collect()
+            crate::controllers::shared::binding_keys::binding_key(b)
+                .into_iter()
+                .collect()
         })
         .on_change_of(generation_fingerprint)
     })
@@ -546,7 +557,9 @@ impl Reconciler for BindingController {
         );
         // Exactly-once: nothing is dispatched before the old member's fence time.
         let candidates =
-            super::fencing::unfenced_candidates(&spec, &existing, &|c| clusters.is_ready(c));
+            crate::controllers::failover::fencing::unfenced_candidates(&spec, &existing, &|c| {
+                clusters.is_ready(c)
+            });
         if let Some(wait) = self.fence_gate(key, &binding, candidates).await? {
             plan.apply.clear();
             plan.retry_after = Some(plan.retry_after.map_or(wait, |r| r.min(wait)));
@@ -684,7 +697,7 @@ impl Reconciler for BindingController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::SpecReplicas;
+    use crate::controllers::runtime::testing::SpecReplicas;
     use crate::interpreter::InterpretError;
 
     fn binding(spec: Value) -> (Value, ResourceBindingSpec) {

@@ -36,9 +36,9 @@
 //! `kubectl get evictionbrakes`. When the brake says wait, a producer writes nothing and
 //! requeues after the time the brake says.
 
-use super::cluster_cache::Clusters;
-use super::failover_metrics::FailoverMetrics;
-use super::limiter::{Rate, TokenBucket};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::runtime::limiter::{Rate, TokenBucket};
+use crate::controllers::shared::cluster_cache::Clusters;
 use crate::events::{EventRecorder, EventType};
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;

@@ -3,10 +3,10 @@
 //! `<name>-<kind lowercased>`, owned by the template and carrying its replicas, per-replica
 //! requests, and the policy's placement, failover behaviour and propagateDeps. The template is
 //! marked with the claiming policy (its permanent-id label, name and namespace annotations).
-//! Which policy wins is [`super::policy_matching`]'s decision. A policy change re-evaluates the
+//! Which policy wins is [`crate::controllers::propagation::policy_matching`]'s decision. A policy change re-evaluates the
 //! templates it selects; a template that no policy selects any more loses its claim and its
 //! binding — unless other bindings still require it (`spec.requiredBy`, written by
-//! [`super::dependencies_distributor`]): then only the placement and claim go and the binding
+//! [`crate::controllers::propagation::dependencies_distributor`]): then only the placement and claim go and the binding
 //! stays as an attached binding. The detector never writes `requiredBy`. A deleted template's
 //! binding (and so its works) goes by garbage collection. A replica rule that fails (a Lua
 //! customization stopped by the sandbox) leaves the binding as it is, is reported on the
@@ -14,12 +14,16 @@
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
-use super::interpretation::TemplateInterpreter;
-use super::policy_cache::{PolicyCache, Refreshed};
-use super::policy_matching::{choose_policy, Candidate, PolicyScope, TemplateRef};
-use super::queue::WorkQueue;
-use super::runtime::{feed, generation_fingerprint, Action, ReconcileError, Reconciler, Source};
 use crate::clock::SharedClock;
+use crate::controllers::propagation::policy_cache::{PolicyCache, Refreshed};
+use crate::controllers::propagation::policy_matching::{
+    choose_policy, Candidate, PolicyScope, TemplateRef,
+};
+use crate::controllers::runtime::controller::{
+    feed, generation_fingerprint, Action, ReconcileError, Reconciler, Source,
+};
+use crate::controllers::runtime::queue::WorkQueue;
+use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
@@ -742,9 +746,12 @@ fn merge_binding(existing: &mut Value, desired: &Value) {
 
 /// The resource detector as the server runs it: policies and (as they are selected) template kinds, queued on its own queue too.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let queue = WorkQueue::default();
     let reconciler = Detector::new(
         ctx.store.clone(),
@@ -801,7 +808,7 @@ mod tests {
     use crate::store::StoreConfig;
     use flotilla_api::kinds::builtin_by_plural;
 
-    use crate::controllers::testing::SpecReplicas;
+    use crate::controllers::runtime::testing::SpecReplicas;
 
     struct Fixture {
         store: Arc<dyn Store>,
@@ -982,7 +989,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
-        use crate::controllers::binding_works::BindingController;
+        use crate::controllers::propagation::binding_works::BindingController;
         let f = fixture().await;
         let long = "n".repeat(250);
         let mut tpl = deployment();

@@ -12,15 +12,17 @@
 //! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
-use super::binding_keys::{decode, live_binding, owned_works, status_or_default, LiveBinding};
-use super::binding_status::aggregate;
-use super::cluster_cache::ClusterCache;
-use super::failover_history;
-use super::failover_metrics::{seconds_since, FailoverMetrics};
-use super::interpretation::TemplateInterpreter;
-use super::json_edit::set_path;
-use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
+use crate::controllers::failover::history;
+use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
+use crate::controllers::propagation::binding_status::aggregate;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::binding_keys::{
+    decode, live_binding, owned_works, status_or_default, LiveBinding,
+};
+use crate::controllers::shared::cluster_cache::ClusterCache;
+use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::store::Store;
 use async_trait::async_trait;
@@ -303,7 +305,7 @@ impl GracefulEvictionController {
         outcome: &Outcome,
         now: DateTime<Utc>,
     ) {
-        let result = failover_history::update(self.store.as_ref(), rt, binding, |history, _| {
+        let result = history::update(self.store.as_ref(), rt, binding, |history, _| {
             edit_history(history, spec, outcome, true, now)
         })
         .await;
@@ -339,7 +341,7 @@ fn judged_fingerprint(binding: &Value) -> u64 {
         return 0;
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    super::runtime::generation_fingerprint(binding).hash(&mut h);
+    crate::controllers::runtime::controller::generation_fingerprint(binding).hash(&mut h);
     for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters"] {
         binding.pointer(pointer).map(Value::to_string).hash(&mut h);
     }
@@ -350,16 +352,19 @@ fn judged_fingerprint(binding: &Value) -> u64 {
         .pointer("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)
         .hash(&mut h);
-    super::fan_out::hash_cluster_health(binding, &mut h);
+    crate::controllers::shared::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
 }
 
 /// The graceful eviction controller as the server runs it: woken by its bindings' tasks,
 /// placement and status, and by readiness changes of the clusters they name.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let reconciler = GracefulEvictionController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -368,9 +373,9 @@ pub fn controller(
         ctx.interpreter.clone(),
         ctx.settings.graceful_eviction_timeout,
     );
-    let (_, sources) = super::fan_out::binding_sources_judging(
+    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
         judged_fingerprint,
-        super::fan_out::cluster_ready_fingerprint,
+        crate::controllers::shared::fan_out::cluster_ready_fingerprint,
     );
     Ok(Controller::new(
         Arc::new(reconciler),
@@ -454,7 +459,7 @@ impl Reconciler for GracefulEvictionController {
                 &["spec", "gracefulEvictionTasks"],
                 serde_json::to_value(&outcome.kept).unwrap_or_default(),
             );
-            let mut history = failover_history::history_of(&object);
+            let mut history = history::history_of(&object);
             if edit_history(&mut history, &spec, &outcome, healthy_now, now) {
                 set_path(
                     &mut updated,
@@ -872,7 +877,7 @@ mod tests {
                 shared,
                 events,
                 metrics.clone(),
-                Arc::new(crate::controllers::testing::SpecReplicas),
+                Arc::new(crate::controllers::runtime::testing::SpecReplicas),
                 Duration::from_secs(600),
             );
             // member2's Work, written for the 3 replicas now assigned, not yet reporting.

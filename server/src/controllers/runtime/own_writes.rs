@@ -4,7 +4,7 @@
 //! Works whose changes wake it) would otherwise run once more after each of its writes, only to
 //! find what it has just written. Before writing, it says which object it is about to change
 //! and at which resourceVersion it read it (0 for a creation); its feed
-//! ([`super::runtime::Source::skipping_own`]) then drops the first watch event of that object
+//! ([`crate::controllers::runtime::controller::Source::skipping_own`]) then drops the first watch event of that object
 //! past that version: the write's own. The expectation is set before the write because the
 //! watch event can reach the feed before the write call returns.
 //!

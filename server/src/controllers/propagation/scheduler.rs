@@ -7,14 +7,14 @@
 //! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
 //! reaches the bindings that name it at once through the cluster-to-bindings index; a short
 //! resync brings new members to bindings that could not be placed. Bindings without a
-//! placement (attached bindings of dependencies, see [`super::dependencies_distributor`]) are
+//! placement (attached bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
 //! left alone.
 
-use super::binding_keys::{decode, live_binding, LiveBinding};
-use super::cluster_cache::ClusterCache;
-use super::json_edit::set_path;
-use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
+use crate::controllers::shared::cluster_cache::ClusterCache;
+use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::decision::{decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step};
 use crate::scheduler::{needs_scheduling, schedule, ScheduleInput, ScheduleOptions};
@@ -64,19 +64,24 @@ impl SchedulerController {
 
 /// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when the Cluster changes, through the cluster → bindings index; a short resync for bindings no cluster fits yet.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let reconciler = SchedulerController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
         ctx.events.for_component("default-scheduler"),
         &ctx.metrics,
     )
-    .map_err(super::context::WiringError::metrics("scheduler"))?;
-    let (_, sources) = super::fan_out::binding_sources_judging(
-        super::runtime::generation_fingerprint,
-        super::fan_out::cluster_placement_fingerprint,
+    .map_err(crate::controllers::context::WiringError::metrics(
+        "scheduler",
+    ))?;
+    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
+        crate::controllers::runtime::controller::generation_fingerprint,
+        crate::controllers::shared::fan_out::cluster_placement_fingerprint,
     );
     Ok(Controller::new(
         Arc::new(reconciler),
@@ -173,8 +178,8 @@ fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chro
             && c.status == flotilla_api::meta::ConditionStatus::True
     });
     if placed && status.observe_generation {
-        let mut history = super::failover_history::history_of(binding);
-        let placement = super::failover_history::placement_of(binding);
+        let mut history = crate::controllers::failover::history::history_of(binding);
+        let placement = crate::controllers::failover::history::placement_of(binding);
         let at = flotilla_api::meta::Time::new(now);
         // An eviction whose own history write was lost still gets its entry, from its task.
         let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = binding
@@ -287,7 +292,10 @@ impl Reconciler for SchedulerController {
         let clusters = self.clusters.get().await?;
         let snapshot = &clusters.snapshot;
         let reason = needs_scheduling(&spec, &status, applied.as_deref(), snapshot);
-        let blocked = super::application_failover::blocked_clusters(&binding, self.clock.now());
+        let blocked = crate::controllers::failover::application_failover::blocked_clusters(
+            &binding,
+            self.clock.now(),
+        );
         let result = reason.map(|_| {
             schedule(&ScheduleInput {
                 spec: &spec,

@@ -5,7 +5,7 @@
 //! to it through the same graceful path as a failover — the returning
 //! copy is dispatched first, and every cluster that gives replicas back keeps its copy as it
 //! was under an eviction task (reason `Failback`) until the new placement is Healthy or the
-//! task's grace period ends ([`super::graceful_eviction`]). Karmada never moves a workload back
+//! task's grace period ends ([`crate::controllers::failover::graceful_eviction`]). Karmada never moves a workload back
 //! by itself (its issue #7441 asks for this); without the field neither does Flotilla.
 //!
 //! Where the workload goes back to is the scheduler's decision, not a copy of an old list: the
@@ -30,13 +30,15 @@
 //! controller feeds them, writes the binding, the history (a `Failback` entry per cluster
 //! giving replicas back, `failedBackTime` on the failover undone), an Event and a metric.
 
-use super::binding_keys::{decode, live_binding, set_placement, status_or_default, LiveBinding};
-use super::cluster_cache::{ClusterCache, Clusters};
-use super::failover_history;
-use super::failover_metrics::FailoverMetrics;
-use super::json_edit::set_path;
-use super::runtime::{Action, ReconcileError, Reconciler};
 use crate::clock::SharedClock;
+use crate::controllers::failover::history;
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::binding_keys::{
+    decode, live_binding, set_placement, status_or_default, LiveBinding,
+};
+use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
+use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::{admits, schedule, ScheduleInput, ScheduleOptions};
 use crate::store::Store;
@@ -462,9 +464,9 @@ pub fn clusters_to_watch(binding: &Value) -> BTreeSet<String> {
     if !concerns_failback(binding) {
         return BTreeSet::new();
     }
-    let mut names = super::fan_out::clusters_named(binding);
+    let mut names = crate::controllers::shared::fan_out::clusters_named(binding);
     names.extend(
-        awaiting_failback(&failover_history::history_of(binding))
+        awaiting_failback(&history::history_of(binding))
             .into_iter()
             .map(|h| h.from_cluster.clone()),
     );
@@ -488,7 +490,7 @@ pub fn concerns_failback(binding: &Value) -> bool {
 /// (every binding passes through this on each of its events).
 pub fn binding_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
-    let generation = super::runtime::generation_fingerprint(binding);
+    let generation = crate::controllers::runtime::controller::generation_fingerprint(binding);
     if !concerns_failback(binding) {
         return generation;
     }
@@ -508,9 +510,12 @@ pub fn binding_fingerprint(binding: &Value) -> u64 {
 /// The failback controller as the server runs it: woken by a binding's spec, history and
 /// scheduling progress, and by changes of the clusters it runs on or waits on.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
     let mut reconciler = FailbackController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
@@ -520,9 +525,9 @@ pub fn controller(
     // The clusters that give replicas back keep their copies as an eviction would.
     reconciler.graceful = ctx.settings.taint_manager.graceful_eviction;
     reconciler.default_purge_mode = ctx.settings.taint_manager.default_purge_mode;
-    let (_, sources) = super::fan_out::binding_sources_naming(
+    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_naming(
         binding_fingerprint,
-        super::fan_out::cluster_fingerprint,
+        crate::controllers::shared::fan_out::cluster_fingerprint,
         clusters_to_watch,
     );
     Ok(Controller::new(
@@ -610,7 +615,8 @@ impl Reconciler for FailbackController {
         let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
-        let blocked = super::application_failover::blocked_clusters(&object, now);
+        let blocked =
+            crate::controllers::failover::application_failover::blocked_clusters(&object, now);
         let scheduled = object
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
@@ -765,7 +771,7 @@ async fn write_with_history(
 ) -> Result<Value, ReconcileError> {
     let mut updated = Value::clone(object);
     set_placement(&mut updated, spec);
-    let mut history = failover_history::history_of(object);
+    let mut history = history::history_of(object);
     if edit(&mut history) {
         set_path(
             &mut updated,
@@ -1379,8 +1385,8 @@ mod tests {
 mod controller_tests {
     use super::*;
     use crate::clock::FakeClock;
-    use crate::controllers::graceful_eviction::GracefulEvictionController;
-    use crate::controllers::scheduling::SchedulerController;
+    use crate::controllers::failover::graceful_eviction::GracefulEvictionController;
+    use crate::controllers::propagation::scheduler::SchedulerController;
     use crate::store::{KvStore, ListOptions, StoreConfig};
     use chrono::TimeZone;
     use flotilla_api::kinds::well_known;
@@ -1537,7 +1543,7 @@ mod controller_tests {
             shared.clone(),
             events.clone(),
             metrics.clone(),
-            Arc::new(crate::controllers::testing::SpecReplicas),
+            Arc::new(crate::controllers::runtime::testing::SpecReplicas),
             Duration::from_secs(600),
         );
         ge.reconcile(KEY).await.unwrap();

@@ -46,24 +46,26 @@
 //! one written right after the evictions, while old copies are kept as their purge mode says),
 //! and members reporting new capacity after the moves.
 //!
-//! [`cluster_taints::desired_taints`]: super::cluster_taints::desired_taints
-//! [`taint_manager::hold_evictions`]: super::taint_manager::hold_evictions
-//! [`application_failover::settle`]: super::application_failover::settle
-//! [`cluster_taint_policy::desired_taints`]: super::cluster_taint_policy::desired_taints
-//! [`application_failover::decide`]: super::application_failover::decide
-//! [`application_failover::apply`]: super::application_failover::apply
+//! [`cluster_taints::desired_taints`]: crate::controllers::members::cluster_taints::desired_taints
+//! [`taint_manager::hold_evictions`]: crate::controllers::failover::taint_manager::hold_evictions
+//! [`application_failover::settle`]: crate::controllers::failover::application_failover::settle
+//! [`cluster_taint_policy::desired_taints`]: crate::controllers::members::cluster_taint_policy::desired_taints
+//! [`application_failover::decide`]: crate::controllers::failover::application_failover::decide
+//! [`application_failover::apply`]: crate::controllers::failover::application_failover::apply
 //! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
 
-use super::application_failover::{self as app, ApplicationFailoverSettings, FailoverState};
-use super::cluster_cache::Clusters;
-use super::cluster_status::HealthConfig;
-use super::cluster_taint_policy;
-use super::cluster_taints::{desired_taints, TaintConfig};
-use super::context::ControllerSettings;
-use super::eviction_brake::{
+use crate::controllers::context::ControllerSettings;
+use crate::controllers::failover::application_failover::{
+    self as app, ApplicationFailoverSettings, FailoverState,
+};
+use crate::controllers::failover::brake::{
     fleet_view, BrakeSettings, EvictionBrake, Hold, HoldReason, Member, Pace,
 };
-use super::taint_manager::{self, TaintManagerSettings};
+use crate::controllers::failover::taint_manager::{self, TaintManagerSettings};
+use crate::controllers::members::cluster_status::HealthConfig;
+use crate::controllers::members::cluster_taint_policy;
+use crate::controllers::members::cluster_taints::{desired_taints, TaintConfig};
+use crate::controllers::shared::cluster_cache::Clusters;
 use crate::scheduler::decision::{self, DecisionInput, Step};
 use crate::scheduler::{
     condition_for, needs_scheduling, schedule, ClusterSnapshot, ScheduleInput, ScheduleOptions,

@@ -2,7 +2,7 @@
 //! interpreter: a stored customization is compiled and used; a deleted one is dropped. A
 //! customization whose Lua does not compile is reported with an Event and not used.
 
-use super::runtime::{Action, ReconcileError, Reconciler};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::{Interpreter, ResourceInterpreterCustomization};
 use crate::store::{Store, StoreError};
@@ -34,14 +34,17 @@ impl CustomizationController {
 
 /// The customization controller as the server runs it: one key per ResourceInterpreterCustomization, one worker.
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
-    use super::runtime::{Controller, ControllerConfig, Source};
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
+    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
     let rt = builtin_by_plural(
         flotilla_api::kinds::CONFIG_GROUP,
         "resourceinterpretercustomizations",
     )
-    .ok_or(super::context::WiringError::MissingKind {
+    .ok_or(crate::controllers::context::WiringError::MissingKind {
         controller: "interpreter-customizations",
         kind: "resourceinterpretercustomizations",
     })?;

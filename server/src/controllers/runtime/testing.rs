@@ -1,6 +1,6 @@
 //! Fakes shared by controller tests.
 
-use super::interpretation::TemplateInterpreter;
+use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::interpreter::{InterpretError, ObjectRef};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::work::ResourceHealth;

@@ -1,8 +1,8 @@
 //! The metrics every failover decision leaves, shared by the controllers that evict (taint
 //! manager, application failover) and the graceful eviction controller, so that
 //! "why did my app move, and how long did it take" can be read from `/metrics`; and the
-//! eviction brake's (controllers/eviction_brake.rs): its state and rate per region and the
-//! evictions it held; and failback's (controllers/failback.rs).
+//! eviction brake's (controllers/failover/brake.rs): its state and rate per region and the
+//! evictions it held; and failback's (controllers/failover/failback.rs).
 
 use chrono::{DateTime, Utc};
 use prometheus::{
@@ -40,7 +40,7 @@ pub struct FailoverMetrics {
     /// (`RateLimited`, `StartupGrace`, `FullDisruption`, `RateZero`), counted per attempt.
     pub evictions_held: IntCounterVec,
     /// `flotilla_failbacks_total{cluster}`: workloads moved back to a recovered cluster
-    /// (controllers/failback.rs).
+    /// (controllers/failover/failback.rs).
     pub failbacks: IntCounterVec,
 }
 

@@ -21,15 +21,15 @@
 
 use super::*;
 use crate::clock::{Clock, FakeClock, SharedClock};
-use crate::controllers::application_failover::ApplicationFailoverController;
-use crate::controllers::cluster_taint_policy::ClusterTaintPolicyController;
-use crate::controllers::cluster_taints::ClusterTaintController;
-use crate::controllers::eviction_brake::{BrakeSettings, EvictionBrake};
-use crate::controllers::failover_metrics::FailoverMetrics;
-use crate::controllers::queue::{Backoff, WorkQueue};
-use crate::controllers::runtime::{Action, Reconciler};
-use crate::controllers::scheduling::SchedulerController;
-use crate::controllers::taint_manager::TaintManagerController;
+use crate::controllers::failover::application_failover::ApplicationFailoverController;
+use crate::controllers::failover::brake::{BrakeSettings, EvictionBrake};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::failover::taint_manager::TaintManagerController;
+use crate::controllers::members::cluster_taint_policy::ClusterTaintPolicyController;
+use crate::controllers::members::cluster_taints::ClusterTaintController;
+use crate::controllers::propagation::scheduler::SchedulerController;
+use crate::controllers::runtime::controller::{Action, Reconciler};
+use crate::controllers::runtime::queue::{Backoff, WorkQueue};
 use crate::events::EventRecorder;
 use crate::store::{KvStore, ListOptions, Store, StoreConfig};
 use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
@@ -461,7 +461,7 @@ async fn run(
 
     // The dry-run at t0, over what is stored.
     let by_name: BTreeMap<String, Cluster> =
-        crate::controllers::cluster_cache::read(store.as_ref())
+        crate::controllers::shared::cluster_cache::read(store.as_ref())
             .await
             .unwrap()
             .by_name;

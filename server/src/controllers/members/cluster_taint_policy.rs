@@ -7,14 +7,16 @@
 //!
 //! This is how a team declares its own failover rules: with
 //! `--enable-automatic-no-execute-taints=false` the built-in NoExecute taints of
-//! [`super::cluster_taints`] are off and a policy's NoExecute taint is what evicts. The
+//! [`crate::controllers::members::cluster_taints`] are off and a policy's NoExecute taint is what evicts. The
 //! decision is the pure [`plan`] ([`desired_taints`] for the taints alone); the reconciler,
 //! keyed by cluster name, reads the cluster and the policies, writes the taint list with
 //! compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
-use super::queue::WorkQueue;
-use super::runtime::{Action, ControllerConfig, ReconcileError, Reconciler, Source};
+use crate::controllers::runtime::controller::{
+    Action, ControllerConfig, ReconcileError, Reconciler, Source,
+};
+use crate::controllers::runtime::queue::WorkQueue;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{ListOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -208,7 +210,7 @@ impl ClusterTaintPolicyController {
             Source::mapped(well_known::cluster_taint_policies(), |_| {
                 vec![ALL_CLUSTERS.to_string()]
             })
-            .on_change_of(super::runtime::generation_fingerprint),
+            .on_change_of(crate::controllers::runtime::controller::generation_fingerprint),
         ]
     }
 
@@ -248,8 +250,11 @@ impl ClusterTaintPolicyController {
 
 /// The controller, on a queue it also holds (a policy change queues every cluster).
 pub fn controller(
-    ctx: &super::context::ControllerContext,
-) -> Result<super::runtime::Controller, super::context::WiringError> {
+    ctx: &crate::controllers::context::ControllerContext,
+) -> Result<
+    crate::controllers::runtime::controller::Controller,
+    crate::controllers::context::WiringError,
+> {
     let config =
         ControllerConfig::new(ClusterTaintPolicyController::sources()).resync(ctx.settings.resync);
     let queue = WorkQueue::new(config.backoff);
@@ -260,12 +265,16 @@ pub fn controller(
         queue.clone(),
         &ctx.metrics,
     )
-    .map_err(super::context::WiringError::metrics("cluster-taint-policy"))?;
-    Ok(super::runtime::Controller::with_queue(
-        Arc::new(reconciler),
-        config,
-        queue,
-    ))
+    .map_err(crate::controllers::context::WiringError::metrics(
+        "cluster-taint-policy",
+    ))?;
+    Ok(
+        crate::controllers::runtime::controller::Controller::with_queue(
+            Arc::new(reconciler),
+            config,
+            queue,
+        ),
+    )
 }
 
 fn describe(t: &Taint) -> String {
@@ -891,9 +900,9 @@ mod tests {
             &registry,
         )
         .unwrap();
-        let handle = crate::controllers::runtime::spawn(
+        let handle = crate::controllers::runtime::controller::spawn(
             s.store.clone(),
-            crate::controllers::runtime::Controller::with_queue(
+            crate::controllers::runtime::controller::Controller::with_queue(
                 Arc::new(reconciler),
                 config,
                 queue,

@@ -5,11 +5,11 @@
 //! metrics, and each reconcile runs in a `reconcile` span naming the controller and the key.
 //! A [`Controller`] bundles a reconciler, its queue and its [`ControllerConfig`]; [`spawn`] is
 //! the one way to start one. A source may carry an [`Observer`] that sees every object of its
-//! feed before the key mapping (the cluster → bindings index of [`super::fan_out`] lives so),
+//! feed before the key mapping (the cluster → bindings index of [`crate::controllers::shared::fan_out`] lives so),
 //! and a config may carry a [`TokenBucket`] its workers share.
 
-use super::limiter::TokenBucket;
-use super::queue::{Backoff, WorkQueue};
+use crate::controllers::runtime::limiter::TokenBucket;
+use crate::controllers::runtime::queue::{Backoff, WorkQueue};
 use crate::store::{EventType, ListOptions, Store, StoreError, WatchEvent, WatchOptions};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
@@ -110,7 +110,7 @@ pub struct Source {
     /// Sees every object the source's feed reads.
     pub observer: Option<Arc<dyn Observer>>,
     /// The controller's own writes, whose watch events do not wake it.
-    pub own_writes: Option<Arc<super::own_writes::OwnWrites>>,
+    pub own_writes: Option<Arc<crate::controllers::runtime::own_writes::OwnWrites>>,
 }
 
 /// The fingerprint of a generation-driven object: `metadata.generation`, whether it is being
@@ -183,7 +183,10 @@ impl Source {
     }
 
     /// Drops the watch events of the objects the controller wrote itself, as it wrote them.
-    pub fn skipping_own(mut self, writes: Arc<super::own_writes::OwnWrites>) -> Self {
+    pub fn skipping_own(
+        mut self,
+        writes: Arc<crate::controllers::runtime::own_writes::OwnWrites>,
+    ) -> Self {
         self.own_writes = Some(writes);
         self
     }
@@ -643,9 +646,9 @@ mod tests {
 
     /// The spawn/feed/work loop on the memory store, with tokio's paused time.
     mod running {
-        use super::super::super::fan_out::binding_sources_with_cluster_fan_out;
-        use super::super::super::limiter::{Rate, TokenBucket};
         use super::*;
+        use crate::controllers::runtime::limiter::{Rate, TokenBucket};
+        use crate::controllers::shared::fan_out::binding_sources_with_cluster_fan_out;
         use crate::store::{KvStore, StoreConfig};
         use flotilla_api::kinds::well_known;
         use parking_lot::Mutex;
