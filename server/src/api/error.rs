@@ -2,6 +2,7 @@
 //! a Kubernetes `Status` body naming what is at fault; 5xx answers are logged here with their
 //! full error chain.
 
+use crate::error_chain::error_chain;
 use crate::store::StoreError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -296,18 +297,6 @@ pub fn reason_of(code: StatusCode) -> &'static str {
         503 => "ServiceUnavailable",
         _ => "",
     }
-}
-
-/// Formats an error with its whole source chain.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 impl IntoResponse for ApiError {

@@ -4,10 +4,18 @@
 //! `GET`/`DELETE /objects?apiVersion=&kind=&namespace=&name=`). Controllers use it through the
 //! [`MemberClient`] trait so that they are tested without HTTP.
 
-use crate::controllers::members::cluster_health::ProbeResult;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::time::Duration;
+
+/// What a probe of a push member found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeResult {
+    /// The member answered at all.
+    pub online: bool,
+    /// It answered 200.
+    pub healthy: bool,
+}
 
 /// Why the member's summary could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -26,7 +26,7 @@ use crate::controllers::failover::brake::{BrakeSettings, EvictionBrake};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::taint_manager::TaintManagerController;
 use crate::controllers::members::cluster_taint_policy::ClusterTaintPolicyController;
-use crate::controllers::members::cluster_taints::ClusterTaintController;
+use crate::controllers::members::cluster_taints::ClusterTaintsController;
 use crate::controllers::propagation::scheduler::SchedulerController;
 use crate::controllers::runtime::controller::{Action, Reconciler};
 use crate::controllers::runtime::queue::{Backoff, WorkQueue};
@@ -304,7 +304,7 @@ fn binding_object(i: usize, b: &BindingCase, clusters: usize) -> Value {
 }
 
 struct Controllers {
-    taints: ClusterTaintController,
+    taints: ClusterTaintsController,
     policies: ClusterTaintPolicyController,
     manager: TaintManagerController,
     application: ApplicationFailoverController,
@@ -364,7 +364,7 @@ async fn run(
     let brake = EvictionBrake::new(fleet.brake.clone(), started, None);
     let metrics = FailoverMetrics::register(&registry).unwrap();
     let ctl = Controllers {
-        taints: ClusterTaintController::new(
+        taints: ClusterTaintsController::new(
             store.clone(),
             shared.clone(),
             settings.taints,

@@ -11,14 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use flotilla_api::cluster::CONDITION_READY;
 use flotilla_api::meta::{Condition, ConditionStatus, Time};
 
-/// What a probe of a push member found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProbeResult {
-    /// The member answered at all.
-    pub online: bool,
-    /// It answered 200.
-    pub healthy: bool,
-}
+use crate::probes::ProbeResult;
 
 /// The Ready condition a probe result stands for (§3.1 table).
 pub fn observed_ready(probe: ProbeResult) -> Condition {

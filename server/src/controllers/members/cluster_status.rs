@@ -348,7 +348,7 @@ impl Reconciler for ClusterStatusController {
 mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
-    use crate::controllers::members::cluster_health::ProbeResult;
+    use crate::probes::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use crate::store::KvStore;
     use crate::store::StoreConfig;

@@ -106,7 +106,7 @@ pub fn desired_taints(
 }
 
 /// The controller that keeps members' taints as [`desired_taints`] says.
-pub struct ClusterTaintController {
+pub struct ClusterTaintsController {
     store: Arc<dyn Store>,
     clock: crate::clock::SharedClock,
     config: TaintConfig,
@@ -114,7 +114,7 @@ pub struct ClusterTaintController {
     changes: IntCounterVec,
 }
 
-impl ClusterTaintController {
+impl ClusterTaintsController {
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
@@ -149,7 +149,7 @@ pub fn controller(
     crate::controllers::context::WiringError,
 > {
     use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
-    let reconciler = ClusterTaintController::new(
+    let reconciler = ClusterTaintsController::new(
         ctx.store.clone(),
         ctx.clock.clone(),
         ctx.settings.taints,
@@ -212,7 +212,7 @@ fn describe(t: &Taint) -> String {
 }
 
 #[async_trait]
-impl Reconciler for ClusterTaintController {
+impl Reconciler for ClusterTaintsController {
     fn name(&self) -> &'static str {
         "cluster-taints"
     }

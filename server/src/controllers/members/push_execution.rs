@@ -270,7 +270,7 @@ impl Reconciler for PushExecutionController {
 mod tests {
     use super::*;
     use crate::clock::SystemClock;
-    use crate::controllers::members::cluster_health::ProbeResult;
+    use crate::probes::ProbeResult;
     use crate::probes::{MemberError, SummaryError};
     use crate::store::{DeleteOptions, KvStore, StoreConfig};
 

@@ -22,7 +22,7 @@ use crate::controllers::failover::preconditions::{
     EVENT_APPLICATION_FAILOVER_INACTIVE,
 };
 use crate::controllers::propagation::binding_works::{
-    BindingController, ASSIGNED_REPLICAS_ANNOTATION,
+    BindingWorksController, ASSIGNED_REPLICAS_ANNOTATION,
 };
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
 use crate::controllers::runtime::queue::WorkQueue;
@@ -248,7 +248,7 @@ impl BindingStatusController {
         let keys: BTreeSet<String> = works
             .items
             .iter()
-            .flat_map(BindingController::work_key)
+            .flat_map(BindingWorksController::work_key)
             .collect();
         tracing::debug!(cluster, bindings = keys.len(), "cluster readiness changed");
         for key in keys {
@@ -260,7 +260,7 @@ impl BindingStatusController {
     /// Keys are the binding controller's (`rb|ns|name`, `crb|name`).
     pub fn keys(obj: &Value) -> Vec<String> {
         if obj.get("kind").and_then(Value::as_str) == Some("Work") {
-            BindingController::work_key(obj)
+            BindingWorksController::work_key(obj)
         } else {
             binding_key(obj).into_iter().collect()
         }
@@ -285,7 +285,7 @@ pub fn controller(
     let mut sources = crate::controllers::propagation::binding_works::binding_sources();
     sources.push(Source::mapped(
         flotilla_api::kinds::well_known::works(),
-        BindingController::work_key,
+        BindingWorksController::work_key,
     ));
     // A member turning (not) Ready changes the health of every binding it runs.
     sources.push(BindingStatusController::cluster_source());

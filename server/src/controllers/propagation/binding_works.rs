@@ -210,7 +210,7 @@ pub fn plan_works(
                 Ok(m) => m,
                 Err(e) => {
                     plan.revise_failed
-                        .push((cluster, crate::api::error::error_chain(&e)));
+                        .push((cluster, crate::error_chain::error_chain(&e)));
                     continue;
                 }
             }
@@ -351,7 +351,7 @@ fn injected_labels(
 }
 
 /// The controller.
-pub struct BindingController {
+pub struct BindingWorksController {
     store: Arc<dyn Store>,
     registry: Arc<KindRegistry>,
     interpreter: Arc<dyn TemplateInterpreter>,
@@ -370,7 +370,7 @@ pub struct BindingController {
     own_writes: Arc<OwnWrites>,
 }
 
-impl BindingController {
+impl BindingWorksController {
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
@@ -472,7 +472,7 @@ pub fn controller(
     use crate::controllers::runtime::controller::{
         generation_fingerprint, Controller, ControllerConfig, Source,
     };
-    let reconciler = BindingController::new(
+    let reconciler = BindingWorksController::new(
         ctx.store.clone(),
         ctx.registry.clone(),
         ctx.interpreter.clone(),
@@ -483,7 +483,7 @@ pub fn controller(
     // Its own Work writes (creations, updates, deletion marks) do not wake it again.
     let own_writes = reconciler.own_writes.clone();
     sources.push(
-        Source::mapped(well_known::works(), BindingController::work_key)
+        Source::mapped(well_known::works(), BindingWorksController::work_key)
             .on_change_of(generation_fingerprint)
             .skipping_own(own_writes),
     );
@@ -516,9 +516,9 @@ pub fn binding_sources() -> Vec<crate::controllers::runtime::controller::Source>
 }
 
 #[async_trait]
-impl Reconciler for BindingController {
+impl Reconciler for BindingWorksController {
     fn name(&self) -> &'static str {
-        "binding"
+        "binding-works"
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
@@ -823,7 +823,7 @@ mod tests {
             &prometheus::Registry::new(),
         )
         .unwrap();
-        let controller = BindingController::new(
+        let controller = BindingWorksController::new(
             store.clone(),
             registry.clone(),
             Arc::new(SpecReplicas),

@@ -11,13 +11,13 @@ use flotilla_api::kinds::builtin_by_plural;
 use std::sync::Arc;
 
 /// The controller.
-pub struct CustomizationController {
+pub struct CustomizationsController {
     store: Arc<dyn Store>,
     interpreter: Arc<Interpreter>,
     events: EventRecorder,
 }
 
-impl CustomizationController {
+impl CustomizationsController {
     /// A controller feeding `interpreter`.
     pub fn new(
         store: Arc<dyn Store>,
@@ -45,10 +45,10 @@ pub fn controller(
         "resourceinterpretercustomizations",
     )
     .ok_or(crate::controllers::context::WiringError::MissingKind {
-        controller: "interpreter-customizations",
+        controller: "customizations",
         kind: "resourceinterpretercustomizations",
     })?;
-    let reconciler = CustomizationController::new(
+    let reconciler = CustomizationsController::new(
         ctx.store.clone(),
         ctx.interpreter.clone(),
         ctx.events.for_component("interpreter"),
@@ -60,9 +60,9 @@ pub fn controller(
 }
 
 #[async_trait]
-impl Reconciler for CustomizationController {
+impl Reconciler for CustomizationsController {
     fn name(&self) -> &'static str {
-        "interpreter-customizations"
+        "customizations"
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
@@ -90,7 +90,7 @@ impl Reconciler for CustomizationController {
             Ok(c) => self
                 .interpreter
                 .add_customization(&c)
-                .map_err(|e| crate::api::error::error_chain(&e)),
+                .map_err(|e| crate::error_chain::error_chain(&e)),
             Err(e) => Err(format!("the customization does not decode: {e}")),
         };
         if let Err(message) = result {

@@ -373,7 +373,7 @@ impl Detector {
                 let message = format!(
                     "Apply policy({}) failed: {}",
                     policy_display(policy),
-                    crate::api::error::error_chain(&e)
+                    crate::error_chain::error_chain(&e)
                 );
                 self.events
                     .record(&template, EventType::Warning, "ApplyPolicyFailed", &message)
@@ -989,7 +989,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
-        use crate::controllers::propagation::binding_works::BindingController;
+        use crate::controllers::propagation::binding_works::BindingWorksController;
         let f = fixture().await;
         let long = "n".repeat(250);
         let mut tpl = deployment();
@@ -1038,7 +1038,7 @@ mod tests {
             .update(&well_known::resource_bindings(), b)
             .await
             .unwrap();
-        let works = BindingController::new(
+        let works = BindingWorksController::new(
             f.store.clone(),
             Arc::new(KindRegistry::new()),
             Arc::new(SpecReplicas),

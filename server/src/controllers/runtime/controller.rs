@@ -572,7 +572,7 @@ async fn work(
                 "conflict"
             }
             Err(e) => {
-                tracing::warn!(controller = name, key = %key, error = %crate::api::error::error_chain(e), "reconcile failed");
+                tracing::warn!(controller = name, key = %key, error = %crate::error_chain::error_chain(e), "reconcile failed");
                 queue.add_rate_limited(&key);
                 "error"
             }
