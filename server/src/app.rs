@@ -9,7 +9,7 @@
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
 use crate::controllers::context::ControllerFn;
-pub use crate::controllers::context::ControllerSettings;
+pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
 use crate::probes::HttpMemberClient;

@@ -328,7 +328,7 @@ async fn main() -> anyhow::Result<()> {
         c.application_failover.backoff = flags.application_failover_backoff;
         c.application_failover.max_backoff = flags.application_failover_max_backoff;
         c.application_failover.max_moves = flags.application_failover_max_moves;
-        c.eviction_brake = flotilla_server::controllers::failover::brake::BrakeSettings {
+        c.eviction_brake = flotilla_server::controllers::settings::BrakeSettings {
             rate_limit: flags.enable_eviction_rate_limit,
             primary_rate: flags.resource_eviction_rate,
             secondary_rate: flags.secondary_resource_eviction_rate,

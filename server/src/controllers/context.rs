@@ -6,84 +6,19 @@
 //! path.
 
 use crate::clock::SharedClock;
-use crate::controllers::failover::application_failover::ApplicationFailoverSettings;
-use crate::controllers::failover::brake::{BrakeSettings, EvictionBrake};
+use crate::controllers::failover::brake::EvictionBrake;
 use crate::controllers::failover::metrics::FailoverMetrics;
-use crate::controllers::failover::taint_manager::TaintManagerSettings;
-use crate::controllers::members::cluster_status::HealthConfig;
-use crate::controllers::members::cluster_taints::TaintConfig;
 use crate::controllers::runtime::controller::{
     spawn, Controller, ControllerHandle, ControllerMetrics,
 };
+use crate::controllers::settings::ControllerSettings;
 use crate::events::EventRecorder;
 use crate::interpreter::Interpreter;
 use crate::kinds::KindRegistry;
 use crate::probes::MemberClient;
 use crate::store::Store;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
-
-/// Settings of the controllers (flags of the server).
-#[derive(Clone, Debug)]
-pub struct ControllerSettings {
-    /// Cluster health timings.
-    pub health: HealthConfig,
-    /// Taint decisions.
-    pub taints: TaintConfig,
-    /// Timeout of one probe of a push member.
-    pub probe_timeout: Duration,
-    /// How often every controller relists everything.
-    pub resync: Duration,
-    /// How often the scheduler looks at every binding again (new clusters reach bindings that
-    /// could not be placed this way; changes of a cluster reach its bindings at once).
-    pub scheduler_resync: Duration,
-    /// How often the status of Works on push members is read back.
-    pub push_status_period: Duration,
-    /// Concurrent reconciles of each propagation controller (detector, dependencies
-    /// distributor, scheduler, binding, binding status). Never two for one key; most of a
-    /// reconcile is waiting for its writes to be durable, and concurrent writers share fsyncs.
-    pub propagation_workers: usize,
-    /// The binding status controller aggregates a binding this long after the first change
-    /// it saw, so a binding's Works created and reporting one after another cost one status
-    /// write instead of one each.
-    pub status_coalesce: Duration,
-    /// Cluster failover: the taint manager's switches and purge mode.
-    pub taint_manager: TaintManagerSettings,
-    /// `--graceful-eviction-timeout`: how long an eviction task keeps the old copy when its
-    /// policy sets no grace period.
-    pub graceful_eviction_timeout: Duration,
-    /// Application failover: block period, back-off and the bound on moves.
-    pub application_failover: ApplicationFailoverSettings,
-    /// The partition brake every eviction passes: rates, thresholds, startup grace.
-    pub eviction_brake: BrakeSettings,
-    /// `--member-fence-after`: an exactly-once binding's replacement waits until the old
-    /// member's last lease renewal plus this long (at least the agents' `--fence-after`).
-    pub member_fence_after: Duration,
-}
-
-impl Default for ControllerSettings {
-    fn default() -> Self {
-        Self {
-            health: HealthConfig::default(),
-            taints: TaintConfig {
-                eviction_timeout: chrono::Duration::minutes(5),
-                automatic_no_execute: true,
-            },
-            probe_timeout: Duration::from_secs(5),
-            resync: Duration::from_secs(300),
-            scheduler_resync: Duration::from_secs(15),
-            push_status_period: Duration::from_secs(5),
-            propagation_workers: 16,
-            status_coalesce: Duration::from_millis(100),
-            taint_manager: TaintManagerSettings::default(),
-            graceful_eviction_timeout: Duration::from_secs(600),
-            application_failover: ApplicationFailoverSettings::default(),
-            eviction_brake: BrakeSettings::default(),
-            member_fence_after: crate::controllers::failover::fencing::DEFAULT_MEMBER_FENCE_AFTER,
-        }
-    }
-}
 
 /// Why a controller could not be built.
 #[derive(Debug, thiserror::Error)]

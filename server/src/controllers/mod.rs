@@ -12,10 +12,12 @@ pub mod failover;
 pub mod members;
 pub mod propagation;
 pub mod runtime;
+pub mod settings;
 pub mod shared;
 
-pub use context::{ControllerContext, ControllerSettings, WiringError};
+pub use context::{ControllerContext, WiringError};
 pub use runtime::controller::{
     object_key, spawn, split_key, Action, Controller, ControllerConfig, ControllerHandle,
     ControllerMetrics, ReconcileError, Reconciler, Source,
 };
+pub use settings::ControllerSettings;

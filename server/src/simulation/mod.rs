@@ -54,17 +54,19 @@
 //! [`application_failover::apply`]: crate::controllers::failover::application_failover::apply
 //! [`scheduler::decision::decide`]: crate::scheduler::decision::decide
 
-use crate::controllers::context::ControllerSettings;
-use crate::controllers::failover::application_failover::{
-    self as app, ApplicationFailoverSettings, FailoverState,
-};
+use crate::controllers::failover::application_failover::{self as app, FailoverState};
 use crate::controllers::failover::brake::{
-    fleet_view, BrakeSettings, EvictionBrake, Hold, HoldReason, Member, Pace,
+    fleet_view, EvictionBrake, Hold, HoldReason, Member, Pace,
 };
-use crate::controllers::failover::taint_manager::{self, TaintManagerSettings};
-use crate::controllers::members::cluster_status::HealthConfig;
+use crate::controllers::failover::taint_manager;
 use crate::controllers::members::cluster_taint_policy;
-use crate::controllers::members::cluster_taints::{desired_taints, TaintConfig};
+use crate::controllers::members::cluster_taints::desired_taints;
+use crate::controllers::settings::ApplicationFailoverSettings;
+use crate::controllers::settings::BrakeSettings;
+use crate::controllers::settings::ControllerSettings;
+use crate::controllers::settings::HealthConfig;
+use crate::controllers::settings::TaintConfig;
+use crate::controllers::settings::TaintManagerSettings;
 use crate::controllers::shared::cluster_cache::Clusters;
 use crate::scheduler::decision::{self, DecisionInput, Step};
 use crate::scheduler::{

@@ -22,7 +22,7 @@
 use super::*;
 use crate::clock::{Clock, FakeClock, SharedClock};
 use crate::controllers::failover::application_failover::ApplicationFailoverController;
-use crate::controllers::failover::brake::{BrakeSettings, EvictionBrake};
+use crate::controllers::failover::brake::EvictionBrake;
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::taint_manager::TaintManagerController;
 use crate::controllers::members::cluster_taint_policy::ClusterTaintPolicyController;
@@ -30,6 +30,7 @@ use crate::controllers::members::cluster_taints::ClusterTaintsController;
 use crate::controllers::propagation::scheduler::SchedulerController;
 use crate::controllers::runtime::controller::{Action, Reconciler};
 use crate::controllers::runtime::queue::{Backoff, WorkQueue};
+use crate::controllers::settings::BrakeSettings;
 use crate::events::EventRecorder;
 use crate::store::{KvStore, ListOptions, Store, StoreConfig};
 use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;

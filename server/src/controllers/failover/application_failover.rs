@@ -30,6 +30,7 @@ use crate::controllers::failover::state_preservation::{
     preserve, report as report_preservation, Preservation,
 };
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::settings::ApplicationFailoverSettings;
 use crate::controllers::shared::binding_keys::{
     decode, live_binding, status_or_default, LiveBinding,
 };
@@ -64,42 +65,6 @@ pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i32 = 600;
 /// How soon a held Immediately/Directly eviction (no other cluster fits) is tried again.
 pub const NO_TARGET_RETRY: Duration = Duration::from_secs(30);
-
-/// Application failover's settings, from the server's flags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApplicationFailoverSettings {
-    /// The `Failover` feature gate: off, nothing is evicted (timers are still kept).
-    pub enabled: bool,
-    /// `--application-failover-block-period`: how long a cluster the application left stays
-    /// out of its placement after its eviction task is gone.
-    pub block_period: Duration,
-    /// `--application-failover-backoff`: the second failover of a streak waits this long
-    /// after the first, the third twice as long, and so on.
-    pub backoff: Duration,
-    /// `--application-failover-max-backoff`: the cap of that wait.
-    pub max_backoff: Duration,
-    /// `--application-failover-max-moves`: failovers in one streak (without the workload
-    /// turning Healthy in between); past it the workload stays where it is and the binding
-    /// says so. 0 = unbounded.
-    pub max_moves: u32,
-}
-
-impl Default for ApplicationFailoverSettings {
-    /// A cluster that failed an application is left alone for half an hour (a node pool or
-    /// quota problem is rarely fixed in minutes, and the default failover itself takes 5 min
-    /// of toleration plus up to 10 min of grace); a second move in a row waits 5 min more (one
-    /// default toleration), doubling up to an hour; three moves in a row without recovery
-    /// mean the fault travels with the application, and moving it on does not help.
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            block_period: Duration::from_secs(30 * 60),
-            backoff: Duration::from_secs(5 * 60),
-            max_backoff: Duration::from_secs(60 * 60),
-            max_moves: 3,
-        }
-    }
-}
 
 /// Application failover's durable state, kept in the binding's [`STATE_ANNOTATION`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1510,7 +1475,8 @@ mod tests {
 
     #[test]
     fn settle_holds_what_cannot_go_and_asks_the_brake_for_the_rest() {
-        use crate::controllers::failover::brake::{BrakeSettings, HoldReason};
+        use crate::controllers::failover::brake::HoldReason;
+        use crate::controllers::settings::BrakeSettings;
         let settings = ApplicationFailoverSettings::default();
         let st = status(&[("m1", Unhealthy)]);
         let placed = |mode: PurgeMode, affinity: &[&str]| {
@@ -1704,9 +1670,8 @@ mod tests {
 
         #[tokio::test]
         async fn the_brake_holds_a_due_failover_until_its_startup_grace_ends() {
-            use crate::controllers::failover::brake::{
-                BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD,
-            };
+            use crate::controllers::failover::brake::{EvictionBrake, EVENT_EVICTION_HELD};
+            use crate::controllers::settings::BrakeSettings;
             let mut w = World::new().await;
             let brake = EvictionBrake::new(
                 BrakeSettings {

@@ -38,6 +38,7 @@
 
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::runtime::limiter::{Rate, TokenBucket};
+use crate::controllers::settings::BrakeSettings;
 use crate::controllers::shared::cluster_cache::Clusters;
 use crate::events::{EventRecorder, EventType};
 use chrono::{DateTime, Utc};
@@ -59,54 +60,6 @@ pub const MIN_NOT_READY_FOR_DISRUPTION: usize = 3;
 pub const STOPPED_RETRY: Duration = Duration::from_secs(10);
 /// A reserved token nobody came back for this long after it was due is given up.
 const STALE_RESERVATION: Duration = Duration::from_secs(60);
-
-/// The brake's flags.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BrakeSettings {
-    /// `--enable-eviction-rate-limit`: false turns pacing off (stops stay).
-    pub rate_limit: bool,
-    /// `--resource-eviction-rate`: evictions per second per region when Normal.
-    pub primary_rate: f64,
-    /// `--secondary-resource-eviction-rate`: per second per region when PartialDisruption.
-    pub secondary_rate: f64,
-    /// `--unhealthy-cluster-threshold`: the not-Ready share above which a region (or the
-    /// fleet) is partially disrupted.
-    pub unhealthy_threshold: f64,
-    /// `--large-fleet-size`: a fleet of at least this many clusters is large.
-    pub large_fleet_size: usize,
-    /// `--large-fleet-partition-threshold`: the not-Ready share of a large fleet above which
-    /// evictions stop.
-    pub large_fleet_threshold: f64,
-    /// `--eviction-startup-grace-period` (default: `--cluster-monitor-grace-period`): how long
-    /// after the server started nothing is evicted.
-    pub startup_grace: Duration,
-}
-
-impl Default for BrakeSettings {
-    fn default() -> Self {
-        Self {
-            rate_limit: true,
-            primary_rate: 0.5,
-            secondary_rate: 0.1,
-            unhealthy_threshold: 0.55,
-            large_fleet_size: 10,
-            large_fleet_threshold: 0.7,
-            startup_grace: Duration::from_secs(40),
-        }
-    }
-}
-
-impl BrakeSettings {
-    /// No pacing, no startup wait (the stop of a fully disrupted fleet stays): for tests and
-    /// benchmarks that are not about the brake.
-    pub fn unpaced() -> Self {
-        Self {
-            rate_limit: false,
-            startup_grace: Duration::ZERO,
-            ..Self::default()
-        }
-    }
-}
 
 /// The state of a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

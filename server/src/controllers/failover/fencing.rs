@@ -16,10 +16,6 @@ use flotilla_api::binding::ResourceBindingSpec;
 use flotilla_api::cluster::cluster_of_execution_namespace;
 use serde_json::Value;
 
-/// Default of `--member-fence-after`: the agents' default `--fence-after` (30 s) plus 15 s for
-/// the clock offset between server and agent and the agent's own reaction time.
-pub const DEFAULT_MEMBER_FENCE_AFTER: Duration = Duration::from_secs(45);
-
 /// The old copies of an exactly-once binding that may still run where nobody can stop them:
 /// the clusters of its Works (deleting or not) that are no longer targets and are not Ready.
 /// Empty when the binding does not ask for exactly-once.

@@ -213,11 +213,10 @@ mod tests {
         use crate::clock::{FakeClock, SharedClock};
         use crate::controllers::failover::graceful_eviction::GracefulEvictionController;
         use crate::controllers::failover::metrics::FailoverMetrics;
-        use crate::controllers::failover::taint_manager::{
-            TaintManagerController, TaintManagerSettings,
-        };
+        use crate::controllers::failover::taint_manager::TaintManagerController;
         use crate::controllers::propagation::scheduler::SchedulerController;
         use crate::controllers::runtime::controller::Reconciler;
+        use crate::controllers::settings::TaintManagerSettings;
         use crate::events::EventRecorder;
         use crate::store::{KvStore, ListOptions, StoreConfig};
         use chrono::TimeZone;

@@ -19,6 +19,7 @@ use crate::controllers::failover::history;
 use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
 use crate::controllers::failover::state_preservation::{preserve, report, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::settings::TaintManagerSettings;
 use crate::controllers::shared::binding_keys::{
     decode, live_binding, status_or_default, LiveBinding,
 };
@@ -38,28 +39,6 @@ use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The taint manager's settings, from the server's flags.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TaintManagerSettings {
-    /// `--enable-taint-manager` and the `Failover` feature gate: off, nothing is evicted.
-    pub enabled: bool,
-    /// The `GracefulEviction` feature gate: off, an evicted cluster is removed without a task.
-    pub graceful_eviction: bool,
-    /// Purge mode of bindings whose policy has no `failover.cluster`
-    /// (`--no-execute-taint-eviction-purge-mode`, Graciously by default).
-    pub default_purge_mode: PurgeMode,
-}
-
-impl Default for TaintManagerSettings {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            graceful_eviction: true,
-            default_purge_mode: PurgeMode::Graciously,
-        }
-    }
-}
 
 /// What the NoExecute taints of one cluster mean for one binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1005,8 +984,9 @@ mod tests {
         #[tokio::test]
         async fn the_brake_stops_evictions_while_every_cluster_is_down_and_paces_them_after() {
             use crate::controllers::failover::brake::{
-                BrakeSettings, EvictionBrake, EVENT_EVICTION_HELD, STOPPED_RETRY,
+                EvictionBrake, EVENT_EVICTION_HELD, STOPPED_RETRY,
             };
+            use crate::controllers::settings::BrakeSettings;
             let (store, clock, tm) = world(serde_json::json!([])).await;
             let brake = EvictionBrake::new(
                 BrakeSettings {

@@ -7,10 +7,11 @@
 //!   condition changed for the monitor grace period (the startup grace period when the member
 //!   never posted one).
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use flotilla_api::cluster::CONDITION_READY;
 use flotilla_api::meta::{Condition, ConditionStatus, Time};
 
+use crate::controllers::settings::{GracePeriods, Thresholds};
 use crate::probes::ProbeResult;
 
 /// The Ready condition a probe result stands for (§3.1 table).
@@ -42,15 +43,6 @@ pub struct ThresholdEntry {
     pub observed: ConditionStatus,
     /// When that status was first observed.
     pub since: DateTime<Utc>,
-}
-
-/// Thresholds of §3.1.
-#[derive(Clone, Copy, Debug)]
-pub struct Thresholds {
-    /// How long a True observation must last before Ready turns True.
-    pub success: Duration,
-    /// How long a not-True observation must last before Ready turns False.
-    pub failure: Duration,
 }
 
 /// Applies the success/failure thresholds: returns the condition to store and the new entry.
@@ -103,15 +95,6 @@ pub struct MonitorEntry {
     pub ready: Option<Condition>,
     /// The lease renewTime seen last time.
     pub lease_renewed: Option<DateTime<Utc>>,
-}
-
-/// Grace periods of §3.2.
-#[derive(Clone, Copy, Debug)]
-pub struct GracePeriods {
-    /// `--cluster-monitor-grace-period` (40 s).
-    pub monitor: Duration,
-    /// `--cluster-startup-grace-period` (60 s).
-    pub startup: Duration,
 }
 
 /// One monitor pass over a pull member: returns the new entry and, when Ready must change, the
@@ -187,7 +170,7 @@ pub fn monitor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
+    use chrono::{Duration, TimeZone};
 
     fn t(s: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + s, 0).single().unwrap()

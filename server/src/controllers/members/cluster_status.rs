@@ -8,11 +8,11 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::members::cluster_health::{
-    monitor, observed_ready, threshold_adjusted, GracePeriods, MonitorEntry, ThresholdEntry,
-    Thresholds,
+    monitor, observed_ready, threshold_adjusted, MonitorEntry, ThresholdEntry,
 };
 use crate::controllers::members::cluster_taints::lease_renew_time;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::settings::HealthConfig;
 use crate::events::{EventRecorder, EventType};
 use crate::probes::MemberClient;
 use crate::store::{Store, StoreError};
@@ -26,36 +26,6 @@ use prometheus::IntCounterVec;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// Timings of cluster health (karmada-semantics.md §1 defaults).
-#[derive(Clone, Copy, Debug)]
-pub struct HealthConfig {
-    /// `--cluster-status-update-frequency` (10 s): push probe period.
-    pub status_update_frequency: Duration,
-    /// `--cluster-success-threshold` / `--cluster-failure-threshold` (30 s each).
-    pub thresholds: Thresholds,
-    /// `--cluster-monitor-period` (5 s).
-    pub monitor_period: Duration,
-    /// `--cluster-monitor-grace-period` (40 s) and `--cluster-startup-grace-period` (60 s).
-    pub grace: GracePeriods,
-}
-
-impl Default for HealthConfig {
-    fn default() -> Self {
-        Self {
-            status_update_frequency: Duration::seconds(10),
-            thresholds: Thresholds {
-                success: Duration::seconds(30),
-                failure: Duration::seconds(30),
-            },
-            monitor_period: Duration::seconds(5),
-            grace: GracePeriods {
-                monitor: Duration::seconds(40),
-                startup: Duration::seconds(60),
-            },
-        }
-    }
-}
 
 /// The controller.
 pub struct ClusterStatusController {

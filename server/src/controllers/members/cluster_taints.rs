@@ -7,6 +7,7 @@
 //! NoExecute taints turned off, NoExecute taints are left entirely to users.
 
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::settings::TaintConfig;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -20,15 +21,6 @@ use flotilla_api::meta::{ConditionStatus, Time};
 use prometheus::IntCounterVec;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// Settings of the taint decisions.
-#[derive(Clone, Copy, Debug)]
-pub struct TaintConfig {
-    /// `--failover-eviction-timeout` (5 min).
-    pub eviction_timeout: Duration,
-    /// `--enable-automatic-no-execute-taints` (true).
-    pub automatic_no_execute: bool,
-}
 
 /// The taints a member should carry now, and when to look again (a NoExecute taint is due).
 /// `lease_renewed` is the member's last lease renewal (pull members).

@@ -386,7 +386,7 @@ impl BindingWorksController {
             events: events.for_component("binding-controller"),
             warned: Mutex::new(HashMap::new()),
             clock: Arc::new(crate::clock::SystemClock),
-            member_fence_after: crate::controllers::failover::fencing::DEFAULT_MEMBER_FENCE_AFTER,
+            member_fence_after: crate::controllers::settings::DEFAULT_MEMBER_FENCE_AFTER,
             fence_told: Mutex::new(HashMap::new()),
             own_writes: Arc::new(OwnWrites::default()),
         }
