@@ -3,12 +3,12 @@
 //! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
 //! finish, the store is flushed). The kind registry is loaded from the stored CRDs and kept
 //! in step with them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop it
-//! through the returned [`ServerHandle`]. The controllers are a list, [`CONTROLLERS`], each
-//! built from one [`ControllerContext`] and started through one spawn path.
+//! through the returned [`ServerHandle`]. The controllers are the list
+//! [`controllers::CONTROLLERS`], each built from one [`ControllerContext`] and started through
+//! one spawn path.
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
-use crate::controllers::context::ControllerFn;
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
@@ -338,25 +338,7 @@ pub fn api_state(
     })
 }
 
-/// Every controller the server runs, in start order.
-pub const CONTROLLERS: &[ControllerFn] = &[
-    controllers::members::cluster_status::controller,
-    controllers::members::cluster_taints::controller,
-    controllers::members::cluster_taint_policy::controller,
-    controllers::propagation::customizations::controller,
-    controllers::propagation::detector::controller,
-    controllers::propagation::dependencies_distributor::controller,
-    controllers::propagation::scheduler::controller,
-    controllers::failover::taint_manager::controller,
-    controllers::failover::application_failover::controller,
-    controllers::failover::graceful_eviction::controller,
-    controllers::failover::failback::controller,
-    controllers::propagation::binding_works::controller,
-    controllers::propagation::binding_status::controller,
-    controllers::members::push_execution::controller,
-];
-
-/// Starts every controller of [`CONTROLLERS`] over the API's store, registry, clock and
+/// Starts every controller of [`controllers::CONTROLLERS`] over the API's store, registry, clock and
 /// metrics registry, and hands the API their partition brake (for `evictionbrakes`).
 pub fn start_controllers(
     state: &mut ApiState,
@@ -376,7 +358,7 @@ pub fn start_controllers(
     )
     .map_err(StartError::Controllers)?;
     state.eviction_brake = Some(ctx.brake.clone());
-    ctx.start(CONTROLLERS, &stop)
+    ctx.start(controllers::CONTROLLERS, &stop)
         .map_err(StartError::Controllers)
 }
 

@@ -12,6 +12,7 @@ use crate::controllers::runtime::controller::{
     spawn, Controller, ControllerHandle, ControllerMetrics,
 };
 use crate::controllers::settings::ControllerSettings;
+use crate::controllers::ControllerEntry;
 use crate::events::EventRecorder;
 use crate::interpreter::Interpreter;
 use crate::kinds::KindRegistry;
@@ -121,12 +122,12 @@ impl ControllerContext {
     /// to build). They stop when `stop` turns true or through their handles.
     pub fn start(
         &self,
-        list: &[ControllerFn],
+        list: &[ControllerEntry],
         stop: &watch::Receiver<bool>,
     ) -> Result<Vec<ControllerHandle>, WiringError> {
         let built = list
             .iter()
-            .map(|build| build(self))
+            .map(|entry| (entry.build)(self))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(built
             .into_iter()

@@ -637,7 +637,7 @@ impl ApplicationFailoverController {
 
 /// What of a binding application failover judges. Bindings without application failover and
 /// without recorded state have one constant fingerprint, so they never wake it.
-fn judged_fingerprint(binding: &Value) -> u64 {
+pub fn judged_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let has_failover = binding.pointer("/spec/failover/application").is_some();
     let state = binding
@@ -651,32 +651,6 @@ fn judged_fingerprint(binding: &Value) -> u64 {
     state.map(Value::to_string).hash(&mut h);
     crate::controllers::shared::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
-}
-
-/// Application failover as the server runs it.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let reconciler = ApplicationFailoverController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.clone(),
-        ctx.failover_metrics.clone(),
-        ctx.settings.application_failover.clone(),
-    )
-    .with_brake(ctx.brake.clone());
-    let (_, sources) =
-        crate::controllers::shared::fan_out::binding_sources_on_change_of(judged_fingerprint);
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-    ))
 }
 
 #[async_trait]

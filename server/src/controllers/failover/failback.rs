@@ -34,6 +34,7 @@ use crate::clock::SharedClock;
 use crate::controllers::failover::history;
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::settings::TaintManagerSettings;
 use crate::controllers::shared::binding_keys::{
     decode, live_binding, set_placement, status_or_default, LiveBinding,
 };
@@ -507,35 +508,6 @@ pub fn binding_fingerprint(binding: &Value) -> u64 {
     h.finish()
 }
 
-/// The failback controller as the server runs it: woken by a binding's spec, history and
-/// scheduling progress, and by changes of the clusters it runs on or waits on.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let mut reconciler = FailbackController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.clone(),
-        ctx.failover_metrics.clone(),
-    );
-    // The clusters that give replicas back keep their copies as an eviction would.
-    reconciler.graceful = ctx.settings.taint_manager.graceful_eviction;
-    reconciler.default_purge_mode = ctx.settings.taint_manager.default_purge_mode;
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_naming(
-        binding_fingerprint,
-        crate::controllers::shared::fan_out::cluster_fingerprint,
-        clusters_to_watch,
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources).resync(ctx.settings.resync),
-    ))
-}
-
 /// The reconciler.
 pub struct FailbackController {
     store: Arc<dyn Store>,
@@ -571,6 +543,14 @@ impl FailbackController {
             told: Mutex::default(),
             fit: Mutex::default(),
         }
+    }
+
+    /// Takes the taint manager's graceful-eviction switch and default purge mode: the clusters
+    /// that give replicas back keep their copies as an eviction would.
+    pub fn with_eviction_settings(mut self, settings: &TaintManagerSettings) -> Self {
+        self.graceful = settings.graceful_eviction;
+        self.default_purge_mode = settings.default_purge_mode;
+        self
     }
 
     async fn tell_pending(

@@ -331,7 +331,7 @@ impl GracefulEvictionController {
 /// What of a binding the graceful eviction controller judges: its tasks, its placement, its
 /// status (health per cluster) and its generation. A binding without tasks has one constant
 /// fingerprint, so the status writes of every binding in the fleet do not wake this controller.
-fn judged_fingerprint(binding: &Value) -> u64 {
+pub fn judged_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let no_tasks = binding
         .pointer("/spec/gracefulEvictionTasks")
@@ -354,35 +354,6 @@ fn judged_fingerprint(binding: &Value) -> u64 {
         .hash(&mut h);
     crate::controllers::shared::fan_out::hash_cluster_health(binding, &mut h);
     h.finish()
-}
-
-/// The graceful eviction controller as the server runs it: woken by its bindings' tasks,
-/// placement and status, and by readiness changes of the clusters they name.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let reconciler = GracefulEvictionController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.clone(),
-        ctx.failover_metrics.clone(),
-        ctx.interpreter.clone(),
-        ctx.settings.graceful_eviction_timeout,
-    );
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
-        judged_fingerprint,
-        crate::controllers::shared::fan_out::cluster_ready_fingerprint,
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-    ))
 }
 
 #[async_trait]

@@ -292,7 +292,7 @@ impl TaintManagerController {
 
 /// What of a Cluster the taint manager judges: its `NoExecute` taints (a Ready change
 /// without one, or a `NoSchedule` taint, moves nothing) and whether it is going.
-fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
+pub fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     if let Some(taints) = cluster
@@ -308,37 +308,6 @@ fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
         .is_some()
         .hash(&mut h);
     h.finish()
-}
-
-/// The taint manager as the server runs it: woken by a binding's spec changes and by changes
-/// of the `NoExecute` taints of the clusters it targets, through the cluster-to-bindings index.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let reconciler = TaintManagerController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.clone(),
-        ctx.failover_metrics.clone(),
-        ctx.settings.taint_manager.clone(),
-    )
-    .with_brake(ctx.brake.clone());
-    // A held eviction is looked at again after the brake's wait (at most STOPPED_RETRY), so
-    // Ready changes of other clusters, which move the brake, need not wake every binding.
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
-        crate::controllers::runtime::controller::generation_fingerprint,
-        no_execute_fingerprint,
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-    ))
 }
 
 #[async_trait]

@@ -259,34 +259,6 @@ fn merge_summary(status: &mut ClusterStatus, summary: &Value, now: DateTime<Utc>
     }
 }
 
-/// The cluster status controller as the server runs it: one key per Cluster, four workers.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
-    let reconciler = ClusterStatusController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.member.clone(),
-        ctx.settings.health,
-        ctx.events.for_component("cluster-status-controller"),
-        &ctx.metrics,
-    )
-    .map_err(crate::controllers::context::WiringError::metrics(
-        "cluster-status",
-    ))?;
-    let sources = vec![Source::primary(flotilla_api::kinds::well_known::clusters())];
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(4)
-            .resync(ctx.settings.resync),
-    ))
-}
-
 #[async_trait]
 impl Reconciler for ClusterStatusController {
     fn name(&self) -> &'static str {

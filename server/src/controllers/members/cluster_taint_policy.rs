@@ -13,9 +13,7 @@
 //! compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
-use crate::controllers::runtime::controller::{
-    Action, ControllerConfig, ReconcileError, Reconciler, Source,
-};
+use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{ListOptions, Store, StoreError};
@@ -248,35 +246,6 @@ impl ClusterTaintPolicyController {
     }
 }
 
-/// The controller, on a queue it also holds (a policy change queues every cluster).
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    let config =
-        ControllerConfig::new(ClusterTaintPolicyController::sources()).resync(ctx.settings.resync);
-    let queue = WorkQueue::new(config.backoff);
-    let reconciler = ClusterTaintPolicyController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.for_component("cluster-taint-policy-controller"),
-        queue.clone(),
-        &ctx.metrics,
-    )
-    .map_err(crate::controllers::context::WiringError::metrics(
-        "cluster-taint-policy",
-    ))?;
-    Ok(
-        crate::controllers::runtime::controller::Controller::with_queue(
-            Arc::new(reconciler),
-            config,
-            queue,
-        ),
-    )
-}
-
 fn describe(t: &Taint) -> String {
     format!("{}:{}", t.key, t.effect)
 }
@@ -358,6 +327,7 @@ impl Reconciler for ClusterTaintPolicyController {
 mod tests {
     use super::*;
     use crate::clock::{FakeClock, SharedClock};
+    use crate::controllers::runtime::controller::ControllerConfig;
     use crate::store::{KvStore, StoreConfig};
     use chrono::{Duration, TimeZone};
     use flotilla_api::cluster::ClusterSpec;

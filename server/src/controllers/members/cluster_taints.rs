@@ -133,36 +133,6 @@ impl ClusterTaintsController {
     }
 }
 
-/// The cluster (taint) controller as the server runs it: one key per Cluster, woken by the Cluster and by its lease renewals, two workers.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
-    let reconciler = ClusterTaintsController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.settings.taints,
-        ctx.events.for_component("cluster-controller"),
-        &ctx.metrics,
-    )
-    .map_err(crate::controllers::context::WiringError::metrics(
-        "cluster-taints",
-    ))?;
-    let sources = vec![
-        Source::primary(well_known::clusters()),
-        Source::mapped(well_known::leases(), lease_cluster),
-    ];
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(2)
-            .resync(ctx.settings.resync),
-    ))
-}
-
 /// A lease renewal concerns the cluster of the same name (leases in the cluster lease
 /// namespace only).
 pub fn lease_cluster(lease: &Value) -> Vec<String> {

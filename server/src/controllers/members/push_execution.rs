@@ -95,33 +95,6 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
     entry
 }
 
-/// The push execution controller as the server runs it: one key per Work, four workers.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{
-        generation_fingerprint, Controller, ControllerConfig, Source,
-    };
-    let reconciler = PushExecutionController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.member.clone(),
-        ctx.settings.push_status_period,
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        // Its own status writes and the agents' (pull Works) are not news to it.
-        ControllerConfig::new(vec![
-            Source::primary(well_known::works()).on_change_of(generation_fingerprint)
-        ])
-        .workers(4)
-        .resync(ctx.settings.resync),
-    ))
-}
-
 #[async_trait]
 impl Reconciler for PushExecutionController {
     fn name(&self) -> &'static str {

@@ -267,42 +267,6 @@ impl BindingStatusController {
     }
 }
 
-/// The binding status controller as the server runs it: bindings and every status change of their Works, a burst at a time (`status_coalesce`).
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
-    let reconciler = BindingStatusController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.registry.clone(),
-        ctx.interpreter.clone(),
-    )
-    .with_events(ctx.events.clone());
-    let mut sources = crate::controllers::propagation::binding_works::binding_sources();
-    sources.push(Source::mapped(
-        flotilla_api::kinds::well_known::works(),
-        BindingWorksController::work_key,
-    ));
-    // A member turning (not) Ready changes the health of every binding it runs.
-    sources.push(BindingStatusController::cluster_source());
-    let sources = sources
-        .into_iter()
-        .map(|s| s.coalesced(ctx.settings.status_coalesce))
-        .collect();
-    let queue = reconciler.queue();
-    Ok(Controller::with_queue(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-        queue,
-    ))
-}
-
 #[async_trait]
 impl Reconciler for BindingStatusController {
     fn name(&self) -> &'static str {

@@ -371,6 +371,11 @@ pub struct BindingWorksController {
 }
 
 impl BindingWorksController {
+    /// The record of its own Work writes, which its Work source skips.
+    pub fn own_writes(&self) -> Arc<OwnWrites> {
+        self.own_writes.clone()
+    }
+
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
@@ -460,39 +465,6 @@ impl BindingWorksController {
             _ => Vec::new(),
         }
     }
-}
-
-/// The binding controller as the server runs it: bindings and their Works, by spec (generation) only: Work status is none of its business.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{
-        generation_fingerprint, Controller, ControllerConfig, Source,
-    };
-    let reconciler = BindingWorksController::new(
-        ctx.store.clone(),
-        ctx.registry.clone(),
-        ctx.interpreter.clone(),
-        ctx.events.clone(),
-    )
-    .with_fencing(ctx.clock.clone(), ctx.settings.member_fence_after);
-    let mut sources = binding_sources();
-    // Its own Work writes (creations, updates, deletion marks) do not wake it again.
-    let own_writes = reconciler.own_writes.clone();
-    sources.push(
-        Source::mapped(well_known::works(), BindingWorksController::work_key)
-            .on_change_of(generation_fingerprint)
-            .skipping_own(own_writes),
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-    ))
 }
 
 /// Both binding kinds keyed as the binding controllers key them, queued when a binding's spec

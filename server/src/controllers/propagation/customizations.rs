@@ -32,33 +32,6 @@ impl CustomizationsController {
     }
 }
 
-/// The customization controller as the server runs it: one key per ResourceInterpreterCustomization, one worker.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig, Source};
-    let rt = builtin_by_plural(
-        flotilla_api::kinds::CONFIG_GROUP,
-        "resourceinterpretercustomizations",
-    )
-    .ok_or(crate::controllers::context::WiringError::MissingKind {
-        controller: "customizations",
-        kind: "resourceinterpretercustomizations",
-    })?;
-    let reconciler = CustomizationsController::new(
-        ctx.store.clone(),
-        ctx.interpreter.clone(),
-        ctx.events.for_component("interpreter"),
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(vec![Source::primary(rt)]).resync(ctx.settings.resync),
-    ))
-}
-
 #[async_trait]
 impl Reconciler for CustomizationsController {
     fn name(&self) -> &'static str {

@@ -971,36 +971,6 @@ impl DependenciesDistributor {
     }
 }
 
-/// The dependencies distributor as the server runs it: bindings and dependency kinds, queued on its own queue too.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let queue = WorkQueue::default();
-    let reconciler = DependenciesDistributor::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.registry.clone(),
-        ctx.interpreter.clone(),
-        ctx.events.for_component("dependencies-distributor"),
-        queue.clone(),
-        &ctx.metrics,
-    )
-    .map_err(crate::controllers::context::WiringError::metrics(
-        "dependencies-distributor",
-    ))?;
-    Ok(Controller::with_queue(
-        Arc::new(reconciler),
-        ControllerConfig::new(DependenciesDistributor::sources())
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-        queue,
-    ))
-}
-
 #[async_trait]
 impl Reconciler for DependenciesDistributor {
     fn name(&self) -> &'static str {

@@ -744,32 +744,6 @@ fn merge_binding(existing: &mut Value, desired: &Value) {
     existing["metadata"]["ownerReferences"] = desired["metadata"]["ownerReferences"].clone();
 }
 
-/// The resource detector as the server runs it: policies and (as they are selected) template kinds, queued on its own queue too.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let queue = WorkQueue::default();
-    let reconciler = Detector::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.registry.clone(),
-        ctx.interpreter.clone(),
-        ctx.events.for_component("resource-detector"),
-        queue.clone(),
-    );
-    Ok(Controller::with_queue(
-        Arc::new(reconciler),
-        ControllerConfig::new(Detector::sources())
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.resync),
-        queue,
-    ))
-}
-
 #[async_trait]
 impl Reconciler for Detector {
     fn name(&self) -> &'static str {

@@ -62,35 +62,6 @@ impl SchedulerController {
     }
 }
 
-/// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when the Cluster changes, through the cluster → bindings index; a short resync for bindings no cluster fits yet.
-pub fn controller(
-    ctx: &crate::controllers::context::ControllerContext,
-) -> Result<
-    crate::controllers::runtime::controller::Controller,
-    crate::controllers::context::WiringError,
-> {
-    use crate::controllers::runtime::controller::{Controller, ControllerConfig};
-    let reconciler = SchedulerController::new(
-        ctx.store.clone(),
-        ctx.clock.clone(),
-        ctx.events.for_component("default-scheduler"),
-        &ctx.metrics,
-    )
-    .map_err(crate::controllers::context::WiringError::metrics(
-        "scheduler",
-    ))?;
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
-        crate::controllers::runtime::controller::generation_fingerprint,
-        crate::controllers::shared::fan_out::cluster_placement_fingerprint,
-    );
-    Ok(Controller::new(
-        Arc::new(reconciler),
-        ControllerConfig::new(sources)
-            .workers(ctx.propagation_workers())
-            .resync(ctx.settings.scheduler_resync),
-    ))
-}
-
 impl SchedulerController {
     /// Writes a decision: the spec once when it changes, then the status once when the fields
     /// the scheduler owns differ, then the Event. Returns the binding as last written.

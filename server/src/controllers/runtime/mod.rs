@@ -6,5 +6,4 @@ pub mod controller;
 pub mod limiter;
 pub mod own_writes;
 pub mod queue;
-#[cfg(test)]
-pub(crate) mod testing;
+pub mod testing;

@@ -1,10 +1,105 @@
-//! Fakes shared by controller tests.
+//! What controller tests are built on: [`TestWorld`] (an in-memory store, a fake clock, an
+//! Event recorder, a metrics registry and the [`ControllerContext`] made of them) and the fake
+//! interpreter [`SpecReplicas`]. Compiled into the library so that the multi-controller tests in
+//! `server/tests/` use the same world as the tests beside each controller; the server never
+//! calls it.
 
+use crate::clock::{FakeClock, SharedClock};
+use crate::controllers::context::ControllerContext;
+use crate::controllers::settings::ControllerSettings;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::events::EventRecorder;
 use crate::interpreter::{InterpretError, ObjectRef};
+use crate::kinds::KindRegistry;
+use crate::probes::HttpMemberClient;
+use crate::store::{KvStore, Store, StoreConfig};
+use chrono::{DateTime, TimeZone, Utc};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::work::ResourceHealth;
 use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One controller test's world: every controller and fake built from it shares its store,
+/// clock and metrics registry.
+#[derive(Clone)]
+pub struct TestWorld {
+    /// The clock the store, the recorder and the controllers read; tests move it.
+    pub clock: Arc<FakeClock>,
+    /// The same clock, as the controllers take it.
+    pub shared_clock: SharedClock,
+    /// An in-memory store on that clock.
+    pub store: Arc<dyn Store>,
+    /// Where the context registered its metrics.
+    pub metrics: prometheus::Registry,
+    /// The context, as the server builds it (default settings unless given).
+    pub ctx: ControllerContext,
+}
+
+impl TestWorld {
+    /// The time a world starts at unless told otherwise: 2023-11-14T22:13:20Z.
+    pub fn epoch() -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    /// A world at [`TestWorld::epoch`] with the default settings.
+    pub fn new() -> Self {
+        Self::at(Self::epoch())
+    }
+
+    /// A world whose clock starts at `now`, with the default settings.
+    pub fn at(now: DateTime<Utc>) -> Self {
+        Self::with_settings(now, ControllerSettings::default())
+    }
+
+    /// A world whose clock starts at `now`, with `settings`.
+    ///
+    /// # Panics
+    /// If the context cannot be built, which a fresh registry and store never refuse.
+    pub fn with_settings(now: DateTime<Utc>, settings: ControllerSettings) -> Self {
+        let clock = Arc::new(FakeClock::new(now));
+        let shared_clock: SharedClock = clock.clone();
+        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared_clock.clone()));
+        let metrics = prometheus::Registry::new();
+        // Building it opens no connection; tests that probe members use a fake of their own.
+        let member =
+            Arc::new(HttpMemberClient::new(Duration::from_secs(1)).expect("an HTTP client builds"));
+        let ctx = ControllerContext::new(
+            store.clone(),
+            Arc::new(KindRegistry::new()),
+            shared_clock.clone(),
+            member,
+            &metrics,
+            settings,
+        )
+        .expect("a fresh registry takes every metric");
+        Self {
+            clock,
+            shared_clock,
+            store,
+            metrics,
+            ctx,
+        }
+    }
+
+    /// The context's Event recorder.
+    pub fn events(&self) -> EventRecorder {
+        self.ctx.events.clone()
+    }
+
+    /// The current time of the world's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.shared_clock.now()
+    }
+}
+
+impl Default for TestWorld {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// An interpreter that reads and writes `spec.replicas`, calls an object healthy when
 /// `status.readyReplicas >= spec.replicas`, and sums `readyReplicas` into the template.
