@@ -20,6 +20,10 @@ pub const EXECUTION_CONTROLLER_FINALIZER: &str = "karmada.io/execution-controlle
 pub const PLACEMENT_GUARANTEE_ANNOTATION: &str = "flotilla.io/placement-guarantee";
 /// The value of [`PLACEMENT_GUARANTEE_ANNOTATION`] asking for exactly-once placement.
 pub const EXACTLY_ONCE: &str = "ExactlyOnce";
+/// Annotation of a workload's Work: the replicas the binding assigned to its cluster when the
+/// Work was written. The status aggregation compares it with the binding's current placement,
+/// so a Work that has not caught up with a new placement never reads as a Healthy copy of it.
+pub const ASSIGNED_REPLICAS_ANNOTATION: &str = "flotilla.io/assigned-replicas";
 
 /// Health of a workload on one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -15,8 +15,8 @@
 use crate::clock::SharedClock;
 use crate::controllers::failover::history;
 use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
-use crate::controllers::propagation::binding_status::aggregate;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::aggregation::aggregate;
 use crate::controllers::shared::binding_keys::{
     decode, live_binding, owned_works, status_or_default, LiveBinding,
 };

@@ -36,7 +36,8 @@ use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERM
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::{
-    EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
+    ASSIGNED_REPLICAS_ANNOTATION, EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER,
+    PLACEMENT_GUARANTEE_ANNOTATION,
 };
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
@@ -47,10 +48,6 @@ use std::time::Duration;
 
 /// Annotation on a Work naming its binding.
 pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
-/// Annotation of a workload's Work: the replicas the binding assigned to its cluster when the
-/// Work was written. The status aggregation compares it with the binding's current placement,
-/// so a Work that has not caught up with a new placement never reads as a Healthy copy of it.
-pub const ASSIGNED_REPLICAS_ANNOTATION: &str = "flotilla.io/assigned-replicas";
 /// Annotation of a Work whose manifest got preserved state (§10.3): the injected label keys,
 /// comma-separated, so that they stay on the manifest after the eviction task ends.
 pub const PRESERVED_LABELS_ANNOTATION: &str = "flotilla.io/preserved-labels";

@@ -154,3 +154,26 @@ impl TemplateInterpreter for SpecReplicas {
         Ok(Vec::new())
     }
 }
+
+/// A Work in `karmada-es-<cluster>` of a two-replica Deployment `web`: `applied` sets its
+/// Applied condition, `ready` the member's readyReplicas, `deleting` a deletionTimestamp.
+pub fn work_of_web(
+    cluster: &str,
+    applied: Option<bool>,
+    ready: Option<i64>,
+    deleting: bool,
+) -> Value {
+    let mut w = json!({"metadata": {"name": "w", "namespace": format!("karmada-es-{cluster}")},
+        "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 2}}]}}});
+    if let Some(a) = applied {
+        w["status"]["conditions"] = json!([{"type": "Applied", "status": if a { "True" } else { "False" }, "message": if a { "ok" } else { "boom" }}]);
+    }
+    if let Some(r) = ready {
+        w["status"]["manifestStatuses"] =
+            json!([{"identifier": {}, "status": {"readyReplicas": r}}]);
+    }
+    if deleting {
+        w["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    w
+}
