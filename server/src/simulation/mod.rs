@@ -1,4 +1,4 @@
-//! The failover dry-run (`FailoverSimulation`, issue 14): what cluster and application failover
+//! The failover dry-run (`FailoverSimulation`): what cluster and application failover
 //! would do if the named clusters failed now (and the named workloads turned Unhealthy), as a
 //! pure function of (clusters, bindings, request, settings, now) that changes nothing. The API
 //! handler reads the store's snapshot, calls [`simulate`] and maps its errors.

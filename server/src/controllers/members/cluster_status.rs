@@ -27,7 +27,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Timings of cluster health (karmada-semantics.md §1 defaults).
+/// Timings of cluster health (docs/semantics.md §1 defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct HealthConfig {
     /// `--cluster-status-update-frequency` (10 s): push probe period.

@@ -1,4 +1,4 @@
-//! The ClusterTaintPolicy controller (karmada-semantics.md §4.2): keeps each Cluster's taints
+//! The ClusterTaintPolicy controller (docs/semantics.md §4.2): keeps each Cluster's taints
 //! as the ClusterTaintPolicies say. For every policy, oldest first, whose `targetClusters`
 //! matches the cluster: when its `addOnConditions` match the cluster's conditions its taints
 //! are added (a taint already there keeps its value and `timeAdded`), then when its

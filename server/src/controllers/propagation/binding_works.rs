@@ -1,5 +1,5 @@
 //! The binding controller: one Work per target cluster of a binding, in the cluster's execution
-//! namespace `karmada-es-<cluster>` (karmada-semantics.md §10). A Work holds the template's
+//! namespace `karmada-es-<cluster>` (docs/semantics.md §10). A Work holds the template's
 //! manifest with the cluster's share of the replicas (the full count for Duplicated), carries
 //! the execution finalizer (so its deletion waits until the member removed the object), and is
 //! owned by the binding. Works of clusters the binding no longer expects — not in
