@@ -1,6 +1,6 @@
 //! Defaulting: the values Flotilla fills in before validating and storing an object, so that
 //! every controller reads explicit settings. Policies get Karmada's webhook and CRD defaults
-//! (karmada-semantics.md §6.3) plus Flotilla's (Part 1): default `not-ready`/`unreachable`
+//! (docs/semantics.md §6.3) plus Flotilla's (Part 1): default `not-ready`/`unreachable`
 //! tolerations, `Graciously` purge modes, and `propagateDeps: true` with application failover.
 //! Every function is idempotent: defaulting a defaulted object changes nothing.
 

@@ -1,4 +1,4 @@
-//! One row per defaulting rule (karmada-semantics.md §6.3 and Part 1): each row admits an
+//! One row per defaulting rule (docs/semantics.md §6.3 and Part 1): each row admits an
 //! object and checks the value at a JSON pointer. Then property tests: defaulting is
 //! idempotent, on typed specs and through admission.
 

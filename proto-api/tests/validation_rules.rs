@@ -1,4 +1,4 @@
-//! One row per validation rule (karmada-semantics.md §6.4, Part 1, cluster §2, bindings and
+//! One row per validation rule (docs/semantics.md §6.4, Part 1, cluster §2, bindings and
 //! works): each row patches a valid object, admits it, and names the field path, error kind
 //! and message it expects.
 

@@ -1,11 +1,11 @@
-//! Starting and stopping the control plane: data directory, admin token and kubeconfig, the
-//! store (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with
-//! the connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests
-//! finish, the store is flushed). The kind registry is loaded from the stored CRDs and kept
-//! in step with them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop it
-//! through the returned [`ServerHandle`]. The controllers are the list
-//! [`controllers::CONTROLLERS`], each built from one [`ControllerContext`] and started through
-//! one spawn path.
+//! Starting and stopping the control plane: data directory, admin token and kubeconfig, the store
+//! (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with the
+//! connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests finish,
+//! the store is flushed). The kind registry is loaded from the stored CRDs and kept in step with
+//! them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop
+//! it through the returned [`ServerHandle`]. The controllers are the list
+//! [`controllers::CONTROLLERS`], each built from one [`ControllerContext`] and started through one
+//! spawn path.
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
@@ -338,8 +338,8 @@ pub fn api_state(
     })
 }
 
-/// Starts every controller of [`controllers::CONTROLLERS`] over the API's store, registry, clock and
-/// metrics registry, and hands the API their partition brake (for `evictionbrakes`).
+/// Starts every controller of [`controllers::CONTROLLERS`] over the API's store, registry, clock
+/// and metrics registry, and hands the API their partition brake (for `evictionbrakes`).
 pub fn start_controllers(
     state: &mut ApiState,
     settings: &ControllerSettings,

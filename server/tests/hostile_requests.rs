@@ -1,4 +1,4 @@
-//! Requests a careless or hostile client sends, each a regression test of issue 11: paths
+//! Requests a careless or hostile client sends, each a regression test: paths
 //! that decode to `/` or to nothing, dry runs that must not write, malformed delete options,
 //! json-patches that used to panic the handler or blow the object up, and bodies whose
 //! identity disagrees with the URL. Every answer is a `Status`, and what was stored stays.

@@ -1,4 +1,4 @@
-//! Health-gated failback end to end (issue 14, item 4), with the real server and one real
+//! Health-gated failback end to end, with the real server and one real
 //! agent process per member on 127.0.0.1 and second-scale timings. A Deployment spread to one
 //! cluster (Duplicated, `maxGroups: 1`) whose policy asks for failback after 6 s runs on
 //! member1. member1 is cut off (the agent's "unreachable" fault: it renews no lease), the

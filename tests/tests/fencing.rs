@@ -1,4 +1,4 @@
-//! Agent self-fencing end to end (issue 14, item 5), with the real server and one real agent
+//! Agent self-fencing end to end, with the real server and one real agent
 //! process per member on 127.0.0.1 and second-scale timings. A Deployment whose policy asks for
 //! exactly-once placement (`spec.failover.cluster.fencing.exactlyOnce`, purge mode Immediately)
 //! runs on member1. member1's agent is cut off from the server with the "unreachable" fault (it

@@ -1,4 +1,4 @@
-//! State preservation end to end (issue 13 item 3), with the real server and its simulated
+//! State preservation end to end, with the real server and its simulated
 //! members: a one-cluster Deployment whose policy's `failover.cluster` (purgeMode Immediately)
 //! has two rules, one that reads the reflected status (`{.readyReplicas}`) and one that
 //! matches nothing. A NoExecute taint on its member evicts it: the old copy goes first, the

@@ -1,4 +1,4 @@
-//! Self-fencing (issue 14, docs/failover.md "Safety: self-fencing"): a pull member that has not
+//! Self-fencing (docs/failover.md "Safety: self-fencing"): a pull member that has not
 //! renewed its lease for `--fence-after` deletes from its runtime the objects of the Works that
 //! ask for exactly-once placement (annotation `flotilla.io/placement-guarantee: ExactlyOnce`),
 //! so that the copy the server fails over elsewhere never runs beside this one.

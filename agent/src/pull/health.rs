@@ -1,5 +1,5 @@
 //! Health of an applied object as Karmada's native interpreter judges it
-//! (`karmada-semantics.md` §12), written into each Work manifest status as `health`. Kinds
+//! (`docs/semantics.md` §12), written into each Work manifest status as `health`. Kinds
 //! with a native rule get Healthy/Unhealthy; other built-in Kubernetes kinds have no rule
 //! and are Healthy; custom kinds (e.g. FlinkDeployment) are left without a verdict so the
 //! server's interpreter, which knows the customizations, decides.

@@ -1,6 +1,6 @@
 //! `policy.karmada.io/v1alpha1` ClusterTaintPolicy (cluster-scoped): user-declared rules that
 //! taint the clusters it targets when their status conditions match `addOnConditions` and
-//! untaint them when they match `removeOnConditions` (karmada-semantics.md §4.2). Also the one
+//! untaint them when they match `removeOnConditions` (docs/semantics.md §4.2). Also the one
 //! question the controller asks of a cluster: do its conditions match a list of
 //! [`MatchCondition`]s ([`conditions_match`]).
 

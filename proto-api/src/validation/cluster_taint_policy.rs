@@ -1,4 +1,4 @@
-//! Validation of ClusterTaintPolicy (karmada-semantics.md §4.2 and Part 1): at least one taint,
+//! Validation of ClusterTaintPolicy (docs/semantics.md §4.2 and Part 1): at least one taint,
 //! each with a well-formed key and value and a unique (key, effect) pair; every match
 //! condition names a condition type and at least one status; a policy that can neither add nor
 //! remove is refused rather than stored as a silent no-op; `targetClusters` is checked as a

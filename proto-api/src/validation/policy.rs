@@ -1,5 +1,5 @@
 //! Validation of PropagationPolicy and ClusterPropagationPolicy: every rule of Karmada's
-//! policy webhook (karmada-semantics.md §6.4) plus Flotilla's own (Part 1): application
+//! policy webhook (docs/semantics.md §6.4) plus Flotilla's own (Part 1): application
 //! failover needs `propagateDeps`, cluster failover may carry a grace period, weights are at
 //! least 1, seconds are not negative.
 

@@ -66,7 +66,7 @@ impl Default for ControllerSettings {
     }
 }
 
-/// Timings of cluster health (karmada-semantics.md §1 defaults).
+/// Timings of cluster health (docs/semantics.md §1 defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct HealthConfig {
     /// `--cluster-status-update-frequency` (10 s): push probe period.

@@ -1,5 +1,5 @@
 //! The server's client of push members' HTTP surface: health probes (`/readyz`, falling back to
-//! `/healthz` when the member answers 404, as karmada-semantics.md §3.1 says), the cluster
+//! `/healthz` when the member answers 404, as docs/semantics.md §3.1 says), the cluster
 //! summary (`/cluster`: version, API enablements, nodes, resources), and objects (`POST /apply`,
 //! `GET`/`DELETE /objects?apiVersion=&kind=&namespace=&name=`). Controllers use it through the
 //! [`MemberClient`] trait so that they are tested without HTTP.

@@ -1,4 +1,4 @@
-//! Ordered `clusterAffinities` (karmada-semantics.md §8.6): which affinity term a binding uses.
+//! Ordered `clusterAffinities` (docs/semantics.md §8.6): which affinity term a binding uses.
 //!
 //! Scheduling starts at the term named by `status.schedulerObservingAffinityName` (the first
 //! term when that is empty or unknown, or when a manual reschedule was triggered) and tries

@@ -1,4 +1,4 @@
-//! What the scheduler controller writes after one look at a binding (karmada-semantics.md
+//! What the scheduler controller writes after one look at a binding (docs/semantics.md
 //! §8.1, §8.7, Part 1 "never delete the last healthy copy"): a pure function of what the
 //! controller read (the binding's spec or why it cannot be decoded, its status and generation,
 //! the applied-placement annotation, the result of [`super::schedule`] when
@@ -16,9 +16,9 @@
 //! | capacity short | – | False/Unschedulable | idem |
 //! | other error | – | False/SchedulerError | idem |
 //!
-//! A binding with eviction tasks is never emptied by a FitError (Karmada #7455): its current
-//! clusters and tasks stay, so the old copies stay, and the condition names the clusters it is
-//! being evicted from. When a cluster fits again, the next pass moves it.
+//! A binding with eviction tasks is never emptied by a FitError (karmada-io/karmada#7455): its
+//! current clusters and tasks stay, so the old copies stay, and the condition names the
+//! clusters it is being evicted from. When a cluster fits again, the next pass moves it.
 
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{

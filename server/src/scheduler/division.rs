@@ -1,4 +1,4 @@
-//! How many replicas each selected cluster gets (karmada-semantics.md §8.4, §8.5; Part 1:
+//! How many replicas each selected cluster gets (docs/semantics.md §8.4, §8.5; Part 1:
 //! Webster division with Karmada's deterministic tie-break).
 //!
 //! - [`webster`]: Sainte-Laguë apportionment. Each seat goes to the party with the largest

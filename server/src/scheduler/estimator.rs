@@ -1,5 +1,5 @@
 //! How many more replicas of a binding each cluster can take: Karmada's general estimator over
-//! `status.resourceSummary` (karmada-semantics.md §8.3).
+//! `status.resourceSummary` (docs/semantics.md §8.3).
 //!
 //! No summary ⇒ 0. Otherwise start from the pods the cluster still allows
 //! (`allocatable − allocated − allocating`, never negative); without replica requirements that

@@ -1,4 +1,4 @@
-//! Why the scheduler placed a binding where it did (Flotilla's "explain", karmada-semantics.md
+//! Why the scheduler placed a binding where it did (Flotilla's "explain", docs/semantics.md
 //! Part 1): for every cluster whether it was selected, the filter that rejected it and why,
 //! its score and available replicas and the replicas it got; plus the lines describing the
 //! strategy, the selection and the replica arithmetic. Also the FitError message built from

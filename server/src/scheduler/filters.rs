@@ -1,4 +1,4 @@
-//! Which clusters may run a binding at all (karmada-semantics.md §8.2 step 2, §5): the filter
+//! Which clusters may run a binding at all (docs/semantics.md §8.2 step 2, §5): the filter
 //! plugins, run in Karmada's registry order; a cluster is feasible when every filter passes,
 //! and the first filter that fails names the reason. Clusters being deleted are not candidates
 //! and never reach the filters.

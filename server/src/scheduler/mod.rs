@@ -1,4 +1,4 @@
-//! The scheduler's algorithms (karmada-semantics.md §8): pure, synchronous functions that
+//! The scheduler's algorithms (docs/semantics.md §8): pure, synchronous functions that
 //! decide where a ResourceBinding runs and with how many replicas each cluster. The scheduler
 //! controller fetches the binding and a [`ClusterSnapshot`], asks [`needs_scheduling`] whether
 //! to act, calls [`schedule`], writes the result (`spec.clusters`, the applied-placement
@@ -453,7 +453,7 @@ pub(crate) fn attempt<'a>(
     Ok((clusters, explanation))
 }
 
-/// Duplicated after an eviction (the failover guide, issue 12 item 3): the clusters the
+/// Duplicated after an eviction (the failover guide): the clusters the
 /// binding was evicted from (tasks whose `fromCluster` is no longer in `spec.clusters`) are
 /// replaced only when at least as many new clusters were selected as failed; otherwise the
 /// binding is left on its surviving clusters. A binding with no surviving cluster takes what

@@ -1,4 +1,4 @@
-//! How much a feasible cluster is preferred (karmada-semantics.md §8.2 step 4): the score
+//! How much a feasible cluster is preferred (docs/semantics.md §8.2 step 4): the score
 //! plugins, summed. ClusterLocality gives 100 to a cluster the binding already runs on (so
 //! rescheduling keeps it where it is); ClusterAffinity contributes 0. Scores order the
 //! candidates before spread selection (§8.3).

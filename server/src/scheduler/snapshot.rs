@@ -2,7 +2,7 @@
 //! scheduling a binding never re-reads a `Cluster` object: names shared by reference count,
 //! labels and placement fields as the affinity filter reads them, taints, the APIs each member
 //! serves as interned ids, and the free resources of `status.resourceSummary` in milli-units
-//! (karmada-semantics.md §2, §8.2, §8.3).
+//! (docs/semantics.md §2, §8.2, §8.3).
 //!
 //! The scheduler controller keeps one [`ClusterSnapshot`] and rebuilds it when a cluster
 //! changes; every [`super::schedule`] call borrows it.

@@ -1,4 +1,4 @@
-//! Which feasible clusters are selected (karmada-semantics.md §8.3): candidates ordered by
+//! Which feasible clusters are selected (docs/semantics.md §8.3): candidates ordered by
 //! overflow tier, score, available replicas and name; then all of them, or a subset chosen by
 //! the spread constraints along the cluster path or the region path (which picks regions with
 //! [`select_groups`] by their group score).

@@ -1,4 +1,4 @@
-//! When a binding is scheduled (karmada-semantics.md §8.1, `doScheduleBinding`): the first of
+//! When a binding is scheduled (docs/semantics.md §8.1, `doScheduleBinding`): the first of
 //! these that holds decides —
 //! 1. the placement changed against the applied-placement annotation;
 //! 2. the replicas changed (Duplicated: a cluster's replicas differ from `spec.replicas`;

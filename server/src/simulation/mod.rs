@@ -1,4 +1,4 @@
-//! The failover dry-run (`FailoverSimulation`, issue 14): what cluster and application failover
+//! The failover dry-run (`FailoverSimulation`): what cluster and application failover
 //! would do if the named clusters failed now (and the named workloads turned Unhealthy), as a
 //! pure function of (clusters, bindings, request, settings, now) that changes nothing. The API
 //! handler reads the store's snapshot, calls [`simulate`] and maps its errors.
@@ -26,21 +26,21 @@
 //! earliest the controllers can act (the status controller looks at pull members every
 //! `--cluster-monitor-period`, so a real failure may be seen up to that much later).
 //!
-//! The partition brake: every eviction asks a brake of the dry-run's own
-//! ([`EvictionBrake`], built from the server's flags and start, so its rule — [`fleet_view`],
-//! `admit_in` — and its token buckets and reservations are the brake's own code), through the
-//! producers' own steps ([`taint_manager::hold_evictions`], [`application_failover::settle`]),
-//! with the failed clusters not Ready from the instant the timeline says. So the bindings go
-//! through time together: at each instant the ones due are taken in key order (`crb|…` before
-//! `rb|ns|name`), each asking for its clusters in `spec.clusters` order, taint manager first.
-//! That is the order the taint manager's queue receives them from a cluster's fan-out (sorted
-//! by key), so the times of a region's evictions (one per `1/rate` from the first due) are
-//! exact, and which binding gets which is exact with one worker and approximate with several
-//! (the controllers run 16 workers: neighbours reconciled at once may swap), as it is between the taint
-//! manager and application failover evicting at the same instant. A paced or startup-grace
-//! eviction happens later and says by how much; a stopped one (FullDisruption, a rate of 0) does
-//! not happen while the stop lasts, and is listed as held. The brake's buckets start full (evictions
-//! in progress when the dry-run is asked are not counted).
+//! The partition brake: every eviction asks a brake of the dry-run's own ([`EvictionBrake`], built
+//! from the server's flags and start, so its rule — [`fleet_view`], `admit_in` — and its token
+//! buckets and reservations are the brake's own code), through the producers' own steps
+//! ([`taint_manager::hold_evictions`], [`application_failover::settle`]), with the failed clusters
+//! not Ready from the instant the timeline says. So the bindings go through time together: at each
+//! instant the ones due are taken in key order (`crb|…` before `rb|ns|name`), each asking for its
+//! clusters in `spec.clusters` order, taint manager first. That is the order the taint manager's
+//! queue receives them from a cluster's fan-out (sorted by key), so the times of a region's
+//! evictions (one per `1/rate` from the first due) are exact, and which binding gets which is exact
+//! with one worker and approximate with several (the controllers run 16 workers: neighbours
+//! reconciled at once may swap), as it is between the taint manager and application failover
+//! evicting at the same instant. A paced or startup-grace eviction happens later and says by how
+//! much; a stopped one (FullDisruption, a rate of 0) does not happen while the stop lasts, and is
+//! listed as held. The brake's buckets start full (evictions in progress when the dry-run is asked
+//! are not counted).
 //!
 //! Not modelled: the graceful eviction controller removing tasks (the placement shown is the
 //! one written right after the evictions, while old copies are kept as their purge mode says),
@@ -49,7 +49,8 @@
 //! [`cluster_taints::desired_taints`]: crate::controllers::members::cluster_taints::desired_taints
 //! [`taint_manager::hold_evictions`]: crate::controllers::failover::taint_manager::hold_evictions
 //! [`application_failover::settle`]: crate::controllers::failover::application_failover::settle
-//! [`cluster_taint_policy::desired_taints`]: crate::controllers::members::cluster_taint_policy::desired_taints
+//! [`cluster_taint_policy::desired_taints`]:
+//! crate::controllers::members::cluster_taint_policy::desired_taints
 //! [`application_failover::decide`]: crate::controllers::failover::application_failover::decide
 //! [`application_failover::apply`]: crate::controllers::failover::application_failover::apply
 //! [`scheduler::decision::decide`]: crate::scheduler::decision::decide

@@ -1,10 +1,10 @@
 //! Application failover: moves a workload off a cluster where it has stayed Unhealthy for
-//! `spec.failover.application.decisionConditions.tolerationSeconds` (karmada-semantics.md §11,
+//! `spec.failover.application.decisionConditions.tolerationSeconds` (docs/semantics.md §11,
 //! with Part 1's changes). Per binding and per cluster of its placement, the time the workload
 //! first read Unhealthy in `status.aggregatedStatus` is kept; Healthy clears it, Unknown
-//! neither clears it nor counts as recovery (Karmada #7431), and an eviction only happens on a
-//! pass that reads Unhealthy. A due cluster is evicted through the one eviction path: an
-//! eviction task (producer `resource-binding-application-failover-controller`, or the
+//! neither clears it nor counts as recovery (karmada-io/karmada#7431), and an eviction only
+//! happens on a pass that reads Unhealthy. A due cluster is evicted through the one eviction
+//! path: an eviction task (producer `resource-binding-application-failover-controller`, or the
 //! `cluster-…` one for ClusterResourceBindings, reason `ApplicationFailure`) carrying the
 //! policy's purge mode, grace period (graceful modes, default 600 s), `suppressDeletion`
 //! (Never), `clustersBeforeFailover` and the state-preservation labels; the cluster leaves

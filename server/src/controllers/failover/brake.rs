@@ -1,9 +1,9 @@
 //! The partition brake: every eviction of a (binding, cluster), whichever controller produces
 //! it (taint manager, application failover), asks this brake first. It exists because a
 //! control plane cut off from its members sees them all "not Ready" at once, and must not
-//! evict the whole fleet (Karmada #5150); Kubernetes' node lifecycle controller solved the
-//! same problem for nodes with zone states, which this module follows for clusters grouped
-//! by `spec.region`.
+//! evict the whole fleet (karmada-io/karmada#5150); Kubernetes' node lifecycle controller
+//! solved the same problem for nodes with zone states, which this module follows for
+//! clusters grouped by `spec.region`.
 //!
 //! The rule, as pure functions of (each cluster's region and Ready, the flags, the server's
 //! start, now) — [`fleet_view`], [`state_of`], [`pace_of`]:

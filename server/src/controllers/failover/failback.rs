@@ -1,12 +1,12 @@
 //! Health-gated failback (a Flotilla extension, opt-in per policy with
-//! `spec.failover.cluster.failback: {stabilizationSeconds}`): after a cluster failover, once
-//! the cluster the workload left has been fit to return to (Ready, and let in by the
-//! scheduler's filters) without a break for the stabilization window, the workload moves back
-//! to it through the same graceful path as a failover — the returning
-//! copy is dispatched first, and every cluster that gives replicas back keeps its copy as it
-//! was under an eviction task (reason `Failback`) until the new placement is Healthy or the
-//! task's grace period ends ([`crate::controllers::failover::graceful_eviction`]). Karmada never moves a workload back
-//! by itself (its issue #7441 asks for this); without the field neither does Flotilla.
+//! `spec.failover.cluster.failback: {stabilizationSeconds}`): after a cluster failover, once the
+//! cluster the workload left has been fit to return to (Ready, and let in by the scheduler's
+//! filters) without a break for the stabilization window, the workload moves back to it through the
+//! same graceful path as a failover — the returning copy is dispatched first, and every cluster
+//! that gives replicas back keeps its copy as it was under an eviction task (reason `Failback`)
+//! until the new placement is Healthy or the task's grace period ends
+//! ([`crate::controllers::failover::graceful_eviction`]). Karmada never moves a workload back by
+//! itself (karmada-io/karmada#7441 asks for this); without the field neither does Flotilla.
 //!
 //! Where the workload goes back to is the scheduler's decision, not a copy of an old list: the
 //! failover's history entry says what the binding ran on before (`originalCluster`, and the

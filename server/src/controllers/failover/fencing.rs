@@ -1,4 +1,4 @@
-//! The server's half of self-fencing (issue 14; docs/failover.md, "Safety: self-fencing"): for
+//! The server's half of self-fencing (docs/failover.md, "Safety: self-fencing"): for
 //! a binding that asks for exactly-once placement (`spec.failover.cluster.fencing.exactlyOnce`),
 //! the binding controller dispatches no Work while an old copy may still run on a member that
 //! is not Ready and has not yet fenced itself. A pull agent fences `--fence-after` after its

@@ -9,7 +9,7 @@
 //!
 //! Flotilla departs from Karmada on purpose in one place: a binding whose new placement is
 //! empty (no feasible cluster was found) keeps its tasks whatever their age — dropping them
-//! would delete the last copy (Karmada issue #7455). The decision is a pure function of the
+//! would delete the last copy (karmada-io/karmada#7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
 use crate::clock::SharedClock;

@@ -1,9 +1,9 @@
-//! No silent no-ops (issue 13 item 4, Part 1): whether a binding's `failover.application` can
-//! act at all. Application failover moves a workload by its health, so a kind with no health
+//! No silent no-ops (docs/semantics.md Part 1): whether a binding's `failover.application`
+//! can act at all. Application failover moves a workload by its health, so a kind with no health
 //! rule (batch/v1 Job, ConfigMap, a custom kind without a customization) reads Healthy for ever
-//! and is never failed over — Karmada accepts such a policy and silently does nothing (Karmada
-//! #7843). Nor can it act with `propagateDeps` false (policies are refused that at admission;
-//! a binding written by hand is not). The binding says so: the condition
+//! and is never failed over — Karmada accepts such a policy and silently does nothing
+//! (karmada-io/karmada#7843). Nor can it act with `propagateDeps` false (policies are refused
+//! that at admission; a binding written by hand is not). The binding says so: the condition
 //! `ApplicationFailoverActive` (True `HealthRuleFound`, or False `NoHealthRule` /
 //! `PropagateDepsDisabled`), written by the binding status controller, which also records a
 //! Warning Event `ApplicationFailoverInactive` when the condition turns False.

@@ -1,4 +1,4 @@
-//! State preservation (issue 13 item 3, karmada-semantics.md §6.2, §10.3, §11): the labels an
+//! State preservation (docs/semantics.md §6.2, §10.3, §11): the labels an
 //! eviction carries to the new placement. Each `statePreservation.rules[{aliasLabelName,
 //! jsonPath}]` is evaluated against the evicted cluster's reported status
 //! (`status.aggregatedStatus[].status` of that cluster, reflected through the interpreter) at

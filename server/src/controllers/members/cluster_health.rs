@@ -1,4 +1,4 @@
-//! How a member's `Ready` condition is decided (karmada-semantics.md §3), as pure functions of
+//! How a member's `Ready` condition is decided (docs/semantics.md §3), as pure functions of
 //! (what was observed, what is stored, now):
 //! - push members: a probe result becomes an observed condition ([`observed_ready`]), which
 //!   [`threshold_adjusted`] holds back until a True↔not-True flip has lasted the success or

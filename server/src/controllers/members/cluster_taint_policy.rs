@@ -1,4 +1,4 @@
-//! The ClusterTaintPolicy controller (karmada-semantics.md §4.2): keeps each Cluster's taints
+//! The ClusterTaintPolicy controller (docs/semantics.md §4.2): keeps each Cluster's taints
 //! as the ClusterTaintPolicies say. For every policy, oldest first, whose `targetClusters`
 //! matches the cluster: when its `addOnConditions` match the cluster's conditions its taints
 //! are added (a taint already there keeps its value and `timeAdded`), then when its
@@ -7,10 +7,10 @@
 //!
 //! This is how a team declares its own failover rules: with
 //! `--enable-automatic-no-execute-taints=false` the built-in NoExecute taints of
-//! [`crate::controllers::members::cluster_taints`] are off and a policy's NoExecute taint is what evicts. The
-//! decision is the pure [`plan`] ([`desired_taints`] for the taints alone); the reconciler,
-//! keyed by cluster name, reads the cluster and the policies, writes the taint list with
-//! compare-and-swap and records an Event per policy that changed it. Any policy change queues
+//! [`crate::controllers::members::cluster_taints`] are off and a policy's NoExecute taint is what
+//! evicts. The decision is the pure [`plan`] ([`desired_taints`] for the taints alone); the
+//! reconciler, keyed by cluster name, reads the cluster and the policies, writes the taint list
+//! with compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};

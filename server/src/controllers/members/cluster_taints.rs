@@ -1,4 +1,4 @@
-//! The cluster controller's taints (karmada-semantics.md §4.1 and Part 1): a member whose Ready
+//! The cluster controller's taints (docs/semantics.md §4.1 and Part 1): a member whose Ready
 //! condition is False gets `cluster.karmada.io/not-ready:NoSchedule`, Unknown gets
 //! `cluster.karmada.io/unreachable:NoSchedule` (the one swapped for the other), at once; once the
 //! condition has lasted `--failover-eviction-timeout` the matching NoExecute taint follows (for

@@ -1,4 +1,4 @@
-//! The execution controller for push members (karmada-semantics.md §10.4): the server applies
+//! The execution controller for push members (docs/semantics.md §10.4): the server applies
 //! the manifests of each Work in `karmada-es-<cluster>` to a push member's HTTP surface, reads
 //! the objects' status back into the Work's status (Applied condition, manifestStatuses) every
 //! `status_period`, and on a Work's deletion deletes the objects on the member before it drops

@@ -1,4 +1,4 @@
-//! Status aggregation (karmada-semantics.md §7, §12): the members' Work status becomes the
+//! Status aggregation (docs/semantics.md §7, §12): the members' Work status becomes the
 //! binding's `status.aggregatedStatus` — one item per cluster, sorted by name, with applied,
 //! appliedMessage, the reflected status and its health (Healthy, Unhealthy, or Unknown when not
 //! applied or not interpretable) — and the `FullyApplied` condition; the interpreter then folds
@@ -7,9 +7,9 @@
 //! reported (applied, status) but says health `Unknown`: a dead copy never reads as healthy,
 //! so graceful eviction cannot count it as a healthy placement.
 //!
-//! With `failover.application`, it also says whether that failover can act at all: the
-//! condition `ApplicationFailoverActive` and, when it turns False (no health rule for the
-//! kind, Karmada #7843), a Warning Event (failover_preconditions).
+//! With `failover.application`, it also says whether that failover can act at all: the condition
+//! `ApplicationFailoverActive` and, when it turns False (no health rule for the kind,
+//! karmada-io/karmada#7843), a Warning Event ([`crate::controllers::failover::preconditions`]).
 //!
 //! Besides the binding keys (`rb|…`, `crb|…`), the controller is woken by `cluster|<name>` when a
 //! Cluster's Ready condition changes ([`BindingStatusController::cluster_source`]); that key

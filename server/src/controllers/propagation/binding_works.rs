@@ -1,22 +1,22 @@
 //! The binding controller: one Work per target cluster of a binding, in the cluster's execution
-//! namespace `karmada-es-<cluster>` (karmada-semantics.md §10). A Work holds the template's
-//! manifest with the cluster's share of the replicas (the full count for Duplicated), carries
-//! the execution finalizer (so its deletion waits until the member removed the object), and is
-//! owned by the binding. Works of clusters the binding no longer expects — not in
-//! `spec.clusters`, not in `requiredBy`, not the source of an eviction task that keeps its old
-//! copy — are deleted. A cluster that is both a target and such a task's source (a failback
-//! shrank its share) keeps its Work as it is until the task ends. While an
-//! Immediately/Directly eviction task's old copy still exists on a Ready cluster, no new Work
-//! is dispatched (a stateful app never runs twice); when that cluster is not Ready, the new
-//! Works go out at once (Part 1). With a single target after such an
-//! eviction, the task's preserved label state is injected into the manifest (§10.3), and it
-//! stays on that cluster's manifest after the task ends (annotation `flotilla.io/preserved-labels`).
-//! A binding asking for exactly-once placement marks its Works (`flotilla.io/placement-guarantee`)
-//! and dispatches nothing while an old copy on a not-Ready member has not reached its fence time
-//! ([`crate::controllers::failover::fencing`]; a `WaitingForFence` Event says until when).
-//! When a cluster's manifest cannot be revised to its share (a `replicaRevision` rule failed),
-//! that cluster's Work is left as it is — never written with the template's full count — the
-//! binding gets a Warning Event `SyncFailed` naming the cluster, and it is tried again.
+//! namespace `karmada-es-<cluster>` (docs/semantics.md §10). A Work holds the template's manifest
+//! with the cluster's share of the replicas (the full count for Duplicated), carries the execution
+//! finalizer (so its deletion waits until the member removed the object), and is owned by the
+//! binding. Works of clusters the binding no longer expects — not in `spec.clusters`, not in
+//! `requiredBy`, not the source of an eviction task that keeps its old copy — are deleted. A
+//! cluster that is both a target and such a task's source (a failback shrank its share) keeps its
+//! Work as it is until the task ends. While an Immediately/Directly eviction task's old copy still
+//! exists on a Ready cluster, no new Work is dispatched (a stateful app never runs twice); when
+//! that cluster is not Ready, the new Works go out at once (Part 1). With a single target after
+//! such an eviction, the task's preserved label state is injected into the manifest (§10.3), and it
+//! stays on that cluster's manifest after the task ends (annotation
+//! `flotilla.io/preserved-labels`). A binding asking for exactly-once placement marks its Works
+//! (`flotilla.io/placement-guarantee`) and dispatches nothing while an old copy on a not-Ready
+//! member has not reached its fence time ([`crate::controllers::failover::fencing`]; a
+//! `WaitingForFence` Event says until when). When a cluster's manifest cannot be revised to its
+//! share (a `replicaRevision` rule failed), that cluster's Work is left as it is — never written
+//! with the template's full count — the binding gets a Warning Event `SyncFailed` naming the
+//! cluster, and it is tried again.
 
 use crate::clock::SharedClock;
 use crate::controllers::members::cluster_taints::lease_renew_time;
@@ -401,8 +401,9 @@ impl BindingWorksController {
         self
     }
 
-    /// The fence gate (see [`crate::controllers::failover::fencing`]): how long an exactly-once binding's dispatch
-    /// must still wait for an old member to fence itself; tells it once with an Event.
+    /// The fence gate (see [`crate::controllers::failover::fencing`]): how long an exactly-once
+    /// binding's dispatch must still wait for an old member to fence itself; tells it once with an
+    /// Event.
     async fn fence_gate(
         &self,
         key: &str,

@@ -17,7 +17,7 @@
 //! label go, and an attached binding left with no snapshot and no placement of its own is
 //! deleted. A binding of that name that a policy placed keeps its placement: the snapshots are
 //! merged into it, and the detector keeps them. A binding of that name controlled by another
-//! object (an earlier dependency of the same name still being collected, Karmada issue #2090)
+//! object (an earlier dependency of the same name still being collected, karmada-io/karmada#2090)
 //! is an error, retried until it is gone.
 //!
 //! The dependent binding records what it requires in [`DEPENDENCIES_ANNOTATION`] (written
@@ -155,7 +155,7 @@ pub enum AttachedPlan {
 /// Why an attached binding cannot be written now.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum AttachError {
-    /// A binding of that name is controlled by another object (Karmada issue #2090: a deleted
+    /// A binding of that name is controlled by another object (karmada-io/karmada#2090: a deleted
     /// dependency's binding still waiting for garbage collection).
     #[error("binding {binding} is controlled by uid {owner:?}, not by {kind} {name} (uid {uid}); waiting for it to go")]
     OwnedByAnother {

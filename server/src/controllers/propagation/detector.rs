@@ -1,16 +1,16 @@
 //! The resource detector: turns a resource template plus the policy that selects it into a
-//! ResourceBinding (or a ClusterResourceBinding for cluster-scoped templates) named
-//! `<name>-<kind lowercased>`, owned by the template and carrying its replicas, per-replica
-//! requests, and the policy's placement, failover behaviour and propagateDeps. The template is
-//! marked with the claiming policy (its permanent-id label, name and namespace annotations).
-//! Which policy wins is [`crate::controllers::propagation::policy_matching`]'s decision. A policy change re-evaluates the
-//! templates it selects; a template that no policy selects any more loses its claim and its
+//! ResourceBinding (or a ClusterResourceBinding for cluster-scoped templates) named `<name>-<kind
+//! lowercased>`, owned by the template and carrying its replicas, per-replica requests, and the
+//! policy's placement, failover behaviour and propagateDeps. The template is marked with the
+//! claiming policy (its permanent-id label, name and namespace annotations). Which policy wins is
+//! [`crate::controllers::propagation::policy_matching`]'s decision. A policy change re-evaluates
+//! the templates it selects; a template that no policy selects any more loses its claim and its
 //! binding — unless other bindings still require it (`spec.requiredBy`, written by
-//! [`crate::controllers::propagation::dependencies_distributor`]): then only the placement and claim go and the binding
-//! stays as an attached binding. The detector never writes `requiredBy`. A deleted template's
-//! binding (and so its works) goes by garbage collection. A replica rule that fails (a Lua
-//! customization stopped by the sandbox) leaves the binding as it is, is reported on the
-//! template (`ApplyPolicyFailed`) and retried with backoff.
+//! [`crate::controllers::propagation::dependencies_distributor`]): then only the placement and
+//! claim go and the binding stays as an attached binding. The detector never writes `requiredBy`. A
+//! deleted template's binding (and so its works) goes by garbage collection. A replica rule that
+//! fails (a Lua customization stopped by the sandbox) leaves the binding as it is, is reported on
+//! the template (`ApplyPolicyFailed`) and retried with backoff.
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 

@@ -1,4 +1,4 @@
-//! Which policy propagates a resource template (karmada-semantics.md §6): a template matched
+//! Which policy propagates a resource template (docs/semantics.md §6): a template matched
 //! by any PropagationPolicy uses the best one, ClusterPropagationPolicies only when no
 //! PropagationPolicy matches; best = highest explicit priority, then the most exact selector
 //! (name over label selector over kind only), then the smallest name. A template already

@@ -2,12 +2,12 @@
 //! clusters whenever [`crate::scheduler::needs_scheduling`] says so (new binding, placement or
 //! replicas changed, a target removed by eviction, reschedule requested, a target cluster
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
-//! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision
-//! is an Event on the binding; what to write is decided by the pure
+//! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision is an
+//! Event on the binding; what to write is decided by the pure
 //! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
-//! reaches the bindings that name it at once through the cluster-to-bindings index; a short
-//! resync brings new members to bindings that could not be placed. Bindings without a
-//! placement (attached bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
+//! reaches the bindings that name it at once through the cluster-to-bindings index; a short resync
+//! brings new members to bindings that could not be placed. Bindings without a placement (attached
+//! bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
 //! left alone.
 
 use crate::clock::SharedClock;

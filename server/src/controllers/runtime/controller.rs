@@ -1,12 +1,12 @@
 //! How a controller runs: its store watches (with relist after a 410 or a dropped stream) and a
 //! periodic resync feed keys into a [`WorkQueue`]; workers call the controller's level-triggered
-//! `reconcile(key)`, which answers "done" or "look again after T". Errors are retried with
-//! backoff; a write conflict is just a retry. Queue depth, reconciles, errors and latency are
-//! metrics, and each reconcile runs in a `reconcile` span naming the controller and the key.
-//! A [`Controller`] bundles a reconciler, its queue and its [`ControllerConfig`]; [`spawn`] is
-//! the one way to start one. A source may carry an [`Observer`] that sees every object of its
-//! feed before the key mapping (the cluster → bindings index of [`crate::controllers::shared::fan_out`] lives so),
-//! and a config may carry a [`TokenBucket`] its workers share.
+//! `reconcile(key)`, which answers "done" or "look again after T". Errors are retried with backoff;
+//! a write conflict is just a retry. Queue depth, reconciles, errors and latency are metrics, and
+//! each reconcile runs in a `reconcile` span naming the controller and the key. A [`Controller`]
+//! bundles a reconciler, its queue and its [`ControllerConfig`]; [`spawn`] is the one way to start
+//! one. A source may carry an [`Observer`] that sees every object of its feed before the key
+//! mapping (the cluster → bindings index of [`crate::controllers::shared::fan_out`] lives so), and
+//! a config may carry a [`TokenBucket`] its workers share.
 
 use crate::controllers::runtime::limiter::TokenBucket;
 use crate::controllers::runtime::queue::{Backoff, WorkQueue};

@@ -1,21 +1,22 @@
 //! The writes a controller makes itself, so that its own watch does not wake it for them.
 //!
-//! A controller that writes the objects it also watches (the binding controller creates the
-//! Works whose changes wake it) would otherwise run once more after each of its writes, only to
-//! find what it has just written. Before writing, it says which object it is about to change
-//! and at which resourceVersion it read it (0 for a creation); its feed
-//! ([`crate::controllers::runtime::controller::Source::skipping_own`]) then drops the first watch event of that object
-//! past that version: the write's own. The expectation is set before the write because the
-//! watch event can reach the feed before the write call returns.
+//! A controller that writes the objects it also watches (the binding controller creates the Works
+//! whose changes wake it) would otherwise run once more after each of its writes, only to find what
+//! it has just written. Before writing, it says which object it is about to change and at which
+//! resourceVersion it read it (0 for a creation); its feed
+//! ([`crate::controllers::runtime::controller::Source::skipping_own`]) then drops the first watch
+//! event of that object past that version: the write's own. The expectation is set before the write
+//! because the watch event can reach the feed before the write call returns.
 //!
-//! Why the first event past the version is the write's own: an update carries the version it
-//! read as a precondition, so nothing can land in between, and a creation's first event is its
-//! own. Once the write returns, the controller confirms it with the version written, and only
-//! the event of exactly that version is taken for its own (so a write whose event never comes,
-//! replaced by a relist, cannot take a later writer's event). When the write fails (a conflict, the object already exists) the controller cancels the
-//! expectation and must look again (it returns an error or asks to be requeued): another
-//! writer's event may have been taken for its own. Deletions always wake. A relist of the kind
-//! forgets every expectation (the events it replaces will not come).
+//! Why the first event past the version is the write's own: an update carries the version it read
+//! as a precondition, so nothing can land in between, and a creation's first event is its own. Once
+//! the write returns, the controller confirms it with the version written, and only the event of
+//! exactly that version is taken for its own (so a write whose event never comes, replaced by a
+//! relist, cannot take a later writer's event). When the write fails (a conflict, the object
+//! already exists) the controller cancels the expectation and must look again (it returns an error
+//! or asks to be requeued): another writer's event may have been taken for its own. Deletions
+//! always wake. A relist of the kind forgets every expectation (the events it replaces will not
+//! come).
 
 use std::collections::HashMap;
 

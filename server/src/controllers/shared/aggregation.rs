@@ -1,4 +1,4 @@
-//! Status aggregation (karmada-semantics.md §7, §12), as pure functions: the members' Work
+//! Status aggregation (docs/semantics.md §7, §12), as pure functions: the members' Work
 //! status becomes a binding's `status.aggregatedStatus` ([`aggregate`]: one item per cluster,
 //! sorted by name, with applied, appliedMessage, the reflected status and its health) and the
 //! `FullyApplied` condition ([`fully_applied`]). Works being deleted are left out. While a

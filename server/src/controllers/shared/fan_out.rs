@@ -166,7 +166,8 @@ impl Inner {
 }
 
 /// Cluster name → keys of the bindings that name it (binding keys as in
-/// [`crate::controllers::shared::binding_keys::binding_key`]); by default a binding names [`clusters_named`].
+/// [`crate::controllers::shared::binding_keys::binding_key`]); by default a binding names
+/// [`clusters_named`].
 pub struct ClusterBindingIndex {
     inner: RwLock<Inner>,
     naming: fn(&Value) -> BTreeSet<String>,

@@ -1,4 +1,4 @@
-//! Native health rules (karmada-semantics.md §12, Karmada's `native/healthy.go`): whether a
+//! Native health rules (docs/semantics.md §12, Karmada's `native/healthy.go`): whether a
 //! member object is healthy, read from its `metadata`, `spec` and `status`. Missing numbers read
 //! as 0. Kinds not listed here (Job, ConfigMap, ...) have no health rule.
 
