@@ -1,5 +1,24 @@
 //! Failover: moving a workload off a failed cluster or a failed application, and what makes
-//! that safe.
+//! that safe. The controllers here only feed pure functions and write back what they decide;
+//! the scheduler (`crate::scheduler`, called by the propagation wing's scheduler controller)
+//! places the evicted replicas by its ordinary rules, and the binding-works controller deletes an
+//! old copy only once its eviction task is gone. The rules are in docs/semantics.md §5, §9, §11
+//! and Part 1.
+//!
+//! The failover chain, in the order a failure travels through it:
+//!
+//! | step | file | pure function |
+//! |---|---|---|
+//! | a cluster's NoExecute taint outlasts a binding's toleration: evict it there | [`taint_manager`] | [`taint_manager::verdict`], [`taint_manager::decide`], [`taint_manager::apply`] |
+//! | a workload stays unhealthy on a Ready cluster: evict it there | [`application_failover`] | [`application_failover::decide`], [`application_failover::apply`] |
+//! | every eviction asks the partition brake of its region first | [`brake`] | [`brake::state_of`], [`brake::pace_of`], [`brake::admit_in`] |
+//! | the evicted cluster's state is carried to the new placement | [`state_preservation`] | [`state_preservation::preserve`], [`state_preservation::condition`] |
+//! | an exactly-once workload's new copy waits until the old member has fenced itself | [`fencing`] | [`fencing::fence_wait`], [`fencing::unfenced_candidates`] |
+//! | an eviction task ends once the new placement is Healthy, or its grace period ran out | [`graceful_eviction`] | [`graceful_eviction::assess`] |
+//! | the workload returns to a recovered cluster after its stabilization window (opt-in) | [`failback`] | [`failback::decide`], [`failback::abort`] |
+//! | every step above leaves its mark in the binding's `status.failoverHistory` | [`history`] | [`history::entries_for`], [`history::stage_evictions`] |
+//! | application failover can act only where the kind has a health rule | [`preconditions`] | [`preconditions::application_failover_condition`] |
+//! | what the deciders count | [`metrics`] | — |
 
 pub mod application_failover;
 pub mod brake;
