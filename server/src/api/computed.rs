@@ -5,8 +5,8 @@
 use super::body::{negotiate, respond};
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
-use super::resources::Target;
 use super::table;
+use super::target::Target;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};

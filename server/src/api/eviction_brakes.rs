@@ -8,7 +8,7 @@
 use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
-use super::resources::Target;
+use super::target::Target;
 use super::ApiState;
 use crate::controllers::failover::brake::{Pace, RegionReport, NO_REGION};
 use crate::controllers::shared::cluster_cache;

@@ -10,7 +10,7 @@
 use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
-use super::resources::Target;
+use super::target::Target;
 use super::ApiState;
 use crate::store::ListOptions;
 use axum::http::{HeaderMap, Method};

@@ -24,6 +24,7 @@ pub mod resources;
 pub mod scale;
 pub mod simulation;
 pub mod table;
+pub mod target;
 pub mod watch;
 
 use crate::clock::SharedClock;

@@ -5,20 +5,20 @@
 
 use super::admission;
 use super::auth::Principal;
-use super::authz::{self, Place, Write};
+use super::authz::{self, Write};
 use super::body::{self, negotiate, respond, Encoding};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::openapi;
-use super::options;
+use super::options::{self, list_options, Params};
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::path;
 use super::scale;
 use super::table;
+use super::target::{check_identity, place, resolve, rt_with_kind, Target};
 use super::watch;
 use super::ApiState;
-use crate::kinds::KindRegistry;
-use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
+use crate::store::{DeleteOptions, Deleted, StoreError};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -26,35 +26,6 @@ use axum::response::{IntoResponse, Response};
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-pub use super::options::Params;
-
-/// What a resource path addresses.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// The kind.
-    pub rt: ResourceType,
-    /// Namespace from the path, if any.
-    pub namespace: Option<String>,
-    /// Object name, if any.
-    pub name: Option<String>,
-    /// Subresource (`status`), if any.
-    pub subresource: Option<String>,
-}
-
-impl Target {
-    fn kind_label(&self) -> String {
-        if self.rt.kind.is_empty() {
-            self.rt.plural.clone()
-        } else {
-            self.rt.kind.clone()
-        }
-    }
-
-    fn store_err(&self, e: StoreError) -> ApiError {
-        ApiError::from_store(e, &self.rt.group, &self.rt.plural)
-    }
-}
 
 /// `GET /openapi/v3`.
 pub async fn openapi_index(State(state): State<ApiState>) -> Response {
@@ -181,54 +152,6 @@ pub async fn dispatch_apis(
         }
     };
     result.await.unwrap_or_else(IntoResponse::into_response)
-}
-
-/// Maps the path segments after the group-version to a target. A name or namespace that no
-/// object could have is a 400 here, so it never reaches a handler.
-fn resolve(
-    registry: &KindRegistry,
-    group: &str,
-    version: &str,
-    tail: &[String],
-) -> ApiResult<Option<Target>> {
-    let is_sub = |s: &String| s == "status" || s == "finalize";
-    let (namespace, rest): (Option<String>, &[String]) = match tail {
-        [ns_word, ns, rest @ ..]
-            if ns_word == "namespaces" && !rest.is_empty() && !is_sub(&rest[0]) =>
-        {
-            (Some(ns.clone()), rest)
-        }
-        other => (None, other),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (p, None, None),
-        [p, n] => (p, Some(n.clone()), None),
-        [p, n, s] => (p, Some(n.clone()), Some(s.clone())),
-        _ => return Ok(None),
-    };
-    if let Some(ns) = &namespace {
-        path::check_namespace(ns)?;
-    }
-    if let Some(n) = &name {
-        path::check_name(n)?;
-    }
-    let rt = match registry.lookup(group, version, plural) {
-        Some(rt) => rt,
-        None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
-            // A free-form template of an undeclared kind.
-            KindRegistry::adhoc(group, version, plural, namespace.is_some())
-        }
-        None => return Ok(None),
-    };
-    if namespace.is_some() && !rt.namespaced {
-        return Ok(None);
-    }
-    Ok(Some(Target {
-        rt,
-        namespace,
-        name,
-        subresource: sub,
-    }))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -370,27 +293,6 @@ fn resource_version_of(obj: &Value) -> u64 {
         .unwrap_or(0)
 }
 
-/// Builds list options from `labelSelector`, `fieldSelector`, `limit` and `continue`.
-pub fn list_options(params: &Params) -> ApiResult<ListOptions> {
-    let filter = admission::selector_filter(
-        params.get("labelSelector").map(String::as_str),
-        params.get("fieldSelector").map(String::as_str),
-    )?;
-    let limit = match params.get("limit").map(String::as_str) {
-        None | Some("") | Some("0") => None,
-        Some(l) => Some(l.parse::<usize>().map_err(|_| {
-            ApiError::BadRequest(format!(
-                "limit: invalid value {l:?}: must be a positive integer"
-            ))
-        })?),
-    };
-    Ok(ListOptions {
-        filter,
-        limit,
-        continue_token: params.get("continue").filter(|c| !c.is_empty()).cloned(),
-    })
-}
-
 async fn list(
     state: &ApiState,
     target: &Target,
@@ -432,122 +334,6 @@ async fn list(
     Ok(respond(StatusCode::OK, &list, encoding))
 }
 
-/// Reads and parses an object body (JSON or YAML).
-pub(super) async fn read_object(
-    state: &ApiState,
-    headers: &HeaderMap,
-    body: Body,
-) -> ApiResult<Value> {
-    let format = body::object_format(&body::content_type(headers))?;
-    let bytes = body::read(body, state.limits.max_body_bytes).await?;
-    let value = body::parse_off_thread(bytes, format).await?;
-    if !value.is_object() {
-        return Err(ApiError::BadRequest(
-            "the request body must be a JSON or YAML object".into(),
-        ));
-    }
-    Ok(value)
-}
-
-/// Fills in apiVersion/kind from the path and checks that the body belongs there.
-pub(super) fn check_identity(
-    target: &Target,
-    obj: &mut Value,
-    name_from_path: bool,
-) -> ApiResult<()> {
-    for (pointer, field) in [
-        ("/apiVersion", "apiVersion"),
-        ("/kind", "kind"),
-        ("/metadata/name", "metadata.name"),
-        ("/metadata/namespace", "metadata.namespace"),
-    ] {
-        // A value of the wrong type is refused, never replaced by the path's.
-        if obj
-            .pointer(pointer)
-            .is_some_and(|v| !v.is_string() && !v.is_null())
-        {
-            return Err(ApiError::BadRequest(format!("{field}: must be a string")));
-        }
-    }
-    let rt = &target.rt;
-    let want_api = rt.api_version();
-    match obj.get("apiVersion").and_then(Value::as_str) {
-        None | Some("") => obj["apiVersion"] = json!(want_api),
-        Some(a) if a == want_api => {}
-        Some(a) => {
-            return Err(ApiError::BadRequest(format!(
-                "the API version in the data ({a}) does not match the expected API version ({want_api})"
-            )))
-        }
-    }
-    match (obj.get("kind").and_then(Value::as_str), rt.kind.as_str()) {
-        (None | Some(""), "") => {
-            return Err(ApiError::BadRequest(
-                "kind: Required value: the object must say its kind".into(),
-            ))
-        }
-        (None | Some(""), k) => obj["kind"] = json!(k),
-        (Some(got), want) if !want.is_empty() && got != want => {
-            return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({got}) does not match the expected kind ({want})"
-            )))
-        }
-        _ => {}
-    }
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        if obj.get("metadata").is_some() {
-            return Err(ApiError::BadRequest("metadata: must be an object".into()));
-        }
-        obj["metadata"] = json!({});
-    }
-    let meta_ns = obj
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .map(String::from);
-    match (&target.namespace, meta_ns, rt.namespaced) {
-        (Some(path_ns), Some(body_ns), _) if !body_ns.is_empty() && &body_ns != path_ns => {
-            return Err(ApiError::BadRequest(format!(
-                "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({path_ns})"
-            )))
-        }
-        (Some(path_ns), _, _) => obj["metadata"]["namespace"] = json!(path_ns),
-        (None, Some(body_ns), true) if !body_ns.is_empty() => {}
-        (None, _, true) => {
-            return Err(ApiError::BadRequest(
-                "metadata.namespace: Required value: a namespaced object needs a namespace".into(),
-            ))
-        }
-        (None, Some(ns), false) if !ns.is_empty() => {
-            if let Some(m) = obj["metadata"].as_object_mut() {
-                m.remove("namespace");
-            }
-        }
-        _ => {}
-    }
-    if name_from_path {
-        let path_name = target.name.as_deref().unwrap_or_default();
-        match obj.pointer("/metadata/name").and_then(Value::as_str) {
-            None | Some("") => obj["metadata"]["name"] = json!(path_name),
-            Some(n) if n == path_name => {}
-            Some(n) => {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({path_name})"
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Where a write to `target` goes, for [`authz::check_write`].
-pub(super) fn place(target: &Target) -> Place<'_> {
-    Place {
-        rt: &target.rt,
-        namespace: target.namespace.as_deref(),
-        subresource: target.subresource.as_deref(),
-    }
-}
-
 async fn create(
     state: &ApiState,
     who: &Principal,
@@ -557,7 +343,7 @@ async fn create(
     body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let mut obj = read_object(state, headers, body).await?;
+    let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, false)?;
     authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
@@ -590,19 +376,6 @@ async fn create_object(
     Ok(created)
 }
 
-/// For free-form kinds the kind comes from the body.
-fn rt_with_kind(target: &Target, obj: &Value) -> ResourceType {
-    let mut rt = target.rt.clone();
-    if rt.kind.is_empty() {
-        rt.kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-    }
-    rt
-}
-
 async fn update(
     state: &ApiState,
     who: &Principal,
@@ -612,7 +385,7 @@ async fn update(
     body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let mut obj = read_object(state, headers, body).await?;
+    let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, true)?;
     let rt = rt_with_kind(target, &obj);
     admission::check_strict(params, &rt, &obj)?;

@@ -7,9 +7,9 @@
 //! (not even an Event: a dry-run that left traces would not be one).
 
 use super::authz::{self, Write};
-use super::body::{negotiate, respond};
+use super::body::{negotiate, read_object, respond};
 use super::error::{ApiError, ApiResult, Cause};
-use super::resources::{check_identity, place, read_object, Target};
+use super::target::{check_identity, place, Target};
 use super::ApiState;
 use crate::controllers::shared::cluster_cache;
 use crate::simulation::{simulate, sort_inputs, BindingInput, SimulationError};
@@ -42,7 +42,7 @@ pub async fn serve(
         )));
     }
     let encoding = negotiate(headers)?;
-    let mut obj = read_object(state, headers, body).await?;
+    let mut obj = read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, false)?;
     authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let request: FailoverSimulation = serde_json::from_value(obj.clone()).map_err(|e| {
