@@ -4,7 +4,9 @@
 //! that rejected it and why, its score and available replicas — plus the replica arithmetic
 //! (strategy, weights, the order seats were given). Flotilla's addition to Karmada.
 
+use super::body::{negotiate, respond};
 use super::error::{ApiError, ApiResult};
+use super::target::Target;
 use super::ApiState;
 use crate::controllers::failover::application_failover::FailoverState;
 use crate::controllers::shared::cluster_cache;
@@ -12,6 +14,8 @@ use crate::scheduler::{
     condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
     ScheduleOptions,
 };
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION;
@@ -43,6 +47,24 @@ fn explanation_json(e: &Explanation) -> Value {
         })
         .collect();
     json!({"clusters": clusters, "arithmetic": e.lines})
+}
+
+/// Serves `GET <binding>/explain`; any other method is 405.
+pub async fn serve(
+    state: &ApiState,
+    method: &Method,
+    target: &Target,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    if *method != Method::GET {
+        return Err(ApiError::MethodNotAllowed(
+            "explain only answers GET".into(),
+        ));
+    }
+    let encoding = negotiate(headers)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    let doc = explain(state, &target.rt, target.namespace.as_deref(), name).await?;
+    Ok(respond(StatusCode::OK, &doc, encoding))
 }
 
 /// Builds the explanation of one stored binding.

@@ -25,6 +25,7 @@ pub mod scale;
 pub mod simulation;
 pub mod table;
 pub mod target;
+pub mod update;
 pub mod watch;
 
 use crate::clock::SharedClock;

@@ -16,6 +16,7 @@ use super::path;
 use super::scale;
 use super::table;
 use super::target::{check_identity, place, resolve, rt_with_kind, Target};
+use super::update::write_update;
 use super::watch;
 use super::ApiState;
 use crate::store::{DeleteOptions, Deleted, StoreError};
@@ -23,9 +24,7 @@ use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// `GET /openapi/v3`.
 pub async fn openapi_index(State(state): State<ApiState>) -> Response {
@@ -171,16 +170,7 @@ async fn serve(
         && target.rt.group == flotilla_api::kinds::WORK_GROUP
         && target.rt.plural.ends_with("resourcebindings")
     {
-        if method != Method::GET {
-            return Err(ApiError::MethodNotAllowed(
-                "explain only answers GET".into(),
-            ));
-        }
-        let encoding = negotiate(&headers)?;
-        let name = target.name.as_deref().unwrap_or_default();
-        let doc =
-            super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
-        return Ok(respond(StatusCode::OK, &doc, encoding));
+        return super::explain::serve(state, &method, &target, &headers).await;
     }
     if super::failovers::is_failovers(&target.rt) {
         return super::failovers::serve(state, &method, &target, &params, &headers).await;
@@ -194,11 +184,7 @@ async fn serve(
         && scale::supports_scale(&target.rt)
         && target.name.is_some()
     {
-        let encoding = negotiate(&headers)?;
-        return serve_scale(
-            state, who, &method, &target, &params, &headers, body, encoding,
-        )
-        .await;
+        return scale::serve(state, who, &method, &target, &params, &headers, body).await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -405,134 +391,6 @@ async fn update(
     )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
     Ok(respond(StatusCode::OK, &updated, encoding))
-}
-
-async fn write_update(
-    state: &ApiState,
-    target: &Target,
-    rt: &ResourceType,
-    params: &Params,
-    mut obj: Value,
-    old: &Value,
-) -> ApiResult<Arc<Value>> {
-    let is_status = target.subresource.as_deref() == Some("status");
-    if is_status {
-        admission::admit_status(rt, &obj)?;
-    } else {
-        admission::admit(state, rt, &mut obj, Some(old))?;
-    }
-    if params.dry_run() {
-        return Ok(Arc::new(obj));
-    }
-    // A status write (the agents' Work status) is answered from the object as stored, shared.
-    let result = if is_status {
-        state.store.update_status_shared(rt, obj).await
-    } else {
-        state.store.update(rt, obj).await.map(Arc::new)
-    };
-    let updated = result.map_err(|e| target.store_err(e))?;
-    admission::after_write(state, rt).await;
-    Ok(updated)
-}
-
-/// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
-/// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
-#[allow(clippy::too_many_arguments)]
-async fn serve_scale(
-    state: &ApiState,
-    who: &Principal,
-    method: &Method,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
-    let name = target.name.as_deref().unwrap_or_default();
-    let object = Target {
-        subresource: None,
-        ..target.clone()
-    };
-    // What the request asks for: nothing (GET), a whole Scale (PUT) or a patch of it.
-    let request = match *method {
-        Method::GET => None,
-        Method::PUT => {
-            let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((
-                None,
-                body::parse_off_thread(bytes, body::BodyFormat::Json).await?,
-            ))
-        }
-        Method::PATCH => {
-            let ct = body::content_type(headers);
-            let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!("the patch type {ct:?} is not supported"))
-            })?;
-            let format = if kind == PatchType::Apply {
-                body::BodyFormat::Yaml
-            } else {
-                body::BodyFormat::Json
-            };
-            let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((Some(kind), body::parse_off_thread(bytes, format).await?))
-        }
-        ref m => {
-            return Err(ApiError::MethodNotAllowed(format!(
-                "the scale subresource allows GET, PUT and PATCH, not {m}"
-            )))
-        }
-    };
-    let pinned = request.as_ref().is_some_and(|(_, doc)| {
-        doc.pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|rv| !rv.is_empty())
-    });
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let live = state
-            .store
-            .get(&object.rt, object.namespace.as_deref(), name)
-            .await
-            .map_err(|e| object.store_err(e))?;
-        let current = scale::scale_of(&live);
-        let Some((kind, doc)) = &request else {
-            return Ok(respond(StatusCode::OK, &current, encoding));
-        };
-        let wanted = match kind {
-            None => doc.clone(),
-            Some(kind) => {
-                let mut patched = current.clone();
-                apply_patch(&mut patched, doc, *kind, state.limits.max_body_bytes).map_err(
-                    |e| match e {
-                        PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
-                        PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
-                    },
-                )?;
-                patched
-            }
-        };
-        let replicas = scale::desired_replicas(&wanted)
-            .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
-        let updated = scale::apply_scale(&live, &wanted, replicas);
-        let rt = rt_with_kind(&object, &updated);
-        let write = Write::Update {
-            old: &live,
-            new: &updated,
-        };
-        authz::check_write(who, place(target), write)?;
-        match write_update(state, &object, &rt, params, updated, &live).await {
-            Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
-            Err(e) => return Err(e),
-            Ok(written) => {
-                return Ok(respond(
-                    StatusCode::OK,
-                    &scale::scale_of(&written),
-                    encoding,
-                ))
-            }
-        }
-    }
 }
 
 async fn patch(
