@@ -49,6 +49,11 @@ fn explanation_json(e: &Explanation) -> Value {
     json!({"clusters": clusters, "arithmetic": e.lines})
 }
 
+/// Whether `rt` has the `explain` subresource: ResourceBindings and ClusterResourceBindings.
+pub fn explains(rt: &ResourceType) -> bool {
+    rt.group == flotilla_api::kinds::WORK_GROUP && rt.plural.ends_with("resourcebindings")
+}
+
 /// Serves `GET <binding>/explain`; any other method is 405.
 pub async fn serve(
     state: &ApiState,

@@ -1,19 +1,19 @@
 //! Resource paths: `/api/v1/...` and `/apis/<group>/<version>/...` with GET (get, list, watch),
-//! POST, PUT, PATCH and DELETE on objects and their `status` subresource (and `scale`, see
-//! [`super::scale`]), plus the discovery
-//! and OpenAPI documents served under the same prefixes.
+//! POST, PUT, PATCH and DELETE on objects and their `status` subresource, plus the discovery
+//! and OpenAPI documents served under the same prefixes. The kinds and subresources the API
+//! computes instead of storing are listed in [`super::computed`]; [`serve`] hands them over.
 
 use super::admission;
 use super::auth::Principal;
 use super::authz::{self, Write};
 use super::body::{self, negotiate, respond, Encoding};
+use super::computed::{self, Call};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::openapi;
 use super::options::{self, list_options, Params};
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::path;
-use super::scale;
 use super::table;
 use super::target::{check_identity, place, resolve, rt_with_kind, Target};
 use super::update::write_update;
@@ -163,28 +163,18 @@ async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    if flotilla_api::kinds::is_create_only(&target.rt) {
-        return super::simulation::serve(state, who, &method, &target, &headers, body).await;
-    }
-    if target.subresource.as_deref() == Some("explain")
-        && target.rt.group == flotilla_api::kinds::WORK_GROUP
-        && target.rt.plural.ends_with("resourcebindings")
-    {
-        return super::explain::serve(state, &method, &target, &headers).await;
-    }
-    if super::failovers::is_failovers(&target.rt) {
-        return super::failovers::serve(state, &method, &target, &params, &headers).await;
-    }
-    if target.rt.group == flotilla_api::kinds::FLOTILLA_GROUP
-        && target.rt.plural == super::eviction_brakes::PLURAL
-    {
-        return super::eviction_brakes::serve(state, &method, &target, &params, &headers).await;
-    }
-    if target.subresource.as_deref() == Some("scale")
-        && scale::supports_scale(&target.rt)
-        && target.name.is_some()
-    {
-        return scale::serve(state, who, &method, &target, &params, &headers, body).await;
+    // The kinds and subresources the API computes (computed.rs) answer by their own handler.
+    if let Some(computed) = computed::find(&target) {
+        let call = Call {
+            state,
+            who,
+            method,
+            target,
+            params,
+            headers,
+            body,
+        };
+        return computed.serve(call).await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
