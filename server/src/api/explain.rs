@@ -11,11 +11,12 @@ use super::ApiState;
 use crate::controllers::failover::application_failover::FailoverState;
 use crate::controllers::shared::cluster_cache;
 use crate::scheduler::{
-    condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
-    ScheduleOptions,
+    condition_for, needs_scheduling, schedule, ClusterSnapshot, Explanation, ScheduleError,
+    ScheduleInput, ScheduleOptions,
 };
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
+use chrono::{DateTime, Utc};
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION;
@@ -72,7 +73,9 @@ pub async fn serve(
     Ok(respond(StatusCode::OK, &doc, encoding))
 }
 
-/// Builds the explanation of one stored binding.
+/// Builds the explanation of one stored binding: the binding and the clusters are read here,
+/// the scheduler runs on a blocking thread (its cost grows with the fleet; the request
+/// deadline then fires on time and no async worker is held).
 pub async fn explain(
     state: &ApiState,
     rt: &ResourceType,
@@ -84,6 +87,27 @@ pub async fn explain(
         .get(rt, namespace, name)
         .await
         .map_err(|e| ApiError::from_store(e, &rt.group, &rt.plural))?;
+    let snapshot = cluster_cache::read(state.store.as_ref())
+        .await
+        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
+        .snapshot;
+    let now = state.clock.now();
+    let (namespace, name) = (namespace.map(String::from), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        explanation(&binding, &snapshot, namespace.as_deref(), &name, now)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(Box::new(e)))?
+}
+
+/// The explanation of `binding` over the clusters of `snapshot` at `now`.
+pub fn explanation(
+    binding: &Value,
+    snapshot: &ClusterSnapshot,
+    namespace: Option<&str>,
+    name: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<Value> {
     let bad = |e: serde_json::Error| {
         ApiError::BadRequest(format!("the stored binding does not decode: {e}"))
     };
@@ -92,24 +116,19 @@ pub async fn explain(
         Some(s) => serde_json::from_value(s.clone()).map_err(bad)?,
         None => ResourceBindingStatus::default(),
     };
-    let snapshot = cluster_cache::read(state.store.as_ref())
-        .await
-        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
-        .snapshot;
     let applied = binding
         .pointer(&format!(
             "/metadata/annotations/{}",
             APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
         ))
         .and_then(Value::as_str);
-    let would_schedule = needs_scheduling(&spec, &status, applied, &snapshot);
-    let now = state.clock.now();
-    let failover = FailoverState::of(&binding);
+    let would_schedule = needs_scheduling(&spec, &status, applied, snapshot);
+    let failover = FailoverState::of(binding);
     let blocked = failover.blocked(now);
     let result = schedule(&ScheduleInput {
         spec: &spec,
         status: &status,
-        clusters: &snapshot,
+        clusters: snapshot,
         options: ScheduleOptions::default(),
         blocked: &blocked,
     });

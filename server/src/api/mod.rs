@@ -92,6 +92,8 @@ pub struct ApiState {
     pub ready: Arc<AtomicBool>,
     /// The flags the failover dry-run reads (the controllers' timings and switches).
     pub simulation: crate::simulation::SimulationSettings,
+    /// What computes the failover dry-run's answer (on a blocking thread).
+    pub dry_run: simulation::DryRun,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`

@@ -10,6 +10,7 @@ use super::body::{self, negotiate, respond, Encoding};
 use super::computed::{self, Call};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
+use super::limits::within_deadline;
 use super::openapi;
 use super::options::{self, list_options, Params};
 use super::patch::{apply_patch, PatchError, PatchType};
@@ -153,6 +154,8 @@ pub async fn dispatch_apis(
     result.await.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// One resource request: a computed kind's or subresource's ([`computed::find`]) or the
+/// store's CRUD; everything but a watch runs under the request deadline.
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &ApiState,
@@ -163,7 +166,9 @@ async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    // The kinds and subresources the API computes (computed.rs) answer by their own handler.
+    let deadline = state.limits.request_timeout;
+    // The kinds and subresources the API computes (computed.rs) answer by their own handler,
+    // under the same deadline as the stored kinds.
     if let Some(computed) = computed::find(&target) {
         let call = Call {
             state,
@@ -174,7 +179,7 @@ async fn serve(
             headers,
             body,
         };
-        return computed.serve(call).await;
+        return within_deadline(deadline, computed.serve(call)).await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -211,13 +216,7 @@ async fn serve(
             ))),
         }
     };
-    match tokio::time::timeout(state.limits.request_timeout, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ApiError::Timeout(format!(
-            "the request did not finish within {}s",
-            state.limits.request_timeout.as_secs()
-        ))),
-    }
+    within_deadline(deadline, work).await
 }
 
 fn accept(headers: &HeaderMap) -> String {
