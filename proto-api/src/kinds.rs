@@ -98,13 +98,6 @@ pub fn builtin_resources() -> Vec<ResourceType> {
     builtin_table().to_vec()
 }
 
-/// Kinds that only answer `create`, computing an answer and storing nothing (Kubernetes'
-/// TokenReview pattern): `FailoverSimulation`.
-pub fn is_create_only(rt: &ResourceType) -> bool {
-    rt.group == crate::simulation::FLOTILLA_GROUP
-        && rt.plural == crate::simulation::FAILOVER_SIMULATIONS
-}
-
 /// The built-in table, built once: the controllers look kinds up on every reconcile.
 fn builtin_table() -> &'static [ResourceType] {
     static TABLE: std::sync::LazyLock<Vec<ResourceType>> = std::sync::LazyLock::new(build_table);
@@ -186,7 +179,9 @@ fn build_table() -> Vec<ResourceType> {
             false,
             false,
         ),
-        // Flotilla's own: the eviction brake's state per region, computed on read.
+        // Flotilla's own, none of them stored: the server's API computes each (its table of
+        // computed kinds, server/src/api/computed.rs, says how).
+        // The eviction brake's state per region, computed on read.
         rt(
             FLOTILLA_GROUP,
             "v1alpha1",
@@ -196,7 +191,7 @@ fn build_table() -> Vec<ResourceType> {
             false,
             false,
         ),
-        // Flotilla's own: the fleet's recent failovers, computed on read from the bindings'
+        // The fleet's recent failovers, computed on read from the bindings'
         // `status.failoverHistory`.
         rt(
             FLOTILLA_GROUP,
@@ -207,8 +202,7 @@ fn build_table() -> Vec<ResourceType> {
             false,
             false,
         ),
-        // Flotilla's own: the failover dry-run, create only and never stored
-        // (`is_create_only`).
+        // The failover dry-run, create only.
         rt(
             crate::simulation::FLOTILLA_GROUP,
             crate::simulation::FLOTILLA_VERSION,

@@ -333,6 +333,7 @@ pub fn api_state(
             .as_ref()
             .map(crate::simulation::SimulationSettings::of)
             .unwrap_or_default(),
+        dry_run: api::simulation::DryRun::default(),
         shutdown,
         eviction_brake: None,
     })

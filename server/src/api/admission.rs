@@ -5,15 +5,13 @@
 //! registry has applied it).
 
 use super::error::{ApiError, ApiResult, Cause};
-use super::resources::Params;
+use super::options::Params;
 use super::ApiState;
 use crate::kinds::kinds_of_crd;
-use crate::store::ObjectFilter;
 use flotilla_api::admission::AdmittedKind;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::validation::{strict::strict_unknown_fields, FieldError, Path, ValidationErrors};
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A field error as a `Status` cause: the field goes in `field` only (kubectl prints
@@ -132,43 +130,4 @@ pub async fn after_write(state: &ApiState, rt: &ResourceType) {
             "the kind registry did not apply a CRD write in time; discovery may lag"
         );
     }
-}
-
-/// Builds a store filter from `labelSelector` and `fieldSelector` query values.
-pub fn selector_filter(
-    label: Option<&str>,
-    field: Option<&str>,
-) -> ApiResult<Option<ObjectFilter>> {
-    let labels = match label.filter(|s| !s.trim().is_empty()) {
-        Some(s) => Some(
-            flotilla_api::selector::LabelRequirements::parse(s)
-                .map_err(|e| ApiError::BadRequest(format!("labelSelector: {e}")))?,
-        ),
-        None => None,
-    };
-    let fields = match field.filter(|s| !s.trim().is_empty()) {
-        Some(s) => Some(
-            flotilla_api::selector::FieldSelector::parse(s)
-                .map_err(|e| ApiError::BadRequest(format!("fieldSelector: {e}")))?,
-        ),
-        None => None,
-    };
-    if labels.is_none() && fields.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(Arc::new(move |obj: &Value| {
-        let label_ok = labels.as_ref().is_none_or(|l| {
-            let map = obj
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            l.matches(&map)
-        });
-        label_ok && fields.as_ref().is_none_or(|f| f.matches(obj))
-    })))
 }

@@ -89,6 +89,19 @@ pub async fn parse_off_thread(bytes: bytes::Bytes, format: BodyFormat) -> Result
         .map_err(|e| ApiError::Internal(Box::new(e)))?
 }
 
+/// Reads and parses an object body (JSON or YAML, by Content-Type) of at most `limit` bytes.
+pub async fn read_object(headers: &HeaderMap, body: Body, limit: usize) -> Result<Value, ApiError> {
+    let format = object_format(&content_type(headers))?;
+    let bytes = read(body, limit).await?;
+    let value = parse_off_thread(bytes, format).await?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON or YAML object".into(),
+        ));
+    }
+    Ok(value)
+}
+
 /// The body format for a create/update Content-Type (empty means JSON).
 pub fn object_format(ct: &str) -> Result<BodyFormat, ApiError> {
     match ct {

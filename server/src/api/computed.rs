@@ -1,80 +1,386 @@
-//! What the kinds computed on read (`EvictionBrake`, `Failover`) share: they answer get and
-//! list only, from objects built at the moment of the request, as JSON, YAML or a kubectl
-//! Table; nothing of them is stored, so there is no watch and no write.
+//! The kinds and subresources the API computes instead of reading and writing the store, in one
+//! table, [`COMPUTED`]: the kinds `EvictionBrake` and `Failover` (get and list, built at the
+//! moment of the request), `FailoverSimulation` (create only, never stored), and the
+//! subresources `explain` of the bindings and `scale` of the replicated workloads. For each it
+//! says where it is served, the verbs discovery lists and how it answers; each one's own logic
+//! stays in its module (`eviction_brakes`, `failovers`, `simulation`, `explain`, `scale`).
+//!
+//! The table is consulted by `resources::serve`, the one dispatch point (a target the table
+//! names goes to its entry, anything else to the store's CRUD), by `discovery` (verbs and
+//! subresource entries) and by `metrics` (which subresources get a label of their own). The
+//! kinds' paths resolve because the kinds table (`flotilla_api::kinds`) declares them.
+//!
+//! The kinds computed on read share their answering here: get (404 when no object has the
+//! name), list, a kubectl Table with the kind's own columns, JSON or YAML; anything else (a
+//! write, a watch, a subresource) is 405, since nothing of them is stored.
 
+use super::auth::Principal;
 use super::body::{negotiate, respond};
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
-use super::resources::Target;
-use super::table;
+use super::table::{self, Column};
+use super::target::Target;
+use super::ApiState;
+use axum::body::Body;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
-use chrono::{DateTime, Utc};
-use flotilla_api::kinds::FLOTILLA_GROUP;
+use flotilla_api::kinds::{ResourceType, FLOTILLA_GROUP};
+use flotilla_api::simulation::FAILOVER_SIMULATIONS;
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-/// A computed kind of the flotilla.io group.
-#[derive(Clone, Copy, Debug)]
-pub struct ComputedKind {
-    /// Its kind (`EvictionBrake`).
-    pub kind: &'static str,
-    /// Its plural (`evictionbrakes`).
-    pub plural: &'static str,
-    /// Why only get and list are allowed, for the 405.
-    pub read_only_because: &'static str,
+/// One computed kind or subresource.
+pub struct Computed {
+    /// Where it is served.
+    pub at: At,
+    /// The verbs it answers, as discovery lists them.
+    pub verbs: &'static [&'static str],
+    /// How it answers.
+    pub answer: Answer,
 }
 
-impl ComputedKind {
-    /// 405 for anything but a plain get or list (a write, a watch, a subresource).
-    pub fn check_read(&self, method: &Method, target: &Target, params: &Params) -> ApiResult<()> {
-        let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
-        if *method != Method::GET || watch || target.subresource.is_some() {
-            return Err(ApiError::MethodNotAllowed(format!(
-                "{} {}: only get and list are allowed",
-                self.plural, self.read_only_because
-            )));
+/// Where a computed entry is served.
+pub enum At {
+    /// A kind of its own: `/apis/<group>/<version>/<plural>[/<name>]`.
+    Kind {
+        /// Its group.
+        group: &'static str,
+        /// Its plural.
+        plural: &'static str,
+    },
+    /// A subresource, `<plural>/<name>/<subresource>`, of the kinds `of` accepts.
+    Subresource {
+        /// The subresource's name (`scale`).
+        name: &'static str,
+        /// Whether a kind has it.
+        of: fn(&ResourceType) -> bool,
+        /// What discovery lists for it (`None`: it is not listed).
+        listed_as: Option<Listed>,
+    },
+}
+
+/// A subresource's entry in discovery: the group, version and kind of what it answers with.
+pub struct Listed {
+    /// Group (`autoscaling`).
+    pub group: &'static str,
+    /// Version (`v1`).
+    pub version: &'static str,
+    /// Kind (`Scale`).
+    pub kind: &'static str,
+}
+
+/// How a computed entry answers.
+pub enum Answer {
+    /// Get and list of objects computed on read, answered by [`Computed::serve`] with the
+    /// objects `read` builds (given the name of a get and the query) and a Table of `columns`;
+    /// anything else is 405, `read_only_because` says why.
+    Read {
+        /// The objects of a get (among which the name is looked up) or of a list.
+        read: ReadFn,
+        /// The Table's columns.
+        columns: fn() -> Vec<Column>,
+        /// Why only get and list are allowed, for the 405.
+        read_only_because: &'static str,
+    },
+    /// The handler answers every request (its verbs, and the 405 of the others) itself.
+    Request(RequestFn),
+}
+
+/// Builds the objects of a kind computed on read.
+pub type ReadFn =
+    for<'a> fn(&'a ApiState, Option<&'a str>, &'a Params) -> BoxFuture<'a, ApiResult<Vec<Value>>>;
+
+/// Answers a whole request.
+pub type RequestFn = for<'a> fn(Call<'a>) -> BoxFuture<'a, ApiResult<Response>>;
+
+/// One request to a computed entry: everything its handler may read.
+pub struct Call<'a> {
+    /// The server's state.
+    pub state: &'a ApiState,
+    /// Who calls.
+    pub who: &'a Principal,
+    /// The method.
+    pub method: Method,
+    /// What the path addresses.
+    pub target: Target,
+    /// The query.
+    pub params: Params,
+    /// The request headers.
+    pub headers: HeaderMap,
+    /// The request body.
+    pub body: Body,
+}
+
+/// Every computed kind and subresource.
+pub static COMPUTED: &[Computed] = &[
+    Computed {
+        at: At::Kind {
+            group: FLOTILLA_GROUP,
+            plural: super::eviction_brakes::PLURAL,
+        },
+        verbs: &["get", "list"],
+        answer: Answer::Read {
+            read: |state, _, _| Box::pin(super::eviction_brakes::objects(state)),
+            columns: super::eviction_brakes::columns,
+            read_only_because: "are computed on read",
+        },
+    },
+    Computed {
+        at: At::Kind {
+            group: FLOTILLA_GROUP,
+            plural: super::failovers::PLURAL,
+        },
+        verbs: &["get", "list"],
+        answer: Answer::Read {
+            read: |state, name, params| Box::pin(super::failovers::read(state, name, params)),
+            columns: super::failovers::columns,
+            read_only_because: "are computed on read from the bindings' failover history",
+        },
+    },
+    Computed {
+        at: At::Kind {
+            group: FLOTILLA_GROUP,
+            plural: FAILOVER_SIMULATIONS,
+        },
+        verbs: &["create"],
+        answer: Answer::Request(|c| {
+            Box::pin(async move {
+                let Call {
+                    state,
+                    who,
+                    method,
+                    target,
+                    headers,
+                    body,
+                    ..
+                } = c;
+                super::simulation::serve(state, who, &method, &target, &headers, body).await
+            })
+        }),
+    },
+    Computed {
+        at: At::Subresource {
+            name: "explain",
+            of: super::explain::explains,
+            listed_as: None,
+        },
+        verbs: &["get"],
+        answer: Answer::Request(|c| {
+            Box::pin(async move {
+                super::explain::serve(c.state, &c.method, &c.target, &c.headers).await
+            })
+        }),
+    },
+    Computed {
+        at: At::Subresource {
+            name: "scale",
+            of: super::scale::supports_scale,
+            listed_as: Some(Listed {
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+            }),
+        },
+        verbs: &["get", "patch", "update"],
+        answer: Answer::Request(|c| {
+            Box::pin(async move {
+                let Call {
+                    state,
+                    who,
+                    method,
+                    target,
+                    params,
+                    headers,
+                    body,
+                } = c;
+                super::scale::serve(state, who, &method, &target, &params, &headers, body).await
+            })
+        }),
+    },
+];
+
+/// The entry that serves `target`, if any: its kind's, or its subresource's.
+pub fn find(target: &Target) -> Option<&'static Computed> {
+    COMPUTED.iter().find(|c| match &c.at {
+        At::Kind { group, plural } => target.rt.group == *group && target.rt.plural == *plural,
+        At::Subresource { name, of, .. } => {
+            target.subresource.as_deref() == Some(*name) && of(&target.rt)
         }
-        Ok(())
+    })
+}
+
+/// The verbs of a computed kind (`None` for a stored kind).
+pub fn kind_verbs(rt: &ResourceType) -> Option<&'static [&'static str]> {
+    COMPUTED.iter().find_map(|c| match c.at {
+        At::Kind { group, plural } if rt.group == group && rt.plural == plural => Some(c.verbs),
+        _ => None,
+    })
+}
+
+/// The computed subresources of `rt` that discovery lists: name, what they answer with, verbs.
+pub fn listed_subresources(
+    rt: &ResourceType,
+) -> impl Iterator<Item = (&'static str, &'static Listed, &'static [&'static str])> + '_ {
+    COMPUTED.iter().filter_map(move |c| match &c.at {
+        At::Subresource {
+            name,
+            of,
+            listed_as: Some(listed),
+        } if of(rt) => Some((*name, listed, c.verbs)),
+        _ => None,
+    })
+}
+
+/// Whether `name` is a computed subresource of some kind.
+pub fn is_subresource(name: &str) -> bool {
+    COMPUTED
+        .iter()
+        .any(|c| matches!(c.at, At::Subresource { name: n, .. } if n == name))
+}
+
+impl Computed {
+    /// Answers `call`.
+    pub async fn serve(&self, call: Call<'_>) -> ApiResult<Response> {
+        match &self.answer {
+            Answer::Request(handler) => handler(call).await,
+            Answer::Read {
+                read,
+                columns,
+                read_only_because,
+            } => {
+                check_read(&call, read_only_because)?;
+                let name = call.target.name.as_deref();
+                let items = read(call.state, name, &call.params).await?;
+                respond_read(&call, *columns, items)
+            }
+        }
+    }
+}
+
+/// 405 for anything but a plain get or list (a write, a watch, a subresource).
+fn check_read(call: &Call<'_>, because: &str) -> ApiResult<()> {
+    let watch = call
+        .params
+        .get("watch")
+        .is_some_and(|w| w == "true" || w == "1");
+    if call.method != Method::GET || watch || call.target.subresource.is_some() {
+        return Err(ApiError::MethodNotAllowed(format!(
+            "{} {because}: only get and list are allowed",
+            call.target.rt.plural
+        )));
+    }
+    Ok(())
+}
+
+/// Answers the get of the target's name (404 when no item has that name) or the list of
+/// `items`, as JSON, YAML or a Table.
+fn respond_read(
+    call: &Call<'_>,
+    columns: fn() -> Vec<Column>,
+    items: Vec<Value>,
+) -> ApiResult<Response> {
+    let encoding = negotiate(&call.headers)?;
+    let as_table = call
+        .headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(table::wants_table);
+    let rt = &call.target.rt;
+    let now = call.state.clock.now();
+    let body = match call.target.name.as_deref() {
+        Some(name) => {
+            let obj = items
+                .into_iter()
+                .find(|o| o["metadata"]["name"] == name)
+                .ok_or_else(|| ApiError::NotFound {
+                    message: format!("{}.{} \"{name}\" not found", rt.plural, rt.group),
+                    name: Some(name.to_string()),
+                    group: rt.group.clone(),
+                    kind: rt.plural.clone(),
+                })?;
+            if as_table {
+                table::render(&columns(), &[obj], 0, None, now)
+            } else {
+                obj
+            }
+        }
+        None if as_table => table::render(&columns(), &items, 0, None, now),
+        None => json!({
+            "apiVersion": rt.api_version(),
+            "kind": format!("{}List", rt.kind),
+            "metadata": {"resourceVersion": "0"},
+            "items": items,
+        }),
+    };
+    Ok(respond(StatusCode::OK, &body, encoding))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::kinds::{builtin_by_plural, builtin_resources, well_known};
+
+    fn target(rt: ResourceType, sub: Option<&str>) -> Target {
+        Target {
+            rt,
+            namespace: None,
+            name: Some("x".into()),
+            subresource: sub.map(String::from),
+        }
     }
 
-    /// Answers the get of `name` (404 when no item has that name) or the list of `items`.
-    pub fn respond(
-        &self,
-        name: Option<&str>,
-        items: Vec<Value>,
-        headers: &HeaderMap,
-        now: DateTime<Utc>,
-    ) -> ApiResult<Response> {
-        let encoding = negotiate(headers)?;
-        let as_table = headers
-            .get(axum::http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(table::wants_table);
-        let body = match name {
-            Some(name) => {
-                let obj = items
-                    .into_iter()
-                    .find(|o| o["metadata"]["name"] == name)
-                    .ok_or_else(|| ApiError::NotFound {
-                        message: format!("{}.{FLOTILLA_GROUP} \"{name}\" not found", self.plural),
-                        name: Some(name.to_string()),
-                        group: FLOTILLA_GROUP.to_string(),
-                        kind: self.plural.to_string(),
-                    })?;
-                if as_table {
-                    table::table(FLOTILLA_GROUP, self.kind, &[obj], 0, None, now)
-                } else {
-                    obj
-                }
+    #[test]
+    fn every_computed_kind_is_a_served_kind_and_every_flotilla_kind_is_computed() {
+        for c in COMPUTED {
+            if let At::Kind { group, plural } = c.at {
+                let rt = builtin_by_plural(group, plural)
+                    .unwrap_or_else(|| panic!("{group}/{plural} is not in the kinds table"));
+                assert!(find(&target(rt.clone(), None)).is_some());
+                assert_eq!(kind_verbs(&rt), Some(c.verbs));
             }
-            None if as_table => table::table(FLOTILLA_GROUP, self.kind, &items, 0, None, now),
-            None => json!({
-                "apiVersion": format!("{FLOTILLA_GROUP}/v1alpha1"),
-                "kind": format!("{}List", self.kind),
-                "metadata": {"resourceVersion": "0"},
-                "items": items,
-            }),
-        };
-        Ok(respond(StatusCode::OK, &body, encoding))
+        }
+        // Nothing of the flotilla.io group is stored: each of its kinds is computed.
+        for rt in builtin_resources() {
+            if rt.group == FLOTILLA_GROUP {
+                assert!(kind_verbs(&rt).is_some(), "{} is not computed", rt.plural);
+            }
+        }
+    }
+
+    #[test]
+    fn subresources_are_found_on_their_kinds_only() {
+        let deployments = builtin_by_plural("apps", "deployments").unwrap();
+        assert!(find(&target(deployments.clone(), Some("scale"))).is_some());
+        assert!(find(&target(deployments.clone(), None)).is_none());
+        assert!(find(&target(deployments.clone(), Some("explain"))).is_none());
+        assert!(find(&target(well_known::works(), Some("scale"))).is_none());
+        for rt in [
+            well_known::resource_bindings(),
+            well_known::cluster_resource_bindings(),
+        ] {
+            assert!(find(&target(rt.clone(), Some("explain"))).is_some());
+            assert!(find(&target(rt, Some("status"))).is_none());
+        }
+        let listed: Vec<_> = listed_subresources(&deployments)
+            .map(|(name, l, verbs)| (name, l.group, l.version, l.kind, verbs))
+            .collect();
+        assert_eq!(
+            listed,
+            [(
+                "scale",
+                "autoscaling",
+                "v1",
+                "Scale",
+                &["get", "patch", "update"][..]
+            )]
+        );
+        // explain is served but not listed in discovery.
+        assert_eq!(
+            listed_subresources(&well_known::resource_bindings()).count(),
+            0
+        );
+        assert!(is_subresource("scale") && is_subresource("explain"));
+        assert!(!is_subresource("status"));
+        assert_eq!(kind_verbs(&well_known::clusters()), None);
     }
 }

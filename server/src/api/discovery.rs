@@ -72,19 +72,11 @@ pub const VERBS: &[&str] = &[
     "watch",
 ];
 
-/// The verbs of one kind: [`VERBS`]; only `create` for the kinds that compute an answer and
-/// store nothing (`FailoverSimulation`); only reads for the kinds computed on read
-/// (`EvictionBrake`, `Failover`).
+/// The verbs of one kind: [`VERBS`] for a stored kind, a computed kind's own
+/// ([`super::computed`]: only `create` for `FailoverSimulation`, only reads for the kinds
+/// computed on read).
 pub fn verbs(r: &ResourceType) -> &'static [&'static str] {
-    if flotilla_api::kinds::is_create_only(r) {
-        &["create"]
-    } else if super::eviction_brakes::is_eviction_brakes(r) {
-        super::eviction_brakes::VERBS
-    } else if super::failovers::is_failovers(r) {
-        super::failovers::VERBS
-    } else {
-        VERBS
-    }
+    super::computed::kind_verbs(r).unwrap_or(VERBS)
 }
 
 /// The APIResourceList of one group-version (`None` when nothing is served there).
@@ -105,15 +97,15 @@ pub fn resource_list(registry: &KindRegistry, group: &str, version: &str) -> Opt
                 "verbs": ["get", "patch", "update"],
             }));
         }
-        if super::scale::supports_scale(r) {
+        for (sub, listed, verbs) in super::computed::listed_subresources(r) {
             resources.push(json!({
-                "name": format!("{}/scale", r.plural),
+                "name": format!("{}/{sub}", r.plural),
                 "singularName": "",
                 "namespaced": r.namespaced,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
+                "group": listed.group,
+                "version": listed.version,
+                "kind": listed.kind,
+                "verbs": verbs,
             }));
         }
     }

@@ -3,19 +3,15 @@
 //! as they are now and the brake the controllers share — nothing is stored. One object per
 //! region, named after it (`no-region` for the clusters without one); `kubectl get
 //! evictionbrakes` prints the state, the rate and the counts, `-o yaml` the reason too. Any
-//! other verb answers 405.
+//! other verb answers 405 (the registry of computed kinds, [`super::computed`], serves it).
 
-use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
-use super::options::Params;
-use super::resources::Target;
+use super::table::{age_column, name_column, text, Column};
 use super::ApiState;
 use crate::controllers::failover::brake::{Pace, RegionReport, NO_REGION};
 use crate::controllers::shared::cluster_cache;
-use axum::http::{HeaderMap, Method};
-use axum::response::Response;
 use chrono::{DateTime, SecondsFormat, Utc};
-use flotilla_api::kinds::{ResourceType, FLOTILLA_GROUP};
+use flotilla_api::kinds::FLOTILLA_GROUP;
 use serde_json::{json, Value};
 
 /// The kind's plural.
@@ -24,13 +20,6 @@ pub const PLURAL: &str = "evictionbrakes";
 pub const KIND: &str = "EvictionBrake";
 /// The object name of the clusters without a region.
 pub const NO_REGION_NAME: &str = "no-region";
-/// What discovery says the kind allows.
-pub const VERBS: &[&str] = &["get", "list"];
-
-/// Whether `r` is this kind.
-pub fn is_eviction_brakes(r: &ResourceType) -> bool {
-    r.group == FLOTILLA_GROUP && r.plural == PLURAL
-}
 
 fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -92,24 +81,57 @@ pub async fn objects(state: &ApiState) -> ApiResult<Vec<Value>> {
         .collect())
 }
 
-/// The kind, as the computed kinds are served.
-const COMPUTED: ComputedKind = ComputedKind {
-    kind: KIND,
-    plural: PLURAL,
-    read_only_because: "are computed on read",
-};
-
-/// Serves the kind: get and list (JSON, YAML or a kubectl Table); anything else is 405.
-pub async fn serve(
-    state: &ApiState,
-    method: &Method,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-) -> ApiResult<Response> {
-    COMPUTED.check_read(method, target, params)?;
-    let items = objects(state).await?;
-    COMPUTED.respond(target.name.as_deref(), items, headers, state.clock.now())
+/// The columns of `kubectl get evictionbrakes`: the state, the rate and the counts (the
+/// reason with `-o wide`).
+pub fn columns() -> Vec<Column> {
+    fn count(o: &Value, pointer: &str) -> Value {
+        json!(o.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
+    }
+    let mut out = vec![name_column()];
+    out.push(Column {
+        name: "State",
+        kind: "string",
+        priority: 0,
+        description: "Normal, PartialDisruption, FullDisruption or StartupGrace.",
+        cell: |o, _| text(o, "/status/state"),
+    });
+    out.push(Column {
+        name: "Rate",
+        kind: "string",
+        priority: 0,
+        description: "Evictions the brake allows in the region now.",
+        cell: |o, _| text(o, "/status/rate"),
+    });
+    out.push(Column {
+        name: "Clusters",
+        kind: "integer",
+        priority: 0,
+        description: "Clusters of the region.",
+        cell: |o, _| count(o, "/status/clusters"),
+    });
+    out.push(Column {
+        name: "Not-Ready",
+        kind: "integer",
+        priority: 0,
+        description: "Clusters of the region that are not Ready.",
+        cell: |o, _| count(o, "/status/notReadyClusters"),
+    });
+    out.push(Column {
+        name: "Held",
+        kind: "integer",
+        priority: 0,
+        description: "Evictions the brake made wait since the server started.",
+        cell: |o, _| count(o, "/status/heldEvictions"),
+    });
+    out.push(age_column());
+    out.push(Column {
+        name: "Message",
+        kind: "string",
+        priority: 1,
+        description: "Why the region is in its state.",
+        cell: |o, _| text(o, "/status/message"),
+    });
+    out
 }
 
 #[cfg(test)]
@@ -161,7 +183,7 @@ mod tests {
         assert_eq!(o["status"]["rate"], "stopped");
         assert_eq!(o["status"]["startupGraceUntil"], "2026-01-01T00:00:40Z");
         assert!(o["status"].get("evictionsPerSecond").is_none());
-        let t = table::table(FLOTILLA_GROUP, KIND, &[o], 0, None, t0);
+        let t = table::render(&columns(), &[o], 0, None, t0);
         let names: Vec<&str> = t["columnDefinitions"]
             .as_array()
             .unwrap()

@@ -4,14 +4,19 @@
 //! that rejected it and why, its score and available replicas — plus the replica arithmetic
 //! (strategy, weights, the order seats were given). Flotilla's addition to Karmada.
 
+use super::body::{negotiate, respond};
 use super::error::{ApiError, ApiResult};
+use super::target::Target;
 use super::ApiState;
 use crate::controllers::failover::application_failover::FailoverState;
 use crate::controllers::shared::cluster_cache;
 use crate::scheduler::{
-    condition_for, needs_scheduling, schedule, Explanation, ScheduleError, ScheduleInput,
-    ScheduleOptions,
+    condition_for, needs_scheduling, schedule, ClusterSnapshot, Explanation, ScheduleError,
+    ScheduleInput, ScheduleOptions,
 };
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use chrono::{DateTime, Utc};
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION;
@@ -45,7 +50,32 @@ fn explanation_json(e: &Explanation) -> Value {
     json!({"clusters": clusters, "arithmetic": e.lines})
 }
 
-/// Builds the explanation of one stored binding.
+/// Whether `rt` has the `explain` subresource: ResourceBindings and ClusterResourceBindings.
+pub fn explains(rt: &ResourceType) -> bool {
+    rt.group == flotilla_api::kinds::WORK_GROUP && rt.plural.ends_with("resourcebindings")
+}
+
+/// Serves `GET <binding>/explain`; any other method is 405.
+pub async fn serve(
+    state: &ApiState,
+    method: &Method,
+    target: &Target,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    if *method != Method::GET {
+        return Err(ApiError::MethodNotAllowed(
+            "explain only answers GET".into(),
+        ));
+    }
+    let encoding = negotiate(headers)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    let doc = explain(state, &target.rt, target.namespace.as_deref(), name).await?;
+    Ok(respond(StatusCode::OK, &doc, encoding))
+}
+
+/// Builds the explanation of one stored binding: the binding and the clusters are read here,
+/// the scheduler runs on a blocking thread (its cost grows with the fleet; the request
+/// deadline then fires on time and no async worker is held).
 pub async fn explain(
     state: &ApiState,
     rt: &ResourceType,
@@ -57,6 +87,27 @@ pub async fn explain(
         .get(rt, namespace, name)
         .await
         .map_err(|e| ApiError::from_store(e, &rt.group, &rt.plural))?;
+    let snapshot = cluster_cache::read(state.store.as_ref())
+        .await
+        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
+        .snapshot;
+    let now = state.clock.now();
+    let (namespace, name) = (namespace.map(String::from), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        explanation(&binding, &snapshot, namespace.as_deref(), &name, now)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(Box::new(e)))?
+}
+
+/// The explanation of `binding` over the clusters of `snapshot` at `now`.
+pub fn explanation(
+    binding: &Value,
+    snapshot: &ClusterSnapshot,
+    namespace: Option<&str>,
+    name: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<Value> {
     let bad = |e: serde_json::Error| {
         ApiError::BadRequest(format!("the stored binding does not decode: {e}"))
     };
@@ -65,24 +116,19 @@ pub async fn explain(
         Some(s) => serde_json::from_value(s.clone()).map_err(bad)?,
         None => ResourceBindingStatus::default(),
     };
-    let snapshot = cluster_cache::read(state.store.as_ref())
-        .await
-        .map_err(|e| ApiError::from_store(e, "cluster.karmada.io", "clusters"))?
-        .snapshot;
     let applied = binding
         .pointer(&format!(
             "/metadata/annotations/{}",
             APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
         ))
         .and_then(Value::as_str);
-    let would_schedule = needs_scheduling(&spec, &status, applied, &snapshot);
-    let now = state.clock.now();
-    let failover = FailoverState::of(&binding);
+    let would_schedule = needs_scheduling(&spec, &status, applied, snapshot);
+    let failover = FailoverState::of(binding);
     let blocked = failover.blocked(now);
     let result = schedule(&ScheduleInput {
         spec: &spec,
         status: &status,
-        clusters: &snapshot,
+        clusters: snapshot,
         options: ScheduleOptions::default(),
         blocked: &blocked,
     });

@@ -5,31 +5,21 @@
 //! window, not a page). One object per history entry, named
 //! `[<namespace>.]<binding>.<fromCluster>.<unix seconds of the eviction>`; `kubectl get
 //! failovers` prints the binding, the clusters and the steps' times, `-o yaml` every field.
-//! Any other verb answers 405.
+//! Any other verb answers 405 (the registry of computed kinds, [`super::computed`], serves it).
 
-use super::computed::ComputedKind;
 use super::error::{ApiError, ApiResult};
 use super::options::Params;
-use super::resources::Target;
+use super::table::{age_column, name_column, text, Column};
 use super::ApiState;
 use crate::store::ListOptions;
-use axum::http::{HeaderMap, Method};
-use axum::response::Response;
 use flotilla_api::history::{recent, FailoverHistoryItem, FleetEntry};
-use flotilla_api::kinds::{well_known, ResourceType, FLOTILLA_GROUP};
+use flotilla_api::kinds::{well_known, FLOTILLA_GROUP};
 use serde_json::{json, Value};
 
 /// The kind's plural.
 pub const PLURAL: &str = "failovers";
 /// The kind.
 pub const KIND: &str = "Failover";
-/// What discovery says the kind allows.
-pub const VERBS: &[&str] = &["get", "list"];
-
-/// Whether `r` is this kind.
-pub fn is_failovers(r: &ResourceType) -> bool {
-    r.group == FLOTILLA_GROUP && r.plural == PLURAL
-}
 
 /// The entries of one binding's history.
 pub fn entries_of(binding: &Value, binding_kind: &str) -> Vec<FleetEntry> {
@@ -95,22 +85,9 @@ pub async fn objects(state: &ApiState, limit: Option<usize>) -> ApiResult<Vec<Va
     Ok(recent(entries, limit).iter().map(object).collect())
 }
 
-/// The kind, as the computed kinds are served.
-const COMPUTED: ComputedKind = ComputedKind {
-    kind: KIND,
-    plural: PLURAL,
-    read_only_because: "are computed on read from the bindings' failover history",
-};
-
-/// Serves the kind: get and list (JSON, YAML or a kubectl Table); anything else is 405.
-pub async fn serve(
-    state: &ApiState,
-    method: &Method,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-) -> ApiResult<Response> {
-    COMPUTED.check_read(method, target, params)?;
+/// The objects a get or list reads (the registry of computed kinds, [`super::computed`],
+/// answers with them): every entry for a get of `name`, the newest `?limit=N` for a list.
+pub async fn read(state: &ApiState, name: Option<&str>, params: &Params) -> ApiResult<Vec<Value>> {
     let limit = match params.get("limit") {
         None => None,
         Some(l) => match l.parse::<usize>() {
@@ -124,9 +101,88 @@ pub async fn serve(
         },
     };
     // A get looks among every entry, a list keeps the newest `limit`.
-    let name = target.name.as_deref();
-    let items = objects(state, if name.is_some() { None } else { limit }).await?;
-    COMPUTED.respond(name, items, headers, state.clock.now())
+    objects(state, if name.is_some() { None } else { limit }).await
+}
+
+/// The columns of `kubectl get failovers`: the binding, the clusters left and chosen, why,
+/// and when the new copy turned Healthy and how the old one went.
+pub fn columns() -> Vec<Column> {
+    fn join(o: &Value, pointer: &str) -> Value {
+        let names: Vec<&str> = o
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |v| v.iter().filter_map(Value::as_str).collect());
+        json!(names.join(","))
+    }
+    let mut out = vec![name_column()];
+    out.push(Column {
+        name: "Binding",
+        kind: "string",
+        priority: 0,
+        description: "The binding that failed over: kind and namespace/name.",
+        cell: |o, _| {
+            let b = &o["status"]["binding"];
+            let ns = b["namespace"]
+                .as_str()
+                .map_or(String::new(), |n| format!("{n}/"));
+            json!(format!(
+                "{} {ns}{}",
+                b["kind"].as_str().unwrap_or(""),
+                b["name"].as_str().unwrap_or("")
+            ))
+        },
+    });
+    out.push(Column {
+        name: "From",
+        kind: "string",
+        priority: 0,
+        description: "The evicted cluster.",
+        cell: |o, _| text(o, "/status/fromCluster"),
+    });
+    out.push(Column {
+        name: "To",
+        kind: "string",
+        priority: 0,
+        description: "The placement the scheduler chose after the eviction.",
+        cell: |o, _| join(o, "/status/targetCluster"),
+    });
+    out.push(Column {
+        name: "Reason",
+        kind: "string",
+        priority: 0,
+        description: "Why the cluster was evicted (TaintUntolerated, ApplicationFailure).",
+        cell: |o, _| text(o, "/status/evictionReason"),
+    });
+    out.push(Column {
+        name: "Healthy",
+        kind: "string",
+        priority: 0,
+        description: "When the new placement ran Healthy.",
+        cell: |o, _| text(o, "/status/healthyTime"),
+    });
+    out.push(Column {
+        name: "Old-Copy-Gone",
+        kind: "string",
+        priority: 0,
+        description: "How the eviction task ended (and the old copy with it).",
+        cell: |o, _| text(o, "/status/oldCopyGoneReason"),
+    });
+    out.push(age_column());
+    out.push(Column {
+        name: "Producer",
+        kind: "string",
+        priority: 1,
+        description: "The controller that evicted.",
+        cell: |o, _| text(o, "/status/producer"),
+    });
+    out.push(Column {
+        name: "Message",
+        kind: "string",
+        priority: 1,
+        description: "The eviction's message.",
+        cell: |o, _| text(o, "/status/message"),
+    });
+    out
 }
 
 #[cfg(test)]
@@ -159,7 +215,7 @@ mod tests {
         );
         assert_eq!(o["status"]["oldCopyGoneReason"], "EvictionTaskDoneHealthy");
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 1, 0).single().unwrap();
-        let t = table::table(FLOTILLA_GROUP, KIND, &[o], 0, None, now);
+        let t = table::render(&columns(), &[o], 0, None, now);
         let names: Vec<&str> = t["columnDefinitions"]
             .as_array()
             .unwrap()

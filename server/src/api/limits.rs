@@ -1,9 +1,10 @@
 //! Request-level protections that sit in front of every handler: a declared `Content-Length`
 //! over the body limit is answered 413 before any of the body is read, a body that does not
-//! arrive within the body read timeout ends its request with 408, and every error answer,
-//! whoever made it (routing, an extractor, a handler), leaves as a Kubernetes `Status`.
+//! arrive within the body read timeout ends its request with 408, every error answer,
+//! whoever made it (routing, an extractor, a handler), leaves as a Kubernetes `Status`, and
+//! [`within_deadline`] ends a request that outlives the request timeout with 504.
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use axum::body::{Body, BodyDataStream};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -11,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::Stream;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -125,7 +127,23 @@ impl Stream for Deadline {
     }
 }
 
-use std::future::Future as _;
+/// Runs a request's `work` under the request timeout: past `timeout` the work is dropped and
+/// the answer is a 504 `Status`. Every non-watch resource request runs under it, stored kinds
+/// and computed ones alike (`resources::serve`). Work is dropped only where it awaits, so a
+/// CPU-bound step runs on a blocking thread (the failover dry-run, explain's scheduler run,
+/// large bodies' decoding): the deadline then fires on time and the worker stays free.
+pub async fn within_deadline<T>(
+    timeout: Duration,
+    work: impl Future<Output = ApiResult<T>>,
+) -> ApiResult<T> {
+    match tokio::time::timeout(timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ApiError::Timeout(format!(
+            "the request did not finish within {}s",
+            timeout.as_secs_f64()
+        ))),
+    }
+}
 
 /// Middleware: an error answer without a JSON or YAML body (axum's 405 for a wrong method,
 /// its plain-text 400 for a path or query it cannot decode, a handler's plain text) becomes

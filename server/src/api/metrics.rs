@@ -102,8 +102,11 @@ impl Metrics {
 /// The resource label of requests for paths that name no served kind.
 pub const UNMATCHED: &str = "unmatched";
 
-/// Subresources that get a label of their own.
-const SUBRESOURCES: [&str; 4] = ["status", "scale", "finalize", "explain"];
+/// Whether a subresource gets a label of its own: the stored ones and the computed ones
+/// (`scale`, `explain`, see [`super::computed`]).
+fn labelled_subresource(sub: &str) -> bool {
+    matches!(sub, "status" | "finalize") || super::computed::is_subresource(sub)
+}
 
 /// The verb and resource of a request, for metric labels. `served(group, version, plural)`
 /// says whether a kind is served; paths of kinds it does not know are [`UNMATCHED`].
@@ -132,7 +135,7 @@ pub fn classify(
         return (verb, UNMATCHED.into());
     }
     match rest.get(2) {
-        Some(sub) if SUBRESOURCES.contains(sub) => (verb, format!("{plural}/{sub}")),
+        Some(sub) if labelled_subresource(sub) => (verb, format!("{plural}/{sub}")),
         Some(_) => (verb, UNMATCHED.into()),
         None => (verb, plural.to_string()),
     }

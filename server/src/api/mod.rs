@@ -24,6 +24,8 @@ pub mod resources;
 pub mod scale;
 pub mod simulation;
 pub mod table;
+pub mod target;
+pub mod update;
 pub mod watch;
 
 use crate::clock::SharedClock;
@@ -90,6 +92,8 @@ pub struct ApiState {
     pub ready: Arc<AtomicBool>,
     /// The flags the failover dry-run reads (the controllers' timings and switches).
     pub simulation: crate::simulation::SimulationSettings,
+    /// What computes the failover dry-run's answer (on a blocking thread).
+    pub dry_run: simulation::DryRun,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`

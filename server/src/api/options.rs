@@ -6,9 +6,11 @@
 //! writes.
 
 use super::error::{ApiError, ApiResult};
-use crate::store::{DeleteOptions, Propagation};
+use crate::store::{DeleteOptions, ListOptions, ObjectFilter, Propagation};
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Query parameters of resource requests (the last value of a repeated key wins, except
 /// `dryRun`, whose every value is checked).
@@ -244,6 +246,66 @@ pub fn delete_options(
         },
         dry_run,
     ))
+}
+
+/// Builds list options from `labelSelector`, `fieldSelector`, `limit` and `continue`.
+pub fn list_options(params: &Params) -> ApiResult<ListOptions> {
+    let filter = selector_filter(
+        params.get("labelSelector").map(String::as_str),
+        params.get("fieldSelector").map(String::as_str),
+    )?;
+    let limit = match params.get("limit").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(l) => Some(l.parse::<usize>().map_err(|_| {
+            ApiError::BadRequest(format!(
+                "limit: invalid value {l:?}: must be a positive integer"
+            ))
+        })?),
+    };
+    Ok(ListOptions {
+        filter,
+        limit,
+        continue_token: params.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+/// Builds a store filter from `labelSelector` and `fieldSelector` query values.
+pub fn selector_filter(
+    label: Option<&str>,
+    field: Option<&str>,
+) -> ApiResult<Option<ObjectFilter>> {
+    let labels = match label.filter(|s| !s.trim().is_empty()) {
+        Some(s) => Some(
+            flotilla_api::selector::LabelRequirements::parse(s)
+                .map_err(|e| ApiError::BadRequest(format!("labelSelector: {e}")))?,
+        ),
+        None => None,
+    };
+    let fields = match field.filter(|s| !s.trim().is_empty()) {
+        Some(s) => Some(
+            flotilla_api::selector::FieldSelector::parse(s)
+                .map_err(|e| ApiError::BadRequest(format!("fieldSelector: {e}")))?,
+        ),
+        None => None,
+    };
+    if labels.is_none() && fields.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(move |obj: &Value| {
+        let label_ok = labels.as_ref().is_none_or(|l| {
+            let map = obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            l.matches(&map)
+        });
+        label_ok && fields.as_ref().is_none_or(|f| f.matches(obj))
+    })))
 }
 
 #[cfg(test)]

@@ -1,60 +1,31 @@
 //! Resource paths: `/api/v1/...` and `/apis/<group>/<version>/...` with GET (get, list, watch),
-//! POST, PUT, PATCH and DELETE on objects and their `status` subresource (and `scale`, see
-//! [`super::scale`]), plus the discovery
-//! and OpenAPI documents served under the same prefixes.
+//! POST, PUT, PATCH and DELETE on objects and their `status` subresource, plus the discovery
+//! and OpenAPI documents served under the same prefixes. The kinds and subresources the API
+//! computes instead of storing are listed in [`super::computed`]; [`serve`] hands them over.
 
 use super::admission;
 use super::auth::Principal;
-use super::authz::{self, Place, Write};
+use super::authz::{self, Write};
 use super::body::{self, negotiate, respond, Encoding};
+use super::computed::{self, Call};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
+use super::limits::within_deadline;
 use super::openapi;
-use super::options;
+use super::options::{self, list_options, Params};
 use super::patch::{apply_patch, PatchError, PatchType};
 use super::path;
-use super::scale;
 use super::table;
+use super::target::{check_identity, place, resolve, rt_with_kind, Target};
+use super::update::write_update;
 use super::watch;
 use super::ApiState;
-use crate::kinds::KindRegistry;
-use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
+use crate::store::{DeleteOptions, Deleted, StoreError};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
-use std::sync::Arc;
-
-pub use super::options::Params;
-
-/// What a resource path addresses.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// The kind.
-    pub rt: ResourceType,
-    /// Namespace from the path, if any.
-    pub namespace: Option<String>,
-    /// Object name, if any.
-    pub name: Option<String>,
-    /// Subresource (`status`), if any.
-    pub subresource: Option<String>,
-}
-
-impl Target {
-    fn kind_label(&self) -> String {
-        if self.rt.kind.is_empty() {
-            self.rt.plural.clone()
-        } else {
-            self.rt.kind.clone()
-        }
-    }
-
-    fn store_err(&self, e: StoreError) -> ApiError {
-        ApiError::from_store(e, &self.rt.group, &self.rt.plural)
-    }
-}
 
 /// `GET /openapi/v3`.
 pub async fn openapi_index(State(state): State<ApiState>) -> Response {
@@ -183,54 +154,8 @@ pub async fn dispatch_apis(
     result.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Maps the path segments after the group-version to a target. A name or namespace that no
-/// object could have is a 400 here, so it never reaches a handler.
-fn resolve(
-    registry: &KindRegistry,
-    group: &str,
-    version: &str,
-    tail: &[String],
-) -> ApiResult<Option<Target>> {
-    let is_sub = |s: &String| s == "status" || s == "finalize";
-    let (namespace, rest): (Option<String>, &[String]) = match tail {
-        [ns_word, ns, rest @ ..]
-            if ns_word == "namespaces" && !rest.is_empty() && !is_sub(&rest[0]) =>
-        {
-            (Some(ns.clone()), rest)
-        }
-        other => (None, other),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (p, None, None),
-        [p, n] => (p, Some(n.clone()), None),
-        [p, n, s] => (p, Some(n.clone()), Some(s.clone())),
-        _ => return Ok(None),
-    };
-    if let Some(ns) = &namespace {
-        path::check_namespace(ns)?;
-    }
-    if let Some(n) = &name {
-        path::check_name(n)?;
-    }
-    let rt = match registry.lookup(group, version, plural) {
-        Some(rt) => rt,
-        None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
-            // A free-form template of an undeclared kind.
-            KindRegistry::adhoc(group, version, plural, namespace.is_some())
-        }
-        None => return Ok(None),
-    };
-    if namespace.is_some() && !rt.namespaced {
-        return Ok(None);
-    }
-    Ok(Some(Target {
-        rt,
-        namespace,
-        name,
-        subresource: sub,
-    }))
-}
-
+/// One resource request: a computed kind's or subresource's ([`computed::find`]) or the
+/// store's CRUD; everything but a watch runs under the request deadline.
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     state: &ApiState,
@@ -241,41 +166,20 @@ async fn serve(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    if flotilla_api::kinds::is_create_only(&target.rt) {
-        return super::simulation::serve(state, who, &method, &target, &headers, body).await;
-    }
-    if target.subresource.as_deref() == Some("explain")
-        && target.rt.group == flotilla_api::kinds::WORK_GROUP
-        && target.rt.plural.ends_with("resourcebindings")
-    {
-        if method != Method::GET {
-            return Err(ApiError::MethodNotAllowed(
-                "explain only answers GET".into(),
-            ));
-        }
-        let encoding = negotiate(&headers)?;
-        let name = target.name.as_deref().unwrap_or_default();
-        let doc =
-            super::explain::explain(state, &target.rt, target.namespace.as_deref(), name).await?;
-        return Ok(respond(StatusCode::OK, &doc, encoding));
-    }
-    if super::failovers::is_failovers(&target.rt) {
-        return super::failovers::serve(state, &method, &target, &params, &headers).await;
-    }
-    if target.rt.group == flotilla_api::kinds::FLOTILLA_GROUP
-        && target.rt.plural == super::eviction_brakes::PLURAL
-    {
-        return super::eviction_brakes::serve(state, &method, &target, &params, &headers).await;
-    }
-    if target.subresource.as_deref() == Some("scale")
-        && scale::supports_scale(&target.rt)
-        && target.name.is_some()
-    {
-        let encoding = negotiate(&headers)?;
-        return serve_scale(
-            state, who, &method, &target, &params, &headers, body, encoding,
-        )
-        .await;
+    let deadline = state.limits.request_timeout;
+    // The kinds and subresources the API computes (computed.rs) answer by their own handler,
+    // under the same deadline as the stored kinds.
+    if let Some(computed) = computed::find(&target) {
+        let call = Call {
+            state,
+            who,
+            method,
+            target,
+            params,
+            headers,
+            body,
+        };
+        return within_deadline(deadline, computed.serve(call)).await;
     }
     if let Some(sub) = &target.subresource {
         if sub != "status" || !target.rt.status_subresource {
@@ -312,13 +216,7 @@ async fn serve(
             ))),
         }
     };
-    match tokio::time::timeout(state.limits.request_timeout, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ApiError::Timeout(format!(
-            "the request did not finish within {}s",
-            state.limits.request_timeout.as_secs()
-        ))),
-    }
+    within_deadline(deadline, work).await
 }
 
 fn accept(headers: &HeaderMap) -> String {
@@ -370,27 +268,6 @@ fn resource_version_of(obj: &Value) -> u64 {
         .unwrap_or(0)
 }
 
-/// Builds list options from `labelSelector`, `fieldSelector`, `limit` and `continue`.
-pub fn list_options(params: &Params) -> ApiResult<ListOptions> {
-    let filter = admission::selector_filter(
-        params.get("labelSelector").map(String::as_str),
-        params.get("fieldSelector").map(String::as_str),
-    )?;
-    let limit = match params.get("limit").map(String::as_str) {
-        None | Some("") | Some("0") => None,
-        Some(l) => Some(l.parse::<usize>().map_err(|_| {
-            ApiError::BadRequest(format!(
-                "limit: invalid value {l:?}: must be a positive integer"
-            ))
-        })?),
-    };
-    Ok(ListOptions {
-        filter,
-        limit,
-        continue_token: params.get("continue").filter(|c| !c.is_empty()).cloned(),
-    })
-}
-
 async fn list(
     state: &ApiState,
     target: &Target,
@@ -432,122 +309,6 @@ async fn list(
     Ok(respond(StatusCode::OK, &list, encoding))
 }
 
-/// Reads and parses an object body (JSON or YAML).
-pub(super) async fn read_object(
-    state: &ApiState,
-    headers: &HeaderMap,
-    body: Body,
-) -> ApiResult<Value> {
-    let format = body::object_format(&body::content_type(headers))?;
-    let bytes = body::read(body, state.limits.max_body_bytes).await?;
-    let value = body::parse_off_thread(bytes, format).await?;
-    if !value.is_object() {
-        return Err(ApiError::BadRequest(
-            "the request body must be a JSON or YAML object".into(),
-        ));
-    }
-    Ok(value)
-}
-
-/// Fills in apiVersion/kind from the path and checks that the body belongs there.
-pub(super) fn check_identity(
-    target: &Target,
-    obj: &mut Value,
-    name_from_path: bool,
-) -> ApiResult<()> {
-    for (pointer, field) in [
-        ("/apiVersion", "apiVersion"),
-        ("/kind", "kind"),
-        ("/metadata/name", "metadata.name"),
-        ("/metadata/namespace", "metadata.namespace"),
-    ] {
-        // A value of the wrong type is refused, never replaced by the path's.
-        if obj
-            .pointer(pointer)
-            .is_some_and(|v| !v.is_string() && !v.is_null())
-        {
-            return Err(ApiError::BadRequest(format!("{field}: must be a string")));
-        }
-    }
-    let rt = &target.rt;
-    let want_api = rt.api_version();
-    match obj.get("apiVersion").and_then(Value::as_str) {
-        None | Some("") => obj["apiVersion"] = json!(want_api),
-        Some(a) if a == want_api => {}
-        Some(a) => {
-            return Err(ApiError::BadRequest(format!(
-                "the API version in the data ({a}) does not match the expected API version ({want_api})"
-            )))
-        }
-    }
-    match (obj.get("kind").and_then(Value::as_str), rt.kind.as_str()) {
-        (None | Some(""), "") => {
-            return Err(ApiError::BadRequest(
-                "kind: Required value: the object must say its kind".into(),
-            ))
-        }
-        (None | Some(""), k) => obj["kind"] = json!(k),
-        (Some(got), want) if !want.is_empty() && got != want => {
-            return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({got}) does not match the expected kind ({want})"
-            )))
-        }
-        _ => {}
-    }
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        if obj.get("metadata").is_some() {
-            return Err(ApiError::BadRequest("metadata: must be an object".into()));
-        }
-        obj["metadata"] = json!({});
-    }
-    let meta_ns = obj
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .map(String::from);
-    match (&target.namespace, meta_ns, rt.namespaced) {
-        (Some(path_ns), Some(body_ns), _) if !body_ns.is_empty() && &body_ns != path_ns => {
-            return Err(ApiError::BadRequest(format!(
-                "the namespace of the provided object ({body_ns}) does not match the namespace sent on the request ({path_ns})"
-            )))
-        }
-        (Some(path_ns), _, _) => obj["metadata"]["namespace"] = json!(path_ns),
-        (None, Some(body_ns), true) if !body_ns.is_empty() => {}
-        (None, _, true) => {
-            return Err(ApiError::BadRequest(
-                "metadata.namespace: Required value: a namespaced object needs a namespace".into(),
-            ))
-        }
-        (None, Some(ns), false) if !ns.is_empty() => {
-            if let Some(m) = obj["metadata"].as_object_mut() {
-                m.remove("namespace");
-            }
-        }
-        _ => {}
-    }
-    if name_from_path {
-        let path_name = target.name.as_deref().unwrap_or_default();
-        match obj.pointer("/metadata/name").and_then(Value::as_str) {
-            None | Some("") => obj["metadata"]["name"] = json!(path_name),
-            Some(n) if n == path_name => {}
-            Some(n) => {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({path_name})"
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Where a write to `target` goes, for [`authz::check_write`].
-pub(super) fn place(target: &Target) -> Place<'_> {
-    Place {
-        rt: &target.rt,
-        namespace: target.namespace.as_deref(),
-        subresource: target.subresource.as_deref(),
-    }
-}
-
 async fn create(
     state: &ApiState,
     who: &Principal,
@@ -557,7 +318,7 @@ async fn create(
     body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let mut obj = read_object(state, headers, body).await?;
+    let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, false)?;
     authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
@@ -590,19 +351,6 @@ async fn create_object(
     Ok(created)
 }
 
-/// For free-form kinds the kind comes from the body.
-fn rt_with_kind(target: &Target, obj: &Value) -> ResourceType {
-    let mut rt = target.rt.clone();
-    if rt.kind.is_empty() {
-        rt.kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-    }
-    rt
-}
-
 async fn update(
     state: &ApiState,
     who: &Principal,
@@ -612,7 +360,7 @@ async fn update(
     body: Body,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let mut obj = read_object(state, headers, body).await?;
+    let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, true)?;
     let rt = rt_with_kind(target, &obj);
     admission::check_strict(params, &rt, &obj)?;
@@ -632,134 +380,6 @@ async fn update(
     )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
     Ok(respond(StatusCode::OK, &updated, encoding))
-}
-
-async fn write_update(
-    state: &ApiState,
-    target: &Target,
-    rt: &ResourceType,
-    params: &Params,
-    mut obj: Value,
-    old: &Value,
-) -> ApiResult<Arc<Value>> {
-    let is_status = target.subresource.as_deref() == Some("status");
-    if is_status {
-        admission::admit_status(rt, &obj)?;
-    } else {
-        admission::admit(state, rt, &mut obj, Some(old))?;
-    }
-    if params.dry_run() {
-        return Ok(Arc::new(obj));
-    }
-    // A status write (the agents' Work status) is answered from the object as stored, shared.
-    let result = if is_status {
-        state.store.update_status_shared(rt, obj).await
-    } else {
-        state.store.update(rt, obj).await.map(Arc::new)
-    };
-    let updated = result.map_err(|e| target.store_err(e))?;
-    admission::after_write(state, rt).await;
-    Ok(updated)
-}
-
-/// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
-/// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
-#[allow(clippy::too_many_arguments)]
-async fn serve_scale(
-    state: &ApiState,
-    who: &Principal,
-    method: &Method,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
-    let name = target.name.as_deref().unwrap_or_default();
-    let object = Target {
-        subresource: None,
-        ..target.clone()
-    };
-    // What the request asks for: nothing (GET), a whole Scale (PUT) or a patch of it.
-    let request = match *method {
-        Method::GET => None,
-        Method::PUT => {
-            let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((
-                None,
-                body::parse_off_thread(bytes, body::BodyFormat::Json).await?,
-            ))
-        }
-        Method::PATCH => {
-            let ct = body::content_type(headers);
-            let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!("the patch type {ct:?} is not supported"))
-            })?;
-            let format = if kind == PatchType::Apply {
-                body::BodyFormat::Yaml
-            } else {
-                body::BodyFormat::Json
-            };
-            let bytes = body::read(body, state.limits.max_body_bytes).await?;
-            Some((Some(kind), body::parse_off_thread(bytes, format).await?))
-        }
-        ref m => {
-            return Err(ApiError::MethodNotAllowed(format!(
-                "the scale subresource allows GET, PUT and PATCH, not {m}"
-            )))
-        }
-    };
-    let pinned = request.as_ref().is_some_and(|(_, doc)| {
-        doc.pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|rv| !rv.is_empty())
-    });
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let live = state
-            .store
-            .get(&object.rt, object.namespace.as_deref(), name)
-            .await
-            .map_err(|e| object.store_err(e))?;
-        let current = scale::scale_of(&live);
-        let Some((kind, doc)) = &request else {
-            return Ok(respond(StatusCode::OK, &current, encoding));
-        };
-        let wanted = match kind {
-            None => doc.clone(),
-            Some(kind) => {
-                let mut patched = current.clone();
-                apply_patch(&mut patched, doc, *kind, state.limits.max_body_bytes).map_err(
-                    |e| match e {
-                        PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
-                        PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
-                    },
-                )?;
-                patched
-            }
-        };
-        let replicas = scale::desired_replicas(&wanted)
-            .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
-        let updated = scale::apply_scale(&live, &wanted, replicas);
-        let rt = rt_with_kind(&object, &updated);
-        let write = Write::Update {
-            old: &live,
-            new: &updated,
-        };
-        authz::check_write(who, place(target), write)?;
-        match write_update(state, &object, &rt, params, updated, &live).await {
-            Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
-            Err(e) => return Err(e),
-            Ok(written) => {
-                return Ok(respond(
-                    StatusCode::OK,
-                    &scale::scale_of(&written),
-                    encoding,
-                ))
-            }
-        }
-    }
 }
 
 async fn patch(

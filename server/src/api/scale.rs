@@ -1,10 +1,21 @@
 //! The `scale` subresource of the replicated workload kinds (apps/v1 Deployment, StatefulSet,
 //! ReplicaSet): an `autoscaling/v1` `Scale` view of `spec.replicas`, so `kubectl scale` and
-//! autoscalers work on templates. Reading it and changing it are pure functions here; the
-//! resource handler does the I/O through the same update path as a PUT of the object, so
-//! admission, preconditions and dry runs are the same.
+//! autoscalers work on templates. Reading it and changing it are pure functions here; [`serve`]
+//! does the I/O through the same update path as a PUT of the object
+//! ([`super::update::write_update`]), so admission, preconditions and dry runs are the same.
 
-use super::error::Cause;
+use super::auth::Principal;
+use super::authz::{self, Write};
+use super::body::{self, negotiate, respond};
+use super::error::{ApiError, ApiResult, Cause};
+use super::options::Params;
+use super::patch::{apply_patch, PatchError, PatchType};
+use super::target::{place, rt_with_kind, Target};
+use super::update::write_update;
+use super::ApiState;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
 
@@ -111,6 +122,99 @@ pub fn apply_scale(live: &Value, scale: &Value, replicas: i64) -> Value {
         _ => {}
     }
     out
+}
+
+/// GET, PUT and PATCH of `<workload>/scale`: the object's `spec.replicas` seen and written as
+/// an `autoscaling/v1` `Scale`, through the same update path as the object itself.
+pub async fn serve(
+    state: &ApiState,
+    who: &Principal,
+    method: &Method,
+    target: &Target,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let encoding = negotiate(headers)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    let object = Target {
+        subresource: None,
+        ..target.clone()
+    };
+    // What the request asks for: nothing (GET), a whole Scale (PUT) or a patch of it.
+    let request = match *method {
+        Method::GET => None,
+        Method::PUT => {
+            let bytes = body::read(body, state.limits.max_body_bytes).await?;
+            Some((
+                None,
+                body::parse_off_thread(bytes, body::BodyFormat::Json).await?,
+            ))
+        }
+        Method::PATCH => {
+            let ct = body::content_type(headers);
+            let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
+                ApiError::UnsupportedMediaType(format!("the patch type {ct:?} is not supported"))
+            })?;
+            let format = if kind == PatchType::Apply {
+                body::BodyFormat::Yaml
+            } else {
+                body::BodyFormat::Json
+            };
+            let bytes = body::read(body, state.limits.max_body_bytes).await?;
+            Some((Some(kind), body::parse_off_thread(bytes, format).await?))
+        }
+        ref m => {
+            return Err(ApiError::MethodNotAllowed(format!(
+                "the scale subresource allows GET, PUT and PATCH, not {m}"
+            )))
+        }
+    };
+    let pinned = request.as_ref().is_some_and(|(_, doc)| {
+        doc.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+    });
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let live = state
+            .store
+            .get(&object.rt, object.namespace.as_deref(), name)
+            .await
+            .map_err(|e| object.store_err(e))?;
+        let current = scale_of(&live);
+        let Some((kind, doc)) = &request else {
+            return Ok(respond(StatusCode::OK, &current, encoding));
+        };
+        let wanted = match kind {
+            None => doc.clone(),
+            Some(kind) => {
+                let mut patched = current.clone();
+                apply_patch(&mut patched, doc, *kind, state.limits.max_body_bytes).map_err(
+                    |e| match e {
+                        PatchError::Malformed(m) | PatchError::Failed(m) => ApiError::BadRequest(m),
+                        PatchError::TooLarge(_) => ApiError::TooLarge(e.to_string()),
+                    },
+                )?;
+                patched
+            }
+        };
+        let replicas = desired_replicas(&wanted)
+            .map_err(|cause| ApiError::invalid("Scale", "autoscaling", name, vec![cause]))?;
+        let updated = apply_scale(&live, &wanted, replicas);
+        let rt = rt_with_kind(&object, &updated);
+        let write = Write::Update {
+            old: &live,
+            new: &updated,
+        };
+        authz::check_write(who, place(target), write)?;
+        match write_update(state, &object, &rt, params, updated, &live).await {
+            Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
+            Err(e) => return Err(e),
+            Ok(written) => return Ok(respond(StatusCode::OK, &scale_of(&written), encoding)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! `meta.k8s.io/v1 Table` answers for `kubectl get`: per-kind columns (clusters show NAME,
 //! VERSION, MODE, READY, AGE as Karmada prints them; ClusterTaintPolicies their taints and
-//! conditions; events LAST SEEN, TYPE, REASON, OBJECT, MESSAGE as Kubernetes prints them;
-//! eviction brakes their state, rate and counts), NAME and AGE for everything else.
-//! Columns with priority 1 appear only with `-o wide`.
+//! conditions; events LAST SEEN, TYPE, REASON, OBJECT, MESSAGE as Kubernetes prints them),
+//! NAME and AGE for everything else. The kinds computed on read bring their own columns
+//! ([`super::computed`]), rendered by [`render`]. Columns with priority 1 appear only with
+//! `-o wide`.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -15,15 +16,44 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
 }
 
-struct Column {
-    name: &'static str,
-    kind: &'static str,
-    priority: u8,
-    description: &'static str,
-    cell: fn(&Value, DateTime<Utc>) -> Value,
+/// One column of a Table: its definition and how a cell of it is read from an object at a time.
+pub struct Column {
+    /// The header (`Name`, `Ready`).
+    pub name: &'static str,
+    /// The cell type (`string`, `integer`).
+    pub kind: &'static str,
+    /// 0: always shown; 1: only with `-o wide`.
+    pub priority: u8,
+    /// What the column says.
+    pub description: &'static str,
+    /// The cell of an object, given the time of the answer.
+    pub cell: fn(&Value, DateTime<Utc>) -> Value,
 }
 
-fn text(obj: &Value, pointer: &str) -> Value {
+/// The NAME column every Table starts with.
+pub fn name_column() -> Column {
+    Column {
+        name: "Name",
+        kind: "string",
+        priority: 0,
+        description: "Name must be unique within a namespace.",
+        cell: name_cell,
+    }
+}
+
+/// The AGE column (time since `metadata.creationTimestamp`).
+pub fn age_column() -> Column {
+    Column {
+        name: "Age",
+        kind: "string",
+        priority: 0,
+        description: "Time since creation.",
+        cell: age_cell,
+    }
+}
+
+/// The value at `pointer` as a string cell (empty when absent or null).
+pub fn text(obj: &Value, pointer: &str) -> Value {
     obj.pointer(pointer)
         .map(|v| match v {
             Value::String(s) => Value::String(s.clone()),
@@ -268,21 +298,8 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
     if (group, kind) == ("", "Event") {
         return event_columns();
     }
-    let name = Column {
-        name: "Name",
-        kind: "string",
-        priority: 0,
-        description: "Name must be unique within a namespace.",
-        cell: name_cell,
-    };
-    let age = Column {
-        name: "Age",
-        kind: "string",
-        priority: 0,
-        description: "Time since creation.",
-        cell: age_cell,
-    };
-    let mut out = vec![name];
+    let age = age_column();
+    let mut out = vec![name_column()];
     match (group, kind) {
         ("cluster.karmada.io", "Cluster") => {
             out.push(Column {
@@ -411,137 +428,9 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             out.push(age);
         }
         ("policy.karmada.io", "ClusterTaintPolicy") => taint_policy_columns(&mut out, age),
-        ("flotilla.io", "EvictionBrake") => {
-            fn count(o: &Value, pointer: &str) -> Value {
-                json!(o.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
-            }
-            out.push(Column {
-                name: "State",
-                kind: "string",
-                priority: 0,
-                description: "Normal, PartialDisruption, FullDisruption or StartupGrace.",
-                cell: |o, _| text(o, "/status/state"),
-            });
-            out.push(Column {
-                name: "Rate",
-                kind: "string",
-                priority: 0,
-                description: "Evictions the brake allows in the region now.",
-                cell: |o, _| text(o, "/status/rate"),
-            });
-            out.push(Column {
-                name: "Clusters",
-                kind: "integer",
-                priority: 0,
-                description: "Clusters of the region.",
-                cell: |o, _| count(o, "/status/clusters"),
-            });
-            out.push(Column {
-                name: "Not-Ready",
-                kind: "integer",
-                priority: 0,
-                description: "Clusters of the region that are not Ready.",
-                cell: |o, _| count(o, "/status/notReadyClusters"),
-            });
-            out.push(Column {
-                name: "Held",
-                kind: "integer",
-                priority: 0,
-                description: "Evictions the brake made wait since the server started.",
-                cell: |o, _| count(o, "/status/heldEvictions"),
-            });
-            out.push(age);
-            out.push(Column {
-                name: "Message",
-                kind: "string",
-                priority: 1,
-                description: "Why the region is in its state.",
-                cell: |o, _| text(o, "/status/message"),
-            });
-        }
-        ("flotilla.io", "Failover") => failover_columns(&mut out, age),
         _ => out.push(age),
     }
     out
-}
-
-/// Failover (api/failovers.rs): the binding, the clusters left and chosen, why, and when the
-/// new copy turned Healthy and how the old one went.
-fn failover_columns(out: &mut Vec<Column>, age: Column) {
-    fn join(o: &Value, pointer: &str) -> Value {
-        let names: Vec<&str> = o
-            .pointer(pointer)
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |v| v.iter().filter_map(Value::as_str).collect());
-        json!(names.join(","))
-    }
-    out.push(Column {
-        name: "Binding",
-        kind: "string",
-        priority: 0,
-        description: "The binding that failed over: kind and namespace/name.",
-        cell: |o, _| {
-            let b = &o["status"]["binding"];
-            let ns = b["namespace"]
-                .as_str()
-                .map_or(String::new(), |n| format!("{n}/"));
-            json!(format!(
-                "{} {ns}{}",
-                b["kind"].as_str().unwrap_or(""),
-                b["name"].as_str().unwrap_or("")
-            ))
-        },
-    });
-    out.push(Column {
-        name: "From",
-        kind: "string",
-        priority: 0,
-        description: "The evicted cluster.",
-        cell: |o, _| text(o, "/status/fromCluster"),
-    });
-    out.push(Column {
-        name: "To",
-        kind: "string",
-        priority: 0,
-        description: "The placement the scheduler chose after the eviction.",
-        cell: |o, _| join(o, "/status/targetCluster"),
-    });
-    out.push(Column {
-        name: "Reason",
-        kind: "string",
-        priority: 0,
-        description: "Why the cluster was evicted (TaintUntolerated, ApplicationFailure).",
-        cell: |o, _| text(o, "/status/evictionReason"),
-    });
-    out.push(Column {
-        name: "Healthy",
-        kind: "string",
-        priority: 0,
-        description: "When the new placement ran Healthy.",
-        cell: |o, _| text(o, "/status/healthyTime"),
-    });
-    out.push(Column {
-        name: "Old-Copy-Gone",
-        kind: "string",
-        priority: 0,
-        description: "How the eviction task ended (and the old copy with it).",
-        cell: |o, _| text(o, "/status/oldCopyGoneReason"),
-    });
-    out.push(age);
-    out.push(Column {
-        name: "Producer",
-        kind: "string",
-        priority: 1,
-        description: "The controller that evicted.",
-        cell: |o, _| text(o, "/status/producer"),
-    });
-    out.push(Column {
-        name: "Message",
-        kind: "string",
-        priority: 1,
-        description: "The eviction's message.",
-        cell: |o, _| text(o, "/status/message"),
-    });
 }
 
 /// ClusterTaintPolicy: its taints and the conditions that add and remove them, e.g.
@@ -619,7 +508,7 @@ fn taint_policy_columns(out: &mut Vec<Column>, age: Column) {
     });
 }
 
-/// Builds a Table of `items` (all of one kind) for `kubectl get`.
+/// Builds a Table of `items` (all of one stored kind) for `kubectl get`.
 pub fn table(
     group: &str,
     kind: &str,
@@ -628,7 +517,24 @@ pub fn table(
     continue_token: Option<&str>,
     now: DateTime<Utc>,
 ) -> Value {
-    let cols = columns(group, kind);
+    render(
+        &columns(group, kind),
+        items,
+        resource_version,
+        continue_token,
+        now,
+    )
+}
+
+/// Builds a Table of `items` with the given columns (a computed kind brings its own, see
+/// [`super::computed`]).
+pub fn render(
+    cols: &[Column],
+    items: &[Value],
+    resource_version: u64,
+    continue_token: Option<&str>,
+    now: DateTime<Utc>,
+) -> Value {
     let definitions: Vec<Value> = cols
         .iter()
         .map(|c| {

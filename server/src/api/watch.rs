@@ -6,8 +6,9 @@
 //! Table, each event carries a one-row Table as `kubectl get -w` expects.
 
 use super::error::{ApiError, ApiResult};
-use super::resources::{list_options, Params, Target};
+use super::options::{list_options, Params};
 use super::table;
+use super::target::Target;
 use super::ApiState;
 use crate::store::{StoreError, WatchEvent, WatchOptions};
 use axum::body::Body;

@@ -30,13 +30,23 @@ impl TestApi {
     }
 
     pub async fn with_config(tweak: impl FnOnce(&mut ServerConfig)) -> Self {
+        Self::with_parts(tweak, |store| store, |_| {}).await
+    }
+
+    /// A router over the store `wrap` makes of the in-memory one, with the API state as
+    /// `tweak_state` leaves it.
+    pub async fn with_parts(
+        tweak: impl FnOnce(&mut ServerConfig),
+        wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+        tweak_state: impl FnOnce(&mut api::ApiState),
+    ) -> Self {
         let mut config = ServerConfig::new("/nonexistent");
         config.engine = Engine::Memory;
         tweak(&mut config);
         let clock: SharedClock = Arc::new(SystemClock);
-        let store = app::open_store(&config, clock.clone()).await.unwrap();
+        let store = wrap(app::open_store(&config, clock.clone()).await.unwrap());
         let (registry, crd_feed) = CrdFeed::start(store.clone()).await.unwrap();
-        let state = app::api_state(
+        let mut state = app::api_state(
             &config,
             store.clone(),
             registry,
@@ -45,6 +55,7 @@ impl TestApi {
             tokio::sync::watch::channel(false).1,
         )
         .unwrap();
+        tweak_state(&mut state);
         state.ready.store(true, Ordering::SeqCst);
         TestApi {
             router: api::router(state),
