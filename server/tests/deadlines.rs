@@ -12,7 +12,8 @@ use axum::http::{Request, StatusCode};
 use common::{assert_status, TestApi, TOKEN};
 use flotilla_api::kinds::{well_known, ResourceType};
 use flotilla_server::api::simulation::DryRun;
-use flotilla_server::controllers::failover::brake::{BrakeSettings, EvictionBrake};
+use flotilla_server::controllers::failover::brake::EvictionBrake;
+use flotilla_server::controllers::settings::BrakeSettings;
 use flotilla_server::store::{
     DeleteOptions, Deleted, ListOptions, ObjectList, Store, StoreError, WatchOptions, WatchStream,
 };
