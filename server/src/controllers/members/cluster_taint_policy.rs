@@ -329,6 +329,7 @@ mod tests {
     use crate::clock::{FakeClock, SharedClock};
     use crate::controllers::runtime::controller::ControllerConfig;
     use crate::store::{KvStore, StoreConfig};
+    use crate::testing::eventually;
     use chrono::{Duration, TimeZone};
     use flotilla_api::cluster::ClusterSpec;
     use flotilla_api::meta::{Condition, ConditionStatus};
@@ -838,18 +839,15 @@ mod tests {
 
     /// Waits (at most 10 s) until `m1`'s taints are `want`.
     async fn wait_for_taints(store: &Arc<dyn Store>, want: Value, what: &str) {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
+        eventually(what, std::time::Duration::from_secs(10), || async {
             let got = taints(store, "m1").await;
             if got == want {
-                return;
+                Ok(())
+            } else {
+                Err(format!("m1 has taints {got}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "waited 10 s for {what}: m1 has taints {got}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        })
+        .await;
     }
 
     #[tokio::test]

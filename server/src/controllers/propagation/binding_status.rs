@@ -564,6 +564,7 @@ mod tests {
     #[tokio::test]
     async fn the_cluster_source_alone_wakes_the_bindings_of_a_cluster() {
         use crate::controllers::runtime::controller::{spawn, Controller, ControllerConfig};
+        use crate::testing::eventually;
         let (store, controller) = ready_fixture().await;
         let queue = controller.queue();
         // Only the Cluster source and no resync: the bindings are reached only by the fan-out.
@@ -579,15 +580,15 @@ mod tests {
         let wait = |want: Vec<(String, String, bool, i64)>, what: &'static str| {
             let store = store.clone();
             async move {
-                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-                while items_of_web(&store).await != want {
-                    assert!(
-                        tokio::time::Instant::now() < deadline,
-                        "timed out after 10 s waiting for {what}: {:?}",
-                        items_of_web(&store).await
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
+                eventually(what, std::time::Duration::from_secs(10), || async {
+                    let got = items_of_web(&store).await;
+                    if got == want {
+                        Ok(())
+                    } else {
+                        Err(format!("{got:?}"))
+                    }
+                })
+                .await;
             }
         };
         wait(

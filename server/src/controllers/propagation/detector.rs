@@ -1226,13 +1226,17 @@ mod tests {
             )
             .await
             .unwrap();
-        for _ in 0..200 {
-            if binding(&f.store).await.is_none() {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        panic!("binding not collected");
+        crate::testing::eventually(
+            "the binding to be collected",
+            std::time::Duration::from_secs(10),
+            || async {
+                match binding(&f.store).await {
+                    None => Ok(()),
+                    Some(b) => Err(format!("binding {b}")),
+                }
+            },
+        )
+        .await;
     }
 
     #[tokio::test]
