@@ -3,7 +3,7 @@
 //! Skipped with a loud message only when kubectl is not installed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{require_kubectl, scenarios_dir, wait_for, Kubectl, Server};
+use flotilla_tests::{eventually, require_kubectl, scenarios_dir, Kubectl, Process, Server};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
@@ -210,20 +210,24 @@ fn get_in_every_form_watch_patch_delete() {
         "watched.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\ndata:\n  a: \"1\"\n",
     );
-    let mut watch = k
-        .command(&[
-            "get",
-            "configmaps",
-            "-w",
-            "--output-watch-events",
-            "-o",
-            "name",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = watch.stdout.take().unwrap();
+    // Killed when dropped, also when the wait below fails.
+    let mut watch = Process {
+        child: k
+            .command(&[
+                "get",
+                "configmaps",
+                "-w",
+                "--output-watch-events",
+                "-o",
+                "name",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+        name: "kubectl get -w".into(),
+    };
+    let stdout = watch.child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -233,7 +237,7 @@ fn get_in_every_form_watch_patch_delete() {
         }
     });
     let mut seen = Vec::new();
-    let result = wait_for(
+    eventually(
         "kubectl get -w to print the new configmap",
         Duration::from_secs(30),
         || {
@@ -249,9 +253,7 @@ fn get_in_every_form_watch_patch_delete() {
                 .cloned()
         },
     );
-    let _ = watch.kill();
-    let _ = watch.wait();
-    result.unwrap();
+    drop(watch);
 
     k.run(&["delete", "deploy", "web"]).unwrap();
     let out = k.output(&["get", "deploy", "web"]).unwrap();
