@@ -17,7 +17,10 @@ use flotilla_agent::pull::{PullTiming, Registration};
 use flotilla_agent::runtime::sim::SimConfig;
 use flotilla_agent::runtime::ObjectRef;
 use serde_json::{json, Value};
-use support::{wait_for, FakeServer, JOIN_TOKEN};
+use support::{eventually, FakeServer, JOIN_TOKEN};
+
+/// How long a test waits for the agent to do something.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn config(server: &str, data_dir: &Path) -> AgentConfig {
     let token_file = data_dir.parent().unwrap().join("join.token");
@@ -89,28 +92,24 @@ async fn object(m: &Member, r: &ObjectRef) -> Option<Value> {
     m.runtime.get(r).await.unwrap()
 }
 
-/// Waits until the member has (or lacks) an object.
+/// Waits until the member has (or lacks) an object; answers it (`None` once deleted).
 async fn wait_object(m: &Member, r: &ObjectRef, present: bool) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let what = format!("{r} to be {}", if present { "applied" } else { "deleted" });
+    eventually(&what, WAIT, || async {
         let o = object(m, r).await;
         if o.is_some() == present {
-            return o;
+            Ok(o)
+        } else {
+            Err(format!("{r} is {o:?}"))
         }
-        if tokio::time::Instant::now() > deadline {
-            panic!(
-                "timed out after 10 s waiting for {r} to be {}",
-                if present { "applied" } else { "deleted" }
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// Waits for an Event with `reason`: it travels beside the status write, so it may land just
 /// after the status a test saw.
 async fn wait_event(server: &FakeServer, reason: &str) {
-    wait_for(10, "the Event", || {
+    eventually(&format!("a {reason} Event"), WAIT, || async {
         let events = &server.inner.lock().events;
         events.iter().any(|e| e["reason"] == reason).then_some(())
     })
@@ -133,7 +132,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     let data = dir.path().join("agent");
     let agent = start(&url, &data).await;
 
-    wait_for(10, "registration", || {
+    eventually("registration", WAIT, || async {
         (server.inner.lock().registrations == 1).then_some(())
     })
     .await;
@@ -144,7 +143,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
                             "zones": ["eu-west-1a"], "labels": {"env": "test"}})
     );
     let cred_path = data.join("credential");
-    wait_for(10, "the credential file", || {
+    eventually("the credential file", WAIT, || async {
         cred_path.exists().then_some(())
     })
     .await;
@@ -162,7 +161,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     }
 
     // Lease: created, then renewed.
-    let lease = wait_for(10, "the lease", || server.lease("member1")).await;
+    let lease = eventually("the lease", WAIT, || async { server.lease("member1") }).await;
     assert_eq!(lease["spec"]["holderIdentity"], "member1");
     assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
     let first = lease["spec"]["renewTime"].as_str().unwrap().to_string();
@@ -171,7 +170,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
         "2026-01-01T00:00:00.000000Z".len(),
         "microsecond renewTime: {first}"
     );
-    wait_for(10, "lease renewals", || {
+    eventually("lease renewals", WAIT, || async {
         let l = server.lease("member1")?;
         (l["spec"]["renewTime"].as_str()? != first && server.inner.lock().lease_writes >= 4)
             .then_some(())
@@ -182,16 +181,19 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     let ready = |want: &'static str| {
         let server = server.clone();
         move || {
-            let c = server.cluster("member1")?;
-            let cond = c["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Ready")?
-                .clone();
-            (cond["status"] == want).then_some((c, cond))
+            let server = server.clone();
+            async move {
+                let c = server.cluster("member1")?;
+                let cond = c["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Ready")?
+                    .clone();
+                (cond["status"] == want).then_some((c, cond))
+            }
         }
     };
-    let (cluster, cond) = wait_for(10, "Ready=True", ready("True")).await;
+    let (cluster, cond) = eventually("Ready=True", WAIT, ready("True")).await;
     assert_eq!(cond["reason"], "ClusterReady");
     assert_eq!(
         cond["message"],
@@ -217,7 +219,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
         let inner = server.inner.lock();
         (inner.cluster_reads, inner.cluster_status_writes)
     };
-    wait_for(10, "three more cluster-status passes", || {
+    eventually("three more cluster-status passes", WAIT, || async {
         (server.inner.lock().cluster_reads >= reads + 3).then_some(())
     })
     .await;
@@ -230,23 +232,23 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     // Unhealthy: Ready False; healthy again: True.
     let m = member(&agent);
     m.faults.set_unhealthy(true);
-    let (_, cond) = wait_for(10, "Ready=False", ready("False")).await;
+    let (_, cond) = eventually("Ready=False", WAIT, ready("False")).await;
     assert_eq!(cond["reason"], "ClusterNotReady");
     m.faults.set_unhealthy(false);
-    wait_for(10, "Ready=True again", ready("True")).await;
+    eventually("Ready=True again", WAIT, ready("True")).await;
 
     // Unreachable: heartbeats stop, then resume. Once the lease loop has skipped a renewal its
     // last write is done; three more skipped renewals (renewal periods) without a write prove
     // that it stopped.
     let skipped_before = m.pull.lease_renewals_skipped();
     m.faults.set_unreachable(true);
-    wait_for(10, "the lease loop to skip a renewal", || {
+    eventually("the lease loop to skip a renewal", WAIT, || async {
         (m.pull.lease_renewals_skipped() > skipped_before).then_some(())
     })
     .await;
     let writes = server.inner.lock().lease_writes;
     let skipped = m.pull.lease_renewals_skipped();
-    wait_for(10, "three more skipped lease renewals", || {
+    eventually("three more skipped lease renewals", WAIT, || async {
         (m.pull.lease_renewals_skipped() >= skipped + 3).then_some(())
     })
     .await;
@@ -256,7 +258,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
         "no heartbeat while unreachable"
     );
     m.faults.set_unreachable(false);
-    wait_for(10, "heartbeats to resume", || {
+    eventually("heartbeats to resume", WAIT, || async {
         (server.inner.lock().lease_writes > writes).then_some(())
     })
     .await;
@@ -265,7 +267,7 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     agent.shutdown().await;
     let writes = server.inner.lock().lease_writes;
     let agent = start(&url, &data).await;
-    wait_for(10, "heartbeats after restart", || {
+    eventually("heartbeats after restart", WAIT, || async {
         (server.inner.lock().lease_writes > writes + 2).then_some(())
     })
     .await;
@@ -273,16 +275,16 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
 
     // A refused credential: the agent registers again with the join token.
     server.revoke_credentials();
-    wait_for(10, "re-registration", || {
+    eventually("re-registration", WAIT, || async {
         (server.inner.lock().registrations == 2).then_some(())
     })
     .await;
-    wait_for(10, "the new credential on disk", || {
+    eventually("the new credential on disk", WAIT, || async {
         (std::fs::read_to_string(&cred_path).ok()? == "cred-member1-2").then_some(())
     })
     .await;
     let writes = server.inner.lock().lease_writes;
-    wait_for(10, "heartbeats with the new credential", || {
+    eventually("heartbeats with the new credential", WAIT, || async {
         (server.inner.lock().lease_writes > writes).then_some(())
     })
     .await;
@@ -305,7 +307,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     let m = member(&agent);
 
     // Applied, and the Deployment's status reported once its pods are ready.
-    let work = wait_for(10, "work status with 2 ready replicas", || {
+    let work = eventually("work status with 2 ready replicas", WAIT, || async {
         let w = server.work("member1", "nginx-work")?;
         (w["status"]["manifestStatuses"][0]["status"]["readyReplicas"] == 2).then_some(w)
     })
@@ -339,7 +341,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     wait_object(&m, &cm_ref("cfg"), false).await;
     // A scaled manifest: applied again (same object, new generation).
     server.put_work("member1", "nginx-work", vec![nginx(3)], true);
-    wait_for(10, "3 ready replicas reported", || {
+    eventually("3 ready replicas reported", WAIT, || async {
         let w = server.work("member1", "nginx-work")?;
         (w["status"]["manifestStatuses"][0]["status"]["readyReplicas"] == 3).then_some(())
     })
@@ -364,7 +366,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     wait_object(&m, &cm_ref("fin"), true).await;
     server.delete_work("member1", "fin");
     wait_object(&m, &cm_ref("fin"), false).await;
-    wait_for(10, "the finalized work to go", || {
+    eventually("the finalized work to go", WAIT, || async {
         server.work("member1", "fin").is_none().then_some(())
     })
     .await;
@@ -376,7 +378,7 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
         vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})],
         true,
     );
-    let cond = wait_for(10, "Applied=False", || {
+    let cond = eventually("Applied=False", WAIT, || async {
         let c = applied_condition(&server.work("member1", "bad")?)?;
         (c["status"] == "False").then_some(c)
     })
@@ -419,9 +421,11 @@ async fn works_are_applied_reported_deleted_and_survive_a_restart() {
     let lists = server.inner.lock().lists;
     assert!(lists >= 2, "listed again after restart");
     // The agent opens its watch only after the relist synced every Work and flushed.
-    wait_for(10, "the watch opened after the restart's relist", || {
-        (server.inner.lock().watches > watches_before).then_some(())
-    })
+    eventually(
+        "the watch opened after the restart's relist",
+        WAIT,
+        || async { (server.inner.lock().watches > watches_before).then_some(()) },
+    )
     .await;
     assert_eq!(sync_events(&server), applies_before, "not re-applied");
     let later = object(&m, &deploy_ref()).await.unwrap();
@@ -443,7 +447,7 @@ async fn works_are_applied_while_a_status_write_is_in_flight() {
     cfg.timing.request_timeout = Duration::from_secs(120);
     let agent = flotilla_agent::run(cfg).await.unwrap();
     let m = member(&agent);
-    wait_for(10, "a watch", || {
+    eventually("a watch", WAIT, || async {
         (server.inner.lock().watches >= 1).then_some(())
     })
     .await;
@@ -451,10 +455,10 @@ async fn works_are_applied_while_a_status_write_is_in_flight() {
     server.hold_status_writes();
     server.put_work("member1", "first", vec![configmap("first")], false);
     wait_object(&m, &cm_ref("first"), true).await;
-    wait_for(
-        10,
+    eventually(
         "the first Work's status write to wait at the server",
-        || (server.inner.lock().status_writes_held >= 1).then_some(()),
+        WAIT,
+        || async { (server.inner.lock().status_writes_held >= 1).then_some(()) },
     )
     .await;
     server.put_work("member1", "second", vec![configmap("second")], false);
@@ -467,7 +471,7 @@ async fn works_are_applied_while_a_status_write_is_in_flight() {
 
     server.release_status_writes();
     for name in ["first", "second"] {
-        wait_for(10, "Applied=True on both Works", || {
+        eventually("Applied=True on both Works", WAIT, || async {
             let c = applied_condition(&server.work("member1", name)?)?;
             (c["status"] == "True").then_some(())
         })
@@ -488,7 +492,7 @@ async fn relists_after_410() {
     let m = member(&agent);
     wait_object(&m, &cm_ref("one"), true).await;
     wait_object(&m, &cm_ref("two"), true).await;
-    wait_for(10, "a watch", || {
+    eventually("a watch", WAIT, || async {
         (server.inner.lock().watches >= 1).then_some(())
     })
     .await;
@@ -505,7 +509,7 @@ async fn relists_after_410() {
     server.compact_and_kick();
     server.put_work("member1", "w4", vec![configmap("four")], false);
     server.compact_and_kick();
-    wait_for(10, "a relist", || {
+    eventually("a relist", WAIT, || async {
         (server.inner.lock().lists > lists).then_some(())
     })
     .await;
@@ -539,7 +543,7 @@ async fn https_with_a_ca_file() {
     // Without the CA the agent cannot talk to the server.
     let data = dir.path().join("no-ca");
     let agent = start(&url, &data).await;
-    wait_for(10, "three failed TLS handshakes", || {
+    eventually("three failed TLS handshakes", WAIT, || async {
         (server.inner.lock().tls_handshake_failures >= 3).then_some(())
     })
     .await;
@@ -549,7 +553,10 @@ async fn https_with_a_ca_file() {
     let mut cfg = config(&url, &dir.path().join("with-ca"));
     cfg.ca_file = Some(ca);
     let agent = flotilla_agent::run(cfg).await.unwrap();
-    wait_for(10, "a lease over HTTPS", || server.lease("member1")).await;
+    eventually("a lease over HTTPS", WAIT, || async {
+        server.lease("member1")
+    })
+    .await;
     agent.shutdown().await;
 
     let mut cfg = config(&url, &dir.path().join("bad-ca"));
@@ -572,7 +579,7 @@ async fn many_sim_members_each_register_with_their_own_state() {
     cfg.listen = Some("127.0.0.1:0".parse().unwrap());
     let agent = flotilla_agent::run(cfg).await.unwrap();
     for name in ["sim1", "sim2", "sim3"] {
-        wait_for(10, "each member's lease", || server.lease(name)).await;
+        eventually("each member's lease", WAIT, || async { server.lease(name) }).await;
         assert!(data.join(name).join("credential").exists());
     }
     server.put_work("sim2", "w", vec![configmap("only-on-sim2")], false);
@@ -600,14 +607,14 @@ async fn a_silent_watch_is_reopened_without_a_relist() {
     let mut cfg = config(&url, &dir.path().join("agent"));
     cfg.timing.watch_idle_timeout = Duration::from_millis(300);
     let agent = flotilla_agent::run(cfg).await.unwrap();
-    wait_for(10, "a first watch", || {
+    eventually("a first watch", WAIT, || async {
         (server.inner.lock().watches >= 1).then_some(())
     })
     .await;
     let lists = server.inner.lock().lists;
     // The fake server sends no bookmarks: after 300 ms of silence the agent reopens the watch
     // (the agent's own status writes are events too, so allow for a few).
-    wait_for(10, "the watch to be reopened three times", || {
+    eventually("the watch to be reopened three times", WAIT, || async {
         (server.inner.lock().watches >= 4).then_some(())
     })
     .await;

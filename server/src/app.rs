@@ -499,6 +499,7 @@ mod tests {
     use super::*;
     use crate::clock::FakeClock;
     use crate::store::ListOptions;
+    use crate::testing::eventually;
     use chrono::TimeZone;
     use flotilla_api::kinds::well_known;
     use serde_json::{json, Value};
@@ -535,25 +536,21 @@ mod tests {
             .await
             .expect("stored");
         assert_eq!(created["metadata"]["creationTimestamp"], stamp);
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        let event = loop {
-            let events = server
-                .store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .expect("events");
-            let found = events.items.into_iter().find(|e: &Value| {
-                e["reason"] == "CustomizationInvalid" && e["involvedObject"]["name"] == "broken"
-            });
-            if let Some(e) = found {
-                break e;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no CustomizationInvalid Event within 20 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let event = eventually(
+            "a CustomizationInvalid Event",
+            Duration::from_secs(20),
+            || async {
+                let events = server
+                    .store
+                    .list(&well_known::events(), None, &ListOptions::default())
+                    .await
+                    .expect("events");
+                events.items.into_iter().find(|e: &Value| {
+                    e["reason"] == "CustomizationInvalid" && e["involvedObject"]["name"] == "broken"
+                })
+            },
+        )
+        .await;
         assert_eq!(event["firstTimestamp"], stamp, "{event}");
         server.shutdown().await.expect("clean shutdown");
     }
@@ -561,8 +558,8 @@ mod tests {
     /// Whether the server's discovery serves `group/version` (polled until `want` or 20 s).
     async fn wait_discovery(server: &ServerHandle, path: &str, want: bool) {
         let client = reqwest::Client::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        let what = format!("{path} to be {}", if want { "served" } else { "gone" });
+        eventually(&what, Duration::from_secs(20), || async {
             let status = client
                 .get(format!("{}{path}", server.url()))
                 .bearer_auth(&server.admin_token)
@@ -571,14 +568,12 @@ mod tests {
                 .expect("discovery answers")
                 .status();
             if status.is_success() == want {
-                return;
+                Ok(())
+            } else {
+                Err(format!("{path} answers {status}"))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{path} still answers {status} after 20 s (want served: {want})"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
     }
 
     /// The store alone feeds the kind registry: a CRD written past the API is served, one

@@ -14,4 +14,5 @@ pub mod probes;
 pub mod scheduler;
 pub mod simulation;
 pub mod store;
+pub mod testing;
 pub mod transport;

@@ -6,6 +6,7 @@ mod common;
 use axum::body::Body;
 use axum::http::StatusCode;
 use common::{assert_status, TestApi};
+use flotilla_server::testing::eventually;
 use serde_json::{json, Value};
 
 const PP: &str = "/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies";
@@ -590,20 +591,19 @@ async fn owner_deletion_collects_dependents_unless_orphaned() {
     c["metadata"]["ownerReferences"][0]["uid"] = owner["metadata"]["uid"].clone();
     api.call("POST", cms, Some(c)).await;
     api.call("DELETE", &format!("{DEPLOY}/owner"), None).await;
-    let gone = async {
-        for _ in 0..200 {
+    eventually(
+        "the dependent collected after background deletion of its owner",
+        std::time::Duration::from_secs(10),
+        || async {
             let (s, _) = api.call("GET", &format!("{cms}/dep2"), None).await;
             if s == StatusCode::NOT_FOUND {
-                return true;
+                Ok(())
+            } else {
+                Err(format!("GET dep2 answers {s}"))
             }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        false
-    };
-    assert!(
-        gone.await,
-        "dependent collected after background deletion of its owner"
-    );
+        },
+    )
+    .await;
     let (s, body) = api
         .call(
             "DELETE",

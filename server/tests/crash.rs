@@ -7,6 +7,7 @@
 
 use flotilla_api::kinds::builtin_by_plural;
 use flotilla_server::store::{KvStore, ListOptions, Store, StoreConfig, WatchOptions};
+use flotilla_server::testing::eventually;
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -120,14 +121,10 @@ async fn verify(dir: &Path, acks: &Acks, round: usize) {
     }
     // Garbage collection finishes what the kill interrupted (before the log is read: its
     // deletions are writes that extend and trim the event log).
-    let deadline = Instant::now() + WAIT;
-    while !store.gc_idle() {
-        assert!(
-            Instant::now() < deadline,
-            "round {round}: gc did not finish"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(&format!("round {round}: gc to finish"), WAIT, || async {
+        store.gc_idle().then_some(())
+    })
+    .await;
     let current = store.current_resource_version().await.unwrap();
     assert!(
         current >= acks.max_rv,

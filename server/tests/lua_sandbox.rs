@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, ServerHandle, Tls};
+use flotilla_server::testing::eventually;
 use serde_json::{json, Value};
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 const CUSTOMIZATIONS: &str = "/apis/config.karmada.io/v1alpha1/resourceinterpretercustomizations";
@@ -62,21 +62,8 @@ impl Api {
     }
 }
 
-/// Waits until `probe` gives a value, at most 60 s; panics naming what it waited for.
-async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// How long a test waits for the server to do something.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// A server with every controller and a resync short enough that templates are looked at
 /// again within the test's deadlines.
@@ -124,7 +111,7 @@ async fn ready_member(api: &Api, name: &str) {
     });
     let path = format!("{CLUSTERS}/{name}");
     // The taint controller writes the new member too: read, write, and again on a conflict.
-    wait_for(&format!("{name}'s status written"), || async {
+    eventually(&format!("{name}'s status written"), WAIT, || async {
         let mut cluster = api.get(&path).await?;
         cluster["status"] = status.clone();
         let (code, body) = api
@@ -241,8 +228,9 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
 
     // The benign script really runs: its replica count and requirements are on the binding,
     // and the Gadget reaches both members.
-    let gadget = wait_for(
+    let gadget = eventually(
         "gadget1 propagated with the script's 6 replicas",
+        WAIT,
         || async {
             let b = propagated(&api, "gadget1-gadget").await?;
             (b["spec"]["replicas"] == 6).then_some(b)
@@ -256,7 +244,7 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
 
     // The looping replica script is stopped and reported on the template, naming the
     // customization and the budget it ran past.
-    let stopped = wait_for("an ApplyPolicyFailed Event on widget1", || {
+    let stopped = eventually("an ApplyPolicyFailed Event on widget1", WAIT, || {
         event(&api, "Widget", "widget1", "ApplyPolicyFailed")
     })
     .await;
@@ -280,14 +268,18 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
 
     // The script that loops at load time is stopped when the customization is loaded and
     // reported on the customization; its kind falls back to no replica rule and still goes out.
-    let invalid = wait_for("a CustomizationInvalid Event on gizmo-replicas", || {
-        event(
-            &api,
-            "ResourceInterpreterCustomization",
-            "gizmo-replicas",
-            "CustomizationInvalid",
-        )
-    })
+    let invalid = eventually(
+        "a CustomizationInvalid Event on gizmo-replicas",
+        WAIT,
+        || {
+            event(
+                &api,
+                "ResourceInterpreterCustomization",
+                "gizmo-replicas",
+                "CustomizationInvalid",
+            )
+        },
+    )
     .await;
     let message = invalid["message"].as_str().unwrap();
     for part in [
@@ -297,7 +289,7 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
     ] {
         assert!(message.contains(part), "{part:?} not in {message:?}");
     }
-    wait_for("gizmo1 propagated without a replica rule", || {
+    eventually("gizmo1 propagated without a replica rule", WAIT, || {
         propagated(&api, "gizmo1-gizmo")
     })
     .await;
@@ -309,10 +301,14 @@ async fn hostile_replica_scripts_are_stopped_reported_and_propagation_goes_on() 
         json!("function GetReplicas(obj)\n  return obj.spec.size\nend");
     let (code, body) = api.call("PUT", &path, Some(&fixed)).await;
     assert_eq!(code, 200, "{body}");
-    wait_for("widget1 propagated with 3 replicas once fixed", || async {
-        let b = propagated(&api, "widget1-widget").await?;
-        (b["spec"]["replicas"] == 3).then_some(())
-    })
+    eventually(
+        "widget1 propagated with 3 replicas once fixed",
+        WAIT,
+        || async {
+            let b = propagated(&api, "widget1-widget").await?;
+            (b["spec"]["replicas"] == 3).then_some(())
+        },
+    )
     .await;
 
     // The API answered throughout; a hostile script costs at most its budget per call.
@@ -371,7 +367,7 @@ async fn a_failing_replica_revision_sends_no_full_size_manifest() {
                                                                 {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
     )
     .await;
-    let failed = wait_for("a SyncFailed Event on the binding", || {
+    let failed = eventually("a SyncFailed Event on the binding", WAIT, || {
         event(&api, "ResourceBinding", "gadget1-gadget", "SyncFailed")
     })
     .await;
@@ -399,9 +395,10 @@ async fn a_failing_replica_revision_sends_no_full_size_manifest() {
         json!("function ReviseReplica(obj, desired)\n  obj.spec.size = desired\n  return obj\nend");
     let (code, body) = api.call("PUT", &path, Some(&fixed)).await;
     assert_eq!(code, 200, "{body}");
-    let sizes = wait_for("Works with the revised sizes", || async {
+    // Both Works: the two members' Works are written one after the other.
+    let sizes = eventually("a Work on each member", WAIT, || async {
         let sizes = work_sizes(&api, "gadget1-gadget").await;
-        (!sizes.is_empty()).then_some(sizes)
+        (sizes.len() == 2).then_some(sizes)
     })
     .await;
     assert_eq!(

@@ -11,12 +11,12 @@ use flotilla_server::store::{
     SledEngine, SledOptions, Store, StoreConfig, StoreError, WatchEvent, WatchOptions, WatchStream,
     FOREGROUND_FINALIZER,
 };
+use flotilla_server::testing::eventually;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -79,25 +79,10 @@ impl Harness {
     }
 
     async fn wait_gc_idle(&self) {
-        eventually("garbage collection to be idle", || async {
-            (self.gc_idle)()
+        eventually("garbage collection to be idle", WAIT, || async {
+            ((self.gc_idle)()).then_some(())
         })
         .await;
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -878,11 +863,16 @@ async fn gc_background_deletes_dependents(kind: Kind) {
         .await
         .unwrap();
     assert!(matches!(gone, Deleted::Gone(_)));
-    eventually("child, grandchild and policy to be collected", || async {
-        !exists(s, &configmaps(), Some("ns"), "child").await
-            && !exists(s, &configmaps(), Some("ns"), "grandchild").await
-            && !exists(s, &policies(), Some("ns"), "p").await
-    })
+    eventually(
+        "child, grandchild and policy to be collected",
+        WAIT,
+        || async {
+            (!exists(s, &configmaps(), Some("ns"), "child").await
+                && !exists(s, &configmaps(), Some("ns"), "grandchild").await
+                && !exists(s, &policies(), Some("ns"), "p").await)
+                .then_some(())
+        },
+    )
     .await;
     h.wait_gc_idle().await;
     assert!(
@@ -897,8 +887,8 @@ async fn gc_background_deletes_dependents(kind: Kind) {
     )
     .await
     .unwrap();
-    eventually("shared to be collected", || async {
-        !exists(s, &configmaps(), Some("ns"), "shared").await
+    eventually("shared to be collected", WAIT, || async {
+        (!exists(s, &configmaps(), Some("ns"), "shared").await).then_some(())
     })
     .await;
 
@@ -908,8 +898,8 @@ async fn gc_background_deletes_dependents(kind: Kind) {
     s.create(&configmaps(), owned_by(cm("ns", "dangling"), &[&ghost]))
         .await
         .unwrap();
-    eventually("dangling to be collected", || async {
-        !exists(s, &configmaps(), Some("ns"), "dangling").await
+    eventually("dangling to be collected", WAIT, || async {
+        (!exists(s, &configmaps(), Some("ns"), "dangling").await).then_some(())
     })
     .await;
 }
@@ -966,9 +956,10 @@ async fn gc_foreground_deletes_dependents_first(kind: Kind) {
     );
     assert!(pending["metadata"]["deletionTimestamp"].is_string());
 
-    eventually("child and grandchild to go first", || async {
-        !exists(s, &configmaps(), Some("ns"), "child").await
-            && !exists(s, &configmaps(), Some("ns"), "grandchild").await
+    eventually("child and grandchild to go first", WAIT, || async {
+        (!exists(s, &configmaps(), Some("ns"), "child").await
+            && !exists(s, &configmaps(), Some("ns"), "grandchild").await)
+            .then_some(())
     })
     .await;
     h.wait_gc_idle().await;
@@ -985,9 +976,11 @@ async fn gc_foreground_deletes_dependents_first(kind: Kind) {
     let mut release = held.clone();
     release["metadata"]["finalizers"] = json!([]);
     s.update(&configmaps(), release).await.unwrap();
-    eventually("the owner to go once no dependent is left", || async {
-        !exists(s, &deployments(), Some("ns"), "owner").await
-    })
+    eventually(
+        "the owner to go once no dependent is left",
+        WAIT,
+        || async { (!exists(s, &deployments(), Some("ns"), "owner").await).then_some(()) },
+    )
     .await;
     let e = next_event(&mut w).await;
     assert_eq!(
@@ -1007,9 +1000,10 @@ async fn gc_foreground_deletes_dependents_first(kind: Kind) {
             .unwrap(),
         Deleted::Pending(_)
     ));
-    eventually("shared, then keeper, to go", || async {
-        !exists(s, &configmaps(), Some("ns"), "shared").await
-            && !exists(s, &deployments(), Some("ns"), "keeper").await
+    eventually("shared, then keeper, to go", WAIT, || async {
+        (!exists(s, &configmaps(), Some("ns"), "shared").await
+            && !exists(s, &deployments(), Some("ns"), "keeper").await)
+            .then_some(())
     })
     .await;
 
@@ -1595,9 +1589,11 @@ async fn sled_open_finishes_garbage_collection_cut_by_a_crash() {
     let store: &dyn Store = &*s;
     eventually(
         "the orphaned child and the released owner to go",
+        WAIT,
         || async {
-            !exists(store, &configmaps(), Some("ns"), "child").await
-                && !exists(store, &deployments(), Some("ns"), "fg").await
+            (!exists(store, &configmaps(), Some("ns"), "child").await
+                && !exists(store, &deployments(), Some("ns"), "fg").await)
+                .then_some(())
         },
     )
     .await;

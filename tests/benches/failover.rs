@@ -31,7 +31,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::bench::{cpu_seconds, env_or};
-use flotilla_tests::{wait_for, wait_members_ready, Agent, ApiClient, Server};
+use flotilla_tests::{eventually, wait_members_ready, Agent, ApiClient, Server};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -327,7 +327,7 @@ fn main() {
         .iter()
         .map(|m| member(&server, m, dir.path(), pods, startup_ms))
         .collect();
-    wait_members_ready(&api, 3).unwrap();
+    wait_members_ready(&api, 3);
 
     // The policy, then the Deployments from a few threads.
     let started = Instant::now();
@@ -357,7 +357,7 @@ fn main() {
         }
     });
     let settle = Duration::from_secs(60 + n / 5);
-    wait_for(&format!("{n} bindings Healthy on member1"), settle, || {
+    eventually(&format!("{n} bindings Healthy on member1"), settle, || {
         let list = api.get(RBS).ok()?;
         let items = list["items"].as_array()?;
         let ok = items
@@ -365,8 +365,7 @@ fn main() {
             .filter(|rb| cluster_names(rb) == [DEAD] && healthy_everywhere(rb, &cluster_names(rb)))
             .count() as u64;
         (ok == n).then_some(())
-    })
-    .unwrap();
+    });
     println!(
         "{n} Deployments ({replicas} replicas each, pod startup {startup_ms} ms) Healthy on {DEAD} after {:.1} s",
         started.elapsed().as_secs_f64()
@@ -483,12 +482,11 @@ fn main() {
     // Kill member1 and wait for the taint.
     let killed = Instant::now();
     agents[0].process.kill();
-    let t0 = wait_for(
+    let t0 = eventually(
         "the NoExecute taint on member1",
         Duration::from_secs(60),
         || stages.lock().unwrap().taint.as_ref().map(|t| t.0),
-    )
-    .unwrap();
+    );
     let me = std::process::id();
     let (cpu0, agents0, machine0) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
     let bench0 = cpu_seconds(me);
@@ -517,7 +515,7 @@ fn main() {
             .spawn()
             .expect("starting perf record")
     });
-    let done = wait_for(
+    let done = flotilla_tests::bench::until(
         "every binding Healthy on member2 and member3",
         Duration::from_secs(600),
         || {
@@ -538,7 +536,7 @@ fn main() {
     }
     // The old copies are released after the new ones are Healthy; wait for that too (not
     // part of the figure).
-    let _ = wait_for(
+    let _ = flotilla_tests::bench::until(
         "every eviction task to end",
         Duration::from_secs(60),
         || (stages.lock().unwrap().task_done.len() as u64 >= n).then_some(()),

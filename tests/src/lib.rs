@@ -202,17 +202,23 @@ impl Server {
 
     /// The base URL of the simulated members a `--sim-members` server started (each member
     /// answers under `<url>/members/<name>`).
-    pub fn sim_members_url(&self) -> Result<String> {
-        let url = wait_for("sim-members.url", Duration::from_secs(60), || {
+    ///
+    /// # Panics
+    /// When the server has not written `sim-members.url` within 60 s.
+    pub fn sim_members_url(&self) -> String {
+        let url = eventually("sim-members.url", Duration::from_secs(60), || {
             std::fs::read_to_string(self.data_dir.join("sim-members.url")).ok()
-        })?;
-        Ok(url.trim().to_string())
+        });
+        url.trim().to_string()
     }
 }
 
-/// Waits until `n` Cluster objects report Ready=True.
-pub fn wait_members_ready(api: &ApiClient, n: usize) -> Result<()> {
-    wait_for(
+/// Waits (at most 60 s) until `n` Cluster objects report Ready=True.
+///
+/// # Panics
+/// When they do not in time.
+pub fn wait_members_ready(api: &ApiClient, n: usize) {
+    eventually(
         &format!("{n} Ready members"),
         Duration::from_secs(60),
         || {
@@ -231,7 +237,7 @@ pub fn wait_members_ready(api: &ApiClient, n: usize) -> Result<()> {
                 .count();
             (ready == n).then_some(())
         },
-    )
+    );
 }
 
 /// A running `flotilla-agent` process.
@@ -502,10 +508,7 @@ pub fn sim_fault(
     which: &str,
     body: &serde_json::Value,
 ) -> serde_json::Value {
-    let base = match server.sim_members_url() {
-        Ok(url) => url,
-        Err(e) => panic!("no simulated members: {e:#}"),
-    };
+    let base = server.sim_members_url();
     let url = format!("{base}/members/{member}/faults/{which}");
     match member_call("POST", &url, Some(body)) {
         Ok((200, answer)) => answer,
@@ -710,22 +713,60 @@ impl Kubectl {
     }
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, failing after `within` with `what`.
-pub fn wait_for<T>(
-    what: &str,
-    within: Duration,
-    mut check: impl FnMut() -> Option<T>,
-) -> Result<T> {
-    let deadline = Instant::now() + within;
+/// What one look of [`eventually`] answers: done, with a value, or not yet, with what it saw.
+/// The twin of `flotilla_server::testing::Outcome`.
+pub trait Outcome {
+    /// What the wait gives back once it is over.
+    type Value;
+    /// `Ok(value)` ends the wait; `Err(seen)` tells what this look saw instead.
+    fn into_outcome(self) -> Result<Self::Value, String>;
+}
+
+/// `Some(value)` ends the wait; `None` is "not yet" and tells nothing more.
+impl<T> Outcome for Option<T> {
+    type Value = T;
+    fn into_outcome(self) -> Result<T, String> {
+        self.ok_or_else(|| "nothing yet".to_string())
+    }
+}
+
+/// `Ok(value)` ends the wait; `Err(seen)` is "not yet", and the last `seen` is in the panic.
+impl<T, E: std::fmt::Display> Outcome for Result<T, E> {
+    type Value = T;
+    fn into_outcome(self) -> Result<T, String> {
+        self.map_err(|seen| seen.to_string())
+    }
+}
+
+/// Looks at `f` every 50 ms until it answers `Some(value)` or `Ok(value)`; `Err` names `what`
+/// and what the last look saw once `deadline` has passed.
+fn poll<O: Outcome>(what: &str, deadline: Duration, mut f: impl FnMut() -> O) -> Result<O::Value> {
+    let until = Instant::now() + deadline;
     loop {
-        if let Some(v) = check() {
-            return Ok(v);
-        }
-        if Instant::now() >= deadline {
-            bail!("timed out after {within:?} waiting for {what}");
+        let seen = match f().into_outcome() {
+            Ok(value) => return Ok(value),
+            Err(seen) => seen,
+        };
+        if Instant::now() >= until {
+            bail!("waited {deadline:?} for {what}; last seen: {seen}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The end-to-end tests' one wait: looks at `f` every 50 ms until it answers `Some(value)` or
+/// `Ok(value)`, and returns the value. The blocking twin of
+/// `flotilla_server::testing::eventually`, same signature (these tests are not async).
+///
+/// # Panics
+/// When `deadline` has passed and `f` still says "not yet": the message names `what` and what
+/// the last look saw.
+pub fn eventually<O, F>(what: &str, deadline: Duration, f: F) -> O::Value
+where
+    O: Outcome,
+    F: FnMut() -> O,
+{
+    poll(what, deadline, f).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The failover scenarios the repository ships (`examples/`).
@@ -735,6 +776,20 @@ pub fn scenarios_dir() -> PathBuf {
 
 /// Helpers the benchmarks share.
 pub mod bench {
+    use super::{Outcome, Result};
+    use std::time::Duration;
+
+    /// Like [`eventually`](crate::eventually), but gives up without panicking: a benchmark
+    /// reports what it measured even when a run does not finish. The `Err` names `what` and
+    /// what the last look saw.
+    pub fn until<O: Outcome>(
+        what: &str,
+        deadline: Duration,
+        f: impl FnMut() -> O,
+    ) -> Result<O::Value> {
+        super::poll(what, deadline, f)
+    }
+
     /// An integer knob from the environment, or its default.
     pub fn env_or(name: &str, default: u64) -> u64 {
         std::env::var(name)

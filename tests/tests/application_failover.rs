@@ -14,8 +14,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, eviction_tasks, healthy_on, placement_of, post_manifests, scenario_text,
-    sim_fault, wait_for, works_on, ApiClient, Kubectl, Server,
+    events_about, eventually, eviction_tasks, healthy_on, placement_of, post_manifests,
+    scenario_text, sim_fault, works_on, ApiClient, Kubectl, Server,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -53,14 +53,14 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
     let server = Server::start(data.path(), SIM).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     let k = Kubectl::new(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     // The guide's 120 s of toleration, shortened to 2 s.
     let text = scenario_text("03-application-failover.yaml")
         .replace("tolerationSeconds: 120", "tolerationSeconds: 2");
     assert!(text.contains("tolerationSeconds: 2"));
     post_manifests(&api, &text);
 
-    let first = wait_for(
+    let first = eventually(
         "nginx Healthy on one member",
         Duration::from_secs(60),
         || {
@@ -70,8 +70,7 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
                 _ => None,
             }
         },
-    )
-    .unwrap();
+    );
 
     // The application fails on its member; the member itself stays Ready.
     sim_fault(&server, &first, "cordon", &json!({"enabled": true}));
@@ -81,7 +80,7 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
         "delete-pods",
         &json!({"namespace": "default", "labelSelector": "app=nginx"}),
     );
-    let second = wait_for(
+    let second = eventually(
         "nginx moved to another member",
         Duration::from_secs(60),
         || {
@@ -91,8 +90,7 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
                 _ => None,
             }
         },
-    )
-    .unwrap();
+    );
     let tasks = eviction_tasks(&api, RB);
     assert_eq!(tasks.len(), 1, "{tasks:#?}");
     let task = &tasks[0];
@@ -106,10 +104,9 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
     assert_eq!(task["suppressDeletion"], true);
 
     // The new copy turns Healthy; the old one stays, with its task, for the user to decide.
-    wait_for("the new copy Healthy", Duration::from_secs(60), || {
+    eventually("the new copy Healthy", Duration::from_secs(60), || {
         healthy_on(&api, RB, &second).then_some(())
-    })
-    .unwrap();
+    });
     assert_eq!(eviction_tasks(&api, RB).len(), 1);
     assert_eq!(works_on(&api, &first).len(), 1, "the old copy stays");
 
@@ -124,21 +121,19 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
         r#"[{"op":"replace","path":"/spec/gracefulEvictionTasks/0/suppressDeletion","value":false}]"#,
     ])
     .unwrap();
-    wait_for("the task to end", Duration::from_secs(30), || {
+    eventually("the task to end", Duration::from_secs(30), || {
         eviction_tasks(&api, RB).is_empty().then_some(())
-    })
-    .unwrap();
-    wait_for("the old Work to go", Duration::from_secs(30), || {
+    });
+    eventually("the old Work to go", Duration::from_secs(30), || {
         works_on(&api, &first).is_empty().then_some(())
-    })
-    .unwrap();
+    });
     let reasons = reasons(&api);
     assert!(
         reasons.iter().any(|r| r == "EvictionTaskReleased"),
         "{reasons:?}"
     );
     // The binding's failover history tells it: Healthy while the task was kept, then released.
-    let entry = wait_for(
+    let entry = eventually(
         "the history entry to close",
         Duration::from_secs(30),
         || {
@@ -146,8 +141,7 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
             let e = rb.pointer("/status/failoverHistory/0")?.clone();
             (e["oldCopyGoneReason"] == "EvictionTaskReleased").then_some(e)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(entry["reason"], "ApplicationFailover", "{entry}");
     assert_eq!(entry["fromCluster"], first.as_str(), "{entry}");
     assert_eq!(
@@ -164,7 +158,7 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
 fn flink_on(server: &Server, member: &str) -> Option<serde_json::Value> {
     let url = format!(
         "{}/members/{member}/objects?apiVersion=flink.apache.org/v1beta1&kind=FlinkDeployment&namespace=default&name=foo",
-        server.sim_members_url().unwrap()
+        server.sim_members_url()
     );
     match flotilla_tests::member_call("GET", &url, None).ok()? {
         (200, o) => Some(o),
@@ -182,7 +176,7 @@ fn scenario_04_a_failed_flink_job_moves_with_its_job_id() {
     args.extend(["--sim-api", "flink.apache.org/v1beta1/FlinkDeployment"]);
     let server = Server::start(data.path(), &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "flinkdeployments.flink.apache.org"},
         "spec": {"group": "flink.apache.org", "scope": "Namespaced",
@@ -204,15 +198,15 @@ fn scenario_04_a_failed_flink_job_moves_with_its_job_id() {
     post_manifests(&api, &text);
     const FB: &str =
         "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/foo-flinkdeployment";
-    let first = wait_for(
-        "foo placed on one member",
-        Duration::from_secs(60),
-        || match placement_of(&api, FB)?.as_slice() {
-            [(name, _)] if flink_on(&server, name).is_some() => Some(name.clone()),
-            _ => None,
-        },
-    )
-    .unwrap();
+    let first =
+        eventually(
+            "foo placed on one member",
+            Duration::from_secs(60),
+            || match placement_of(&api, FB)?.as_slice() {
+                [(name, _)] if flink_on(&server, name).is_some() => Some(name.clone()),
+                _ => None,
+            },
+        );
     // The job runs on `first`, with a job id; the binding sees it Healthy.
     let status = |state: &str| {
         json!({"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
@@ -221,14 +215,13 @@ fn scenario_04_a_failed_flink_job_moves_with_its_job_id() {
                           "lifecycleState": "STABLE", "jobManagerDeploymentStatus": "READY"}})
     };
     sim_fault(&server, &first, "status", &status("RUNNING"));
-    wait_for("foo Healthy", Duration::from_secs(60), || {
+    eventually("foo Healthy", Duration::from_secs(60), || {
         healthy_on(&api, FB, &first).then_some(())
-    })
-    .unwrap();
+    });
     // The job fails. At no moment do both members hold the job (Immediately: the old copy
     // goes first).
     sim_fault(&server, &first, "status", &status("FAILED"));
-    let (second, label) = wait_for("foo moved", Duration::from_secs(60), || {
+    let (second, label) = eventually("foo moved", Duration::from_secs(60), || {
         let others = ["member1", "member2", "member3"];
         let holders: Vec<&str> = others
             .iter()
@@ -246,8 +239,7 @@ fn scenario_04_a_failed_flink_job_moves_with_its_job_id() {
             }
             _ => None,
         }
-    })
-    .unwrap();
+    });
     assert_ne!(second, first);
     assert_eq!(label.as_deref(), Some("job-42"));
     let reasons: Vec<String> = events_about(&api, "default", "foo-flinkdeployment")
@@ -275,7 +267,7 @@ fn a_workload_unhealthy_everywhere_moves_a_bounded_number_of_times() {
     ]);
     let server = Server::start(data.path(), &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     // Every member is cordoned before anything runs: the pods never start anywhere.
     for m in ["member1", "member2", "member3"] {
         sim_fault(&server, m, "cordon", &json!({"enabled": true}));
@@ -285,7 +277,7 @@ fn a_workload_unhealthy_everywhere_moves_a_bounded_number_of_times() {
         .replace("purgeMode: Never", "purgeMode: Immediately");
     post_manifests(&api, &text);
     let mut seen: Vec<String> = Vec::new();
-    let condition = wait_for(
+    let condition = eventually(
         "the bound on moves to be reached",
         Duration::from_secs(90),
         || {
@@ -303,8 +295,7 @@ fn a_workload_unhealthy_everywhere_moves_a_bounded_number_of_times() {
                 .find(|c| c["type"] == "ApplicationFailover" && c["status"] == "False")
                 .cloned()
         },
-    )
-    .unwrap();
+    );
     assert_eq!(condition["reason"], "FailoverLimitReached", "{condition}");
     // The first placement plus two moves, each to a member it had not run on.
     assert!(seen.len() <= 3, "moved more than twice: {seen:?}");

@@ -5,7 +5,7 @@
 //! follows the Deployment when the policy narrows, and goes when the Deployment is deleted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, wait_for, wait_members_ready, ApiClient, Server};
+use flotilla_tests::{eventually, member_call, wait_members_ready, ApiClient, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -92,8 +92,8 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    wait_members_ready(&api, 2).unwrap();
-    let members = server.sim_members_url().unwrap();
+    wait_members_ready(&api, 2);
+    let members = server.sim_members_url();
 
     create(
         &api,
@@ -126,15 +126,14 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
     );
 
     let both = vec!["member1".to_string(), "member2".to_string()];
-    let attached = wait_for(
+    let attached = eventually(
         "the attached binding cfg-configmap required by web-deployment on both members",
         WAIT,
         || {
             let b = api.get(&format!("{RBS}/cfg-configmap")).ok()?;
             (required_by(&b) == [("web-deployment".to_string(), both.clone())]).then_some(b)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(attached["spec"]["resource"]["kind"], "ConfigMap");
     assert_eq!(
         attached["metadata"]["ownerReferences"][0]["kind"],
@@ -152,16 +151,14 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
         "{attached}"
     );
     for cluster in ["member1", "member2"] {
-        wait_for(
+        eventually(
             &format!("a Work for the ConfigMap in karmada-es-{cluster}"),
             WAIT,
             || configmap_work(&api, cluster),
-        )
-        .unwrap();
-        let cm = wait_for(&format!("the ConfigMap on {cluster}"), WAIT, || {
+        );
+        let cm = eventually(&format!("the ConfigMap on {cluster}"), WAIT, || {
             member_cm(&members, cluster)
-        })
-        .unwrap();
+        });
         assert_eq!(cm["data"]["greeting"], "hello", "{cm}");
     }
 
@@ -173,12 +170,11 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
                "metadata": {"name": "token", "namespace": "default"}, "data": {"t": "czNjcjN0"}}),
     );
     for cluster in ["member1", "member2"] {
-        wait_for(
+        eventually(
             &format!("the Secret created later on {cluster}"),
             WAIT,
             || member_object(&members, cluster, "Secret", "token"),
-        )
-        .unwrap();
+        );
     }
 
     // A change of the ConfigMap reaches the members.
@@ -188,19 +184,17 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
         json!({"data": {"greeting": "hi"}}),
     );
     for cluster in ["member1", "member2"] {
-        wait_for(&format!("the changed ConfigMap on {cluster}"), WAIT, || {
+        eventually(&format!("the changed ConfigMap on {cluster}"), WAIT, || {
             member_cm(&members, cluster).filter(|cm| cm["data"]["greeting"] == "hi")
-        })
-        .unwrap();
+        });
     }
 
     // The attached binding reports the members' status like any binding.
-    wait_for("the attached binding applied on both members", WAIT, || {
+    eventually("the attached binding applied on both members", WAIT, || {
         let b = api.get(&format!("{RBS}/cfg-configmap")).ok()?;
         let items = b["status"]["aggregatedStatus"].as_array()?;
         (items.len() == 2 && items.iter().all(|i| i["applied"] == true)).then_some(())
-    })
-    .unwrap();
+    });
 
     // The policy narrows to member1: the ConfigMap leaves member2.
     patch(
@@ -208,16 +202,14 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
         &format!("{PP}/web"),
         json!({"spec": {"placement": {"clusterAffinity": {"clusterNames": ["member1"]}}}}),
     );
-    wait_for("requiredBy names member1 only", WAIT, || {
+    eventually("requiredBy names member1 only", WAIT, || {
         let b = api.get(&format!("{RBS}/cfg-configmap")).ok()?;
         (required_by(&b) == [("web-deployment".to_string(), vec!["member1".to_string()])])
             .then_some(())
-    })
-    .unwrap();
-    wait_for("the ConfigMap gone from member2", WAIT, || {
+    });
+    eventually("the ConfigMap gone from member2", WAIT, || {
         member_cm_absent(&members, "member2").then_some(())
-    })
-    .unwrap();
+    });
     assert!(member_cm(&members, "member1").is_some(), "still on member1");
     assert!(configmap_work(&api, "member2").is_none());
 
@@ -226,18 +218,16 @@ fn a_configmap_follows_the_deployment_that_uses_it() {
         .send("DELETE", &format!("{DEPLOYMENTS}/web"), None)
         .unwrap();
     assert!(code == 200 || code == 202, "{code} {body}");
-    wait_for("the attached binding deleted", WAIT, || {
+    eventually("the attached binding deleted", WAIT, || {
         matches!(
             api.send("GET", &format!("{RBS}/cfg-configmap"), None),
             Ok((404, _))
         )
         .then_some(())
-    })
-    .unwrap();
-    wait_for("the ConfigMap gone from member1", WAIT, || {
+    });
+    eventually("the ConfigMap gone from member1", WAIT, || {
         member_cm_absent(&members, "member1").then_some(())
-    })
-    .unwrap();
+    });
     // The ConfigMap itself stays in the control plane.
     api.get(&format!("{CM}/cfg")).unwrap();
 }

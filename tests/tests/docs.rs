@@ -86,7 +86,7 @@ fn members_page_examples_run() {
         |server| {
             vec![(
                 "MEMBER".to_string(),
-                format!("{}/members/member1", server.sim_members_url().unwrap()),
+                format!("{}/members/member1", server.sim_members_url()),
             )]
         },
     );
@@ -110,7 +110,7 @@ fn scheduling_page_examples_run() {
             "--sim-cluster-status-update-frequency-ms",
             "1000",
         ],
-        |server| vec![("MEMBERS".to_string(), server.sim_members_url().unwrap())],
+        |server| vec![("MEMBERS".to_string(), server.sim_members_url())],
     );
 }
 
@@ -119,7 +119,7 @@ fn dependencies_page_examples_run() {
     run_page_with(
         "dependencies.md",
         &["--sim-members", "2", "--sim-pod-startup-delay-ms", "100"],
-        |server| vec![("MEMBERS".to_string(), server.sim_members_url().unwrap())],
+        |server| vec![("MEMBERS".to_string(), server.sim_members_url())],
     );
 }
 
@@ -144,7 +144,7 @@ fn failover_page_examples_run() {
                         .display()
                         .to_string(),
                 ),
-                ("MEMBERS".to_string(), server.sim_members_url().unwrap()),
+                ("MEMBERS".to_string(), server.sim_members_url()),
             ]
         },
     );

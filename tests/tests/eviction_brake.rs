@@ -12,7 +12,7 @@
 //!   looked), and no binding has an eviction task.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{events_about, wait_for, Agent, ApiClient, Server, FAST_PULL_FAILOVER};
+use flotilla_tests::{events_about, eventually, Agent, ApiClient, Server, FAST_PULL_FAILOVER};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -89,7 +89,7 @@ fn fleet() -> Fleet {
     let api = ApiClient::admin(&server).unwrap();
     let a = region_agent(&server, data.path(), "a", 3, "region-a");
     let b = region_agent(&server, data.path(), "b", 2, "region-b");
-    flotilla_tests::wait_members_ready(&api, 5).unwrap();
+    flotilla_tests::wait_members_ready(&api, 5);
     let policy = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
@@ -119,7 +119,7 @@ fn fleet() -> Fleet {
             .unwrap();
         assert_eq!(code, 201, "{body}");
     }
-    wait_for(
+    eventually(
         "both bindings on all five members",
         Duration::from_secs(60),
         || {
@@ -129,8 +129,7 @@ fn fleet() -> Fleet {
                 })
                 .then_some(())
         },
-    )
-    .unwrap();
+    );
     Fleet {
         server,
         api,
@@ -181,22 +180,20 @@ fn metric(server: &Server, name: &str, labels: &[&str]) -> f64 {
 fn a_region_that_goes_down_at_once_is_evicted_at_the_secondary_rate() {
     let mut f = fleet();
     // The startup grace (one monitor grace period, 2 s) ends; region A is Normal at 10/s.
-    wait_for("region-a Normal at 10/s", Duration::from_secs(30), || {
+    eventually("region-a Normal at 10/s", Duration::from_secs(30), || {
         let a = brake(&f.api, "region-a");
         (a["status"]["state"] == "Normal" && a["status"]["rate"] == "10/s").then_some(())
-    })
-    .unwrap();
+    });
 
     f.a.process.kill();
-    let all = wait_for(
+    let all = eventually(
         "six eviction tasks (2 bindings × a1..a3)",
         Duration::from_secs(60),
         || {
             let t = tasks(&f.api);
             (t.len() == 6).then_some(t)
         },
-    )
-    .unwrap();
+    );
     let mut stamps: Vec<chrono::DateTime<chrono::FixedOffset>> = all
         .iter()
         .map(|t| {
@@ -279,7 +276,7 @@ fn when_the_whole_fleet_goes_down_nothing_is_evicted_and_an_event_says_why() {
     f.a.process.kill();
     f.b.process.kill();
     // The positive signal: the taint manager wanted to evict and the brake held it.
-    let event = wait_for(
+    let event = eventually(
         "an EvictionHeld Event on a binding",
         Duration::from_secs(60),
         || {
@@ -287,8 +284,7 @@ fn when_the_whole_fleet_goes_down_nothing_is_evicted_and_an_event_says_why() {
                 .flat_map(|app| events_about(&f.api, "default", &format!("{app}-deployment")))
                 .find(|e| e["reason"] == "EvictionHeld")
         },
-    )
-    .unwrap();
+    );
     let message = event["message"].as_str().unwrap_or("");
     assert!(
         message.contains("FullDisruption")

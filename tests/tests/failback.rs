@@ -11,8 +11,8 @@
 
 use chrono::{DateTime, Utc};
 use flotilla_tests::{
-    events_about, eviction_tasks, healthy_on, placement_of, post_manifests, pull_agent,
-    set_agent_fault, time_at, wait_for, works_on, ApiClient, Server,
+    events_about, eventually, eviction_tasks, healthy_on, placement_of, post_manifests, pull_agent,
+    set_agent_fault, time_at, works_on, ApiClient, Server,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -100,20 +100,19 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
 
     // member1 alone first, so the copy lands there.
     let member1 = pull_agent(&server, "member1", data.path());
-    flotilla_tests::wait_members_ready(&api, 1).unwrap();
+    flotilla_tests::wait_members_ready(&api, 1);
     post_manifests(&api, MANIFESTS);
-    wait_for("web Healthy on member1", Duration::from_secs(60), || {
+    eventually("web Healthy on member1", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(vec![("member1".to_string(), 2)])
             && healthy_on(&api, RB, "member1"))
         .then_some(())
-    })
-    .unwrap();
+    });
     let _member2 = pull_agent(&server, "member2", data.path());
-    flotilla_tests::wait_members_ready(&api, 2).unwrap();
+    flotilla_tests::wait_members_ready(&api, 2);
 
     // Cluster failover: member1 cut off, the workload moves to member2 and the failover ends.
     set_agent_fault(&member1, "unreachable", true);
-    wait_for(
+    eventually(
         "the failover to member2 to end",
         Duration::from_secs(60),
         || {
@@ -122,8 +121,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
                 && eviction_tasks(&api, RB).is_empty())
             .then_some(())
         },
-    )
-    .unwrap();
+    );
     let h = history(&api);
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(h[0]["reason"], "ClusterFailover");
@@ -131,14 +129,12 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
 
     // member1 comes back. The server waits the window out and says until when.
     set_agent_fault(&member1, "unreachable", false);
-    let back = wait_for("member1 Ready again", Duration::from_secs(60), || {
+    let back = eventually("member1 Ready again", Duration::from_secs(60), || {
         ready_since(&api)
-    })
-    .unwrap();
-    let pending = wait_for("the FailbackPending Event", Duration::from_secs(30), || {
+    });
+    let pending = eventually("the FailbackPending Event", Duration::from_secs(30), || {
         event(&api, "FailbackPending")
-    })
-    .unwrap();
+    });
     // "… moves back at <time> if it stays Ready": the window counts from member1's Ready
     // transition (or, a moment later, from when the server first saw it untainted).
     let msg = pending["message"].as_str().unwrap_or("");
@@ -157,16 +153,14 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
 
     // The move back: the binding names member1 again, no earlier than the window's end, and
     // member2 keeps its copy under a Failback task while member1's is not Healthy yet.
-    let (tasks, member2_works) = wait_for("the move back", Duration::from_secs(60), || {
+    let (tasks, member2_works) = eventually("the move back", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(vec![("member1".to_string(), 2)]))
             .then(|| (eviction_tasks(&api, RB), works_on(&api, "member2")))
-    })
-    .unwrap();
+    });
     // The Event is recorded right after the move is written.
-    let moving = wait_for("a FailingBack Event", Duration::from_secs(10), || {
+    let moving = eventually("a FailingBack Event", Duration::from_secs(10), || {
         event(&api, "FailingBack")
-    })
-    .unwrap();
+    });
     let moved_at = time_at(&moving, "/firstTimestamp");
     assert!(
         moved_at >= announced,
@@ -194,7 +188,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
     }
 
     // member1 Healthy, then member2's copy goes.
-    wait_for(
+    eventually(
         "member1 Healthy and member2's copy gone",
         Duration::from_secs(60),
         || {
@@ -203,8 +197,7 @@ fn failback_returns_the_workload_only_after_the_window_and_through_the_graceful_
                 && works_on(&api, "member2").is_empty())
             .then_some(())
         },
-    )
-    .unwrap();
+    );
     let h = history(&api);
     let failback = h.iter().find(|e| e["reason"] == "Failback").unwrap();
     assert_eq!(

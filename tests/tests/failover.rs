@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    eviction_tasks, healthy_on, member_call, post_manifests, pull_agent, scenario_text, wait_for,
+    eventually, eviction_tasks, healthy_on, member_call, post_manifests, pull_agent, scenario_text,
     works_on, Agent, ApiClient, Server,
 };
 use serde_json::Value;
@@ -69,10 +69,10 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
     let mut member1 = pull_agent(&server, "member1", data.path());
     let member2 = pull_agent(&server, "member2", data.path());
     let _member3 = pull_agent(&server, "member3", data.path());
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
-    wait_for(
+    eventually(
         "the 1:2 placement, Healthy on both",
         Duration::from_secs(60),
         || {
@@ -81,27 +81,24 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
                 && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
 
     member1.process.kill();
     let moved = vec![("member2".to_string(), 3)];
-    wait_for(
+    eventually(
         "member2 to get all 3 replicas",
         Duration::from_secs(60),
         || (placement(&api) == Some(moved.clone())).then_some(()),
-    )
-    .unwrap();
+    );
     // The eviction leaves an Event; the task ends only when member2 runs 3 Healthy replicas.
-    wait_for("the eviction task to end", Duration::from_secs(60), || {
+    eventually("the eviction task to end", Duration::from_secs(60), || {
         let rb = api.get(RB).ok()?;
         let tasks = rb["spec"]["gracefulEvictionTasks"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         tasks.is_empty().then_some(())
-    })
-    .unwrap();
+    });
     let reasons = event_reasons(&api);
     assert!(
         reasons.iter().any(|r| r == "EvictWorkloadFromCluster"),
@@ -113,15 +110,14 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
     );
     // (The task ended on member2's Healthy report, which EvictionTaskDoneHealthy says; on a
     // loaded machine a late lease may turn member2's health Unknown for a moment after it.)
-    wait_for("member2 Healthy", Duration::from_secs(30), || {
+    eventually("member2 Healthy", Duration::from_secs(30), || {
         healthy_on(&api, RB, "member2").then_some(())
-    })
-    .unwrap();
+    });
     assert_eq!(nginx_replicas_on(&member2), Some(3));
     history_tells_the_failover(&server, &api);
 
     // member1 is down: its Work waits for it with a deletionTimestamp.
-    let pending = wait_for(
+    let pending = eventually(
         "member1's Work to be marked for deletion",
         Duration::from_secs(30),
         || {
@@ -131,21 +127,18 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
                 .all(|w| w.pointer("/metadata/deletionTimestamp").is_some())
                 .then_some(works.len())
         },
-    )
-    .unwrap();
+    );
     assert_eq!(pending, 1, "the Work waits for its member");
 
     // member1 returns: the copy there is deleted, then its Work; nothing moves back.
     let member1 = pull_agent(&server, "member1", data.path());
-    wait_for("member1's Work to go", Duration::from_secs(60), || {
+    eventually("member1's Work to go", Duration::from_secs(60), || {
         works_on(&api, "member1").is_empty().then_some(())
-    })
-    .unwrap();
-    wait_for("member1 to run no nginx", Duration::from_secs(30), || {
+    });
+    eventually("member1 to run no nginx", Duration::from_secs(30), || {
         nginx_replicas_on(&member1).is_none().then_some(())
-    })
-    .unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    });
+    flotilla_tests::wait_members_ready(&api, 3);
     assert_eq!(placement(&api), Some(moved));
 }
 
@@ -154,7 +147,7 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
 /// 1 replica, member2 chosen, Healthy, the task done; the list is read-only.
 fn history_tells_the_failover(server: &Server, api: &ApiClient) {
     // The history's last step is written right after the task's end.
-    let entry = wait_for(
+    let entry = eventually(
         "the history entry to be complete",
         Duration::from_secs(30),
         || {
@@ -162,8 +155,7 @@ fn history_tells_the_failover(server: &Server, api: &ApiClient) {
             let e = rb.pointer("/status/failoverHistory/0")?.clone();
             (e["oldCopyGoneReason"] == "EvictionTaskDoneHealthy").then_some(e)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(entry["reason"], "ClusterFailover", "{entry}");
     assert_eq!(entry["fromCluster"], "member1", "{entry}");
     assert_eq!(entry["replicas"], 1, "{entry}");
@@ -244,7 +236,7 @@ fn server_with_sim_members(data: &Path) -> (Server, ApiClient) {
     flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
     let server = Server::start(data, &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     (server, api)
 }
 
@@ -313,13 +305,12 @@ fn purge_mode_never_keeps_the_old_work_until_suppress_deletion_is_lifted() {
         serde_json::json!({"cluster": {"purgeMode": "Never"}}),
     );
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
-    wait_for("the 1:2 placement", Duration::from_secs(60), || {
+    eventually("the 1:2 placement", Duration::from_secs(60), || {
         (placement(&api) == Some(want.clone()) && !works_on(&api, "member1").is_empty())
             .then_some(())
-    })
-    .unwrap();
+    });
     taint_member1(&k);
-    wait_for(
+    eventually(
         "member2 Healthy with all 3 replicas",
         Duration::from_secs(60),
         || {
@@ -327,8 +318,7 @@ fn purge_mode_never_keeps_the_old_work_until_suppress_deletion_is_lifted() {
                 && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
     let t = eviction_tasks(&api, RB);
     assert_eq!(t.len(), 1, "{t:?}");
     assert_eq!(t[0]["fromCluster"], "member1");
@@ -348,14 +338,12 @@ fn purge_mode_never_keeps_the_old_work_until_suppress_deletion_is_lifted() {
         r#"[{"op":"replace","path":"/spec/gracefulEvictionTasks/0/suppressDeletion","value":false}]"#,
     ])
     .unwrap();
-    wait_for("the task to end", Duration::from_secs(30), || {
+    eventually("the task to end", Duration::from_secs(30), || {
         eviction_tasks(&api, RB).is_empty().then_some(())
-    })
-    .unwrap();
-    wait_for("member1's Work to go", Duration::from_secs(30), || {
+    });
+    eventually("member1's Work to go", Duration::from_secs(30), || {
         works_on(&api, "member1").is_empty().then_some(())
-    })
-    .unwrap();
+    });
     assert!(event_reasons(&api)
         .iter()
         .any(|r| r == "EvictionTaskReleased"));
@@ -372,13 +360,12 @@ fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_
         serde_json::json!({"clusterAffinity": {"clusterNames": ["member1"]}}),
         serde_json::json!({"cluster": {"purgeMode": "Graciously", "gracePeriodSeconds": 1}}),
     );
-    wait_for("nginx on member1", Duration::from_secs(60), || {
+    eventually("nginx on member1", Duration::from_secs(60), || {
         healthy_on(&api, RB, "member1").then_some(())
-    })
-    .unwrap();
+    });
     taint_member1(&k);
     // Evicted, nowhere to go: the binding says why, and keeps the task past its grace period.
-    let message = wait_for(
+    let message = eventually(
         "Scheduled=False naming member1",
         Duration::from_secs(30),
         || {
@@ -391,35 +378,31 @@ fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_
             (c["status"] == "False" && c["message"].as_str()?.contains("member1"))
                 .then(|| c["message"].as_str().unwrap_or("").to_string())
         },
-    )
-    .unwrap();
+    );
     assert!(!message.is_empty());
-    wait_for("the held task's Event", Duration::from_secs(30), || {
+    eventually("the held task's Event", Duration::from_secs(30), || {
         event_reasons(&api)
             .iter()
             .any(|r| r == "EvictionTaskHeld")
             .then_some(())
-    })
-    .unwrap();
+    });
     // Past the task's 1 s grace period, another pass (woken by a label on member1, which the
     // task names) holds the task again instead of dropping it.
     let created = eviction_tasks(&api, RB)[0]["creationTimestamp"]
         .as_str()
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .unwrap();
-    wait_for("the grace period to pass", Duration::from_secs(10), || {
+    eventually("the grace period to pass", Duration::from_secs(10), || {
         (chrono::Utc::now() > created + chrono::Duration::seconds(2)).then_some(())
-    })
-    .unwrap();
+    });
     let before = held_count(&api);
     k.run(&["label", "cluster", "member1", "example.com/poke=1"])
         .unwrap();
-    wait_for(
+    eventually(
         "another pass over the held task",
         Duration::from_secs(30),
         || (held_count(&api) > before).then_some(()),
-    )
-    .unwrap();
+    );
     assert_eq!(
         eviction_tasks(&api, RB).len(),
         1,
@@ -432,7 +415,7 @@ fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_
     );
     let url = format!(
         "{}/members/member1/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
-        server.sim_members_url().unwrap()
+        server.sim_members_url()
     );
     assert_eq!(
         member_call("GET", &url, None).unwrap().0,
@@ -455,7 +438,7 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
     flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
     let mut server = Server::start(data.path(), &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     nginx_with_policy(
         &api,
         serde_json::json!({"clusterAffinity": {"clusterNames": ["member1", "member2"]},
@@ -465,7 +448,7 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
                     {"targetCluster": {"clusterNames": ["member2"]}, "weight": 2}]}}}),
         serde_json::json!({"cluster": {"purgeMode": "Graciously"}}),
     );
-    wait_for(
+    eventually(
         "the 1:2 placement, Healthy on both",
         Duration::from_secs(60),
         || {
@@ -474,19 +457,17 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
                 && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
     taint_member1(&flotilla_tests::Kubectl::new(&server).unwrap());
     let moved = vec![("member2".to_string(), 3)];
-    wait_for(
+    eventually(
         "the task, with member2 given all 3 replicas",
         Duration::from_secs(30),
         || {
             (placement(&api) == Some(moved.clone()) && eviction_tasks(&api, RB).len() == 1)
                 .then_some(())
         },
-    )
-    .unwrap();
+    );
 
     // Crash mid-failover: member2's third replica is not running yet.
     server.process.kill();
@@ -497,20 +478,18 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
         Some(moved.clone()),
         "the placement was durable"
     );
-    wait_for("the task to end", Duration::from_secs(60), || {
+    eventually("the task to end", Duration::from_secs(60), || {
         eviction_tasks(&api, RB).is_empty().then_some(())
-    })
-    .unwrap();
-    wait_for("member1's Work to go", Duration::from_secs(30), || {
+    });
+    eventually("member1's Work to go", Duration::from_secs(30), || {
         works_on(&api, "member1").is_empty().then_some(())
-    })
-    .unwrap();
+    });
     assert!(event_reasons(&api)
         .iter()
         .any(|r| r == "EvictionTaskDoneHealthy"));
     let url = format!(
         "{}/members/member2/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
-        server.sim_members_url().unwrap()
+        server.sim_members_url()
     );
     let (code, d) = member_call("GET", &url, None).unwrap();
     assert_eq!(code, 200);

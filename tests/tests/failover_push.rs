@@ -12,9 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, healthy_on, member_call, placement_of, post_manifests, push_agent,
-    register_push_member, scenario_text, wait_for, wait_members_ready, works_on, Agent, ApiClient,
-    Server,
+    events_about, eventually, healthy_on, member_call, placement_of, post_manifests, push_agent,
+    register_push_member, scenario_text, wait_members_ready, works_on, Agent, ApiClient, Server,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -148,18 +147,17 @@ fn assert_no_duplicate_works(api: &ApiClient) -> usize {
     per_cluster.values().map(Vec::len).sum()
 }
 
-/// [`wait_for`] that also checks, at every poll, that no cluster has two Works of the binding.
+/// [`eventually`] that also checks, at every poll, that no cluster has two Works of the binding.
 fn wait_checking<T>(
     api: &ApiClient,
     what: &str,
     within: Duration,
     mut check: impl FnMut() -> Option<T>,
 ) -> T {
-    wait_for(what, within, || {
+    eventually(what, within, || {
         assert_no_duplicate_works(api);
         check()
     })
-    .unwrap()
 }
 
 #[test]
@@ -179,7 +177,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
     ] {
         register_push_member(&api, name, &agent.url).unwrap();
     }
-    wait_members_ready(&api, 3).unwrap();
+    wait_members_ready(&api, 3);
     post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
     wait_checking(
@@ -200,7 +198,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
     );
     // member1's runtime has saved its copy, so the restarted agent will still hold it.
     let state = agents.join("member1/sim-state.json");
-    wait_for(
+    eventually(
         "member1's saved state to hold nginx",
         Duration::from_secs(30),
         || {
@@ -208,8 +206,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
                 .ok()
                 .filter(|s| s.contains("nginx"))
         },
-    )
-    .unwrap();
+    );
 
     // SIGKILL: probes fail, Ready leaves True, the not-ready NoExecute taint comes.
     let member1_addr = member1.listen_addr().to_string();
@@ -263,7 +260,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         "{:#}",
         api.get(RB).unwrap()
     );
-    wait_for(
+    eventually(
         "the Events of the eviction and of the task's end",
         Duration::from_secs(30),
         || {
@@ -272,8 +269,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
                 && r.iter().any(|r| r == "EvictionTaskDoneHealthy"))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
 
     // member1 is down: its Work waits for it with a deletionTimestamp.
     let pending = wait_checking(
@@ -313,7 +309,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         404,
         "the copy is deleted before the Work goes"
     );
-    wait_members_ready(&api, 3).unwrap();
+    wait_members_ready(&api, 3);
     wait_checking(
         &api,
         "member1's taints to go",

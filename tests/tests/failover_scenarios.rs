@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    eviction_tasks, health_on, healthy_on, post_manifests, scenario_text, sim_fault, wait_for,
+    eventually, eviction_tasks, health_on, healthy_on, post_manifests, scenario_text, sim_fault,
     works_on, ApiClient, Server, FAST_PULL_FAILOVER,
 };
 use serde_json::{json, Value};
@@ -49,7 +49,7 @@ fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
     args.extend_from_slice(extra);
     let server = Server::start(data, &args).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, members).unwrap();
+    flotilla_tests::wait_members_ready(&api, members);
     (server, api)
 }
 
@@ -57,7 +57,7 @@ fn start(data: &Path, members: usize, extra: &[&str]) -> (Server, ApiClient) {
 /// the unreachable NoExecute taint is on the Cluster.
 fn fail(server: &Server, api: &ApiClient, member: &str) {
     sim_fault(server, member, "unreachable", &json!({"enabled": true}));
-    wait_for(
+    eventually(
         &format!("{member} not Ready, with the unreachable NoExecute taint"),
         Duration::from_secs(30),
         || {
@@ -72,8 +72,7 @@ fn fail(server: &Server, api: &ApiClient, member: &str) {
             });
             (ready != "True" && tainted).then_some(())
         },
-    )
-    .unwrap();
+    );
 }
 
 /// `spec.clusters` as (name, replicas), or `None` before the binding exists. Every look
@@ -147,7 +146,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
     let (server, api) = start(data.path(), 5, &[]);
     post_manifests(&api, &scenario_text("01-duplicated-failover.yaml"));
 
-    let first = wait_for(
+    let first = eventually(
         "Duplicated on two allowed clusters, Healthy on both",
         Duration::from_secs(60),
         || {
@@ -157,14 +156,13 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
                 && p.iter().all(|(n, _)| healthy_on(&api, RB, n)))
             .then_some(p)
         },
-    )
-    .unwrap();
+    );
     let (failed, kept) = (first[0].0.clone(), first[1].0.clone());
     let kept_uid = work_uid(&api, &kept);
 
     // One of the two fails: it is replaced by an allowed spare; the other never moves.
     fail(&server, &api, &failed);
-    let second = wait_for(
+    let second = eventually(
         "the failed cluster replaced, the new placement Healthy and the task ended",
         Duration::from_secs(60),
         || {
@@ -181,8 +179,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
                 && eviction_tasks(&api, RB).is_empty())
             .then_some(p)
         },
-    )
-    .unwrap();
+    );
     let replacement = names(&second).into_iter().find(|n| *n != kept).unwrap();
     assert_eq!(
         work_uid(&api, &kept),
@@ -210,7 +207,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
     // refuses in this scenario: maxGroups 2 with one survivor leaves one slot, which any new
     // candidate fills; what refuses here is minGroups.)
     let evicting = format!("Evicting from {replacement} (TaintUntolerated)");
-    let message = wait_for(
+    let message = eventually(
         "the scheduler's ScheduleBindingFailed Event naming the eviction",
         Duration::from_secs(60),
         || {
@@ -220,8 +217,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
                 .find(|(r, m)| r == "ScheduleBindingFailed" && m.contains(&evicting))
                 .map(|(_, m)| m)
         },
-    )
-    .unwrap();
+    );
     assert!(
         message.contains("the number of feasible clusters is less than spreadConstraint.MinGroups"),
         "{message}"
@@ -274,7 +270,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         ),
     );
     let both = vec![("member1".to_string(), 2), ("member2".to_string(), 2)];
-    wait_for(
+    eventually(
         "Duplicated on member1 and member2, Healthy on both",
         Duration::from_secs(60),
         || {
@@ -283,8 +279,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
                 && healthy_on(&api, RB, "member2"))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
 
     // member2's copy turns Unhealthy (and stays so), then member1 fails.
     sim_fault(
@@ -294,23 +289,21 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         &json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default",
                 "name": "nginx", "status": {"availableReplicas": 0}}),
     );
-    wait_for(
+    eventually(
         "member2 Unhealthy in the binding's aggregatedStatus",
         Duration::from_secs(30),
         || (health_on(&api, RB, "member2").as_deref() == Some("Unhealthy")).then_some(()),
-    )
-    .unwrap();
+    );
     fail(&server, &api, "member1");
 
-    let task = wait_for(
+    let task = eventually(
         "member1's eviction task, stamped",
         Duration::from_secs(30),
         || {
             let t = eviction_tasks(&api, RB);
             (t.len() == 1 && t[0]["creationTimestamp"].is_string()).then(|| t[0].clone())
         },
-    )
-    .unwrap();
+    );
     assert_eq!(task["fromCluster"], "member1", "{task}");
     assert_eq!(task["purgeMode"], "Graciously", "{task}");
     assert_eq!(task["gracePeriodSeconds"], GRACE, "{task}");
@@ -345,10 +338,9 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
     assert!(looks > 0, "the task was looked at before its deadline");
 
     // The period ends: the task goes, timed out, and only then member1's Work is deleted.
-    wait_for("the task to end", Duration::from_secs(30), || {
+    eventually("the task to end", Duration::from_secs(30), || {
         eviction_tasks(&api, RB).is_empty().then_some(())
-    })
-    .unwrap();
+    });
     let ended = chrono::Utc::now();
     assert!(ended >= deadline, "ended at {ended}, deadline {deadline}");
     assert!(
@@ -357,7 +349,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
          created {created})"
     );
     // The Event is recorded just after the task's removal is written: wait for it.
-    let evs = wait_for(
+    let evs = eventually(
         "the EvictionTaskTimedOut Event",
         Duration::from_secs(10),
         || {
@@ -366,8 +358,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
                 .any(|(r, _)| r == "EvictionTaskTimedOut")
                 .then_some(evs)
         },
-    )
-    .unwrap();
+    );
     let timed_out: Vec<&String> = evs
         .iter()
         .filter(|(r, _)| r == "EvictionTaskTimedOut")
@@ -385,7 +376,7 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
         "{evs:?}"
     );
     assert_eq!(health_on(&api, RB, "member2").as_deref(), Some("Unhealthy"));
-    wait_for(
+    eventually(
         "member1's Work to be marked for deletion (member1 is down)",
         Duration::from_secs(30),
         || {
@@ -396,7 +387,6 @@ fn scenario_05_the_policys_grace_period_ends_the_task_although_the_new_copy_neve
                     .all(|w| w.pointer("/metadata/deletionTimestamp").is_some()))
             .then_some(())
         },
-    )
-    .unwrap();
+    );
     assert_eq!(placement(&api), Some(vec![("member2".to_string(), 2)]));
 }

@@ -15,8 +15,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, healthy_on, placement_of, post_manifests, pull_agent, require_kubectl,
-    scenario_text, wait_for, ApiClient, Kubectl, Server,
+    events_about, eventually, healthy_on, placement_of, post_manifests, pull_agent,
+    require_kubectl, scenario_text, ApiClient, Kubectl, Server,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -219,10 +219,10 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     let mut member1 = pull_agent(&server, "member1", data.path());
     let _member2 = pull_agent(&server, "member2", data.path());
     let _member3 = pull_agent(&server, "member3", data.path());
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     post_manifests(&api, MORE);
-    let before = wait_for(
+    let before = eventually(
         "nginx 1:2 on member1 and member2, web and api placed",
         Duration::from_secs(60),
         || {
@@ -236,8 +236,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                     .all(|(b, placed)| settled(&api, b, placed)))
             .then_some(p)
         },
-    )
-    .unwrap();
+    );
     // Members keep reporting status, so the store's resourceVersion moves on its own (the API
     // test pins it): the bindings' specs and generations must not.
     let generations = || -> Vec<Value> {
@@ -418,14 +417,13 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
 
     // The real failure.
     member1.process.kill();
-    wait_for(
+    eventually(
         "the placements the dry-run predicted",
         Duration::from_secs(60),
         || (placements(&api)? == predicted).then_some(()),
-    )
-    .unwrap();
+    );
     for (binding, cluster, _) in &evictions {
-        let evicted = wait_for(
+        let evicted = eventually(
             &format!("the eviction Event of {binding}"),
             Duration::from_secs(30),
             || {
@@ -439,8 +437,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                     })
                     .cloned()
             },
-        )
-        .unwrap();
+        );
         assert_eq!(evicted["type"], "Warning", "{evicted}");
     }
     // The brake paced them as predicted: one per 2 s (the order may differ from the answer's:
@@ -485,7 +482,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     // solo could not be placed, as predicted: the scheduler says NoClusterFit, and its task and
     // its Work on member1 stay (the last copy is not deleted).
     let solo = format!("{RBS}/solo-deployment");
-    let reason = wait_for(
+    let reason = eventually(
         "solo's Scheduled condition",
         Duration::from_secs(30),
         || {
@@ -496,10 +493,9 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                 .find(|c| c["type"] == "Scheduled" && c["status"] == "False")
                 .and_then(|c| c["reason"].as_str().map(String::from))
         },
-    )
-    .unwrap();
+    );
     assert_eq!(reason, unplaceable[0]["reason"].as_str().unwrap());
-    wait_for(
+    eventually(
         "the eviction tasks of the moved bindings to end",
         Duration::from_secs(60),
         || {
@@ -508,8 +504,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                 .all(|b| flotilla_tests::eviction_tasks(&api, &format!("{RBS}/{b}")).is_empty())
                 .then_some(())
         },
-    )
-    .unwrap();
+    );
     assert_eq!(placements(&api), Some(predicted));
     assert_eq!(flotilla_tests::eviction_tasks(&api, &solo).len(), 1);
     assert!(

@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, member_call, placement_of, require_kubectl, scenarios_dir, wait_for,
+    events_about, eventually, member_call, placement_of, require_kubectl, scenarios_dir,
     wait_members_ready, ApiClient, Kubectl, Server,
 };
 use serde_json::{json, Value};
@@ -164,17 +164,16 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
     let server = Server::start(data.path(), SERVER_FLAGS).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     let k = Kubectl::new(&server).unwrap();
-    let members = server.sim_members_url().unwrap();
-    wait_members_ready(&api, 3).unwrap();
+    let members = server.sim_members_url();
+    wait_members_ready(&api, 3);
 
     let scenario = scenarios_dir().join("02-divided-weighted-failover.yaml");
     k.run(&["apply", "-f", &scenario.display().to_string()])
         .unwrap();
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
-    wait_for("the 1:2 placement", Duration::from_secs(60), || {
+    eventually("the 1:2 placement", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(want.clone())).then_some(())
-    })
-    .unwrap();
+    });
 
     // The team's rule, applied with kubectl, readable with kubectl.
     let applied = kubectl_apply_stdin(&k, POLICY);
@@ -193,7 +192,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
         r#"[{"op":"add","path":"/status/conditions/-","value":{"type":"NetworkOK","status":"False","reason":"ProbeFailed","message":"the network probe failed"}}]"#,
     ])
     .unwrap();
-    let added = wait_for(
+    let added = eventually(
         "the policy's taint on member1, and its Event",
         Duration::from_secs(30),
         || {
@@ -201,19 +200,17 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
             let e = policy_events(&api, "TaintClusterSucceed");
             (taint && !e.is_empty()).then_some(e)
         },
-    )
-    .unwrap();
+    );
     assert!(added.iter().all(|m| m.contains(NETWORK_DOWN)), "{added:?}");
 
     // The taint manager evicts member1; member2 gets all 3; member1's copy goes.
     let moved = vec![("member2".to_string(), 3)];
-    wait_for(
+    eventually(
         "member2 to get all 3 replicas",
         Duration::from_secs(60),
         || (placement_of(&api, RB) == Some(moved.clone())).then_some(()),
-    )
-    .unwrap();
-    wait_for(
+    );
+    eventually(
         "the eviction Event naming member1",
         Duration::from_secs(30),
         || {
@@ -222,14 +219,13 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
                 .any(|m| m.contains("member1"))
                 .then_some(())
         },
-    )
-    .unwrap();
+    );
     let object = |m: &str| {
         format!(
             "{members}/members/{m}/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx"
         )
     };
-    wait_for(
+    eventually(
         "member2 to run 3 replicas and member1 none",
         Duration::from_secs(60),
         || {
@@ -237,16 +233,14 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
             let (code1, _) = member_call("GET", &object("member1"), None).ok()?;
             (code2 == 200 && d2["status"]["readyReplicas"] == 3 && code1 == 404).then_some(())
         },
-    )
-    .unwrap();
-    wait_for("the eviction task to end", Duration::from_secs(60), || {
+    );
+    eventually("the eviction task to end", Duration::from_secs(60), || {
         let rb = api.get(RB).ok()?;
         rb["spec"]["gracefulEvictionTasks"]
             .as_array()
             .is_none_or(Vec::is_empty)
             .then_some(())
-    })
-    .unwrap();
+    });
 
     // member1's agent reports its own status again (a node more, after a capacity change)
     // and keeps the foreign condition.
@@ -257,15 +251,14 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
     )
     .unwrap();
     assert_eq!(code, 200, "{body}");
-    let c = wait_for(
+    let c = eventually(
         "member1's agent to report 4 nodes",
         Duration::from_secs(30),
         || {
             let c = cluster(&api, "member1");
             (c.pointer("/status/nodeSummary/totalNum") == Some(&json!(4))).then_some(c)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(condition(&c, "NetworkOK").as_deref(), Some("False"), "{c}");
     assert_eq!(condition(&c, "Ready").as_deref(), Some("True"), "{c}");
     assert!(taints(&c).contains(&NETWORK_DOWN.to_string()), "{c}");
@@ -279,7 +272,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
     )
     .unwrap();
     assert_eq!(code, 200, "{body}");
-    let member3 = wait_for(
+    let member3 = eventually(
         "member3 not Ready with the not-ready NoSchedule taint",
         Duration::from_secs(30),
         || {
@@ -288,8 +281,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
                 && taints(&c).contains(&"cluster.karmada.io/not-ready:NoSchedule".to_string()))
             .then_some(c)
         },
-    )
-    .unwrap();
+    );
     assert_eq!(
         taints(&member3),
         vec!["cluster.karmada.io/not-ready:NoSchedule".to_string()],
@@ -299,7 +291,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
     // The prober reports NetworkOK=True: removeOnConditions take the taint off; nothing moves
     // back.
     set_network_ok(&api, "True");
-    let removed = wait_for(
+    let removed = eventually(
         "the policy's taint to go, and its Event",
         Duration::from_secs(30),
         || {
@@ -307,8 +299,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
             let e = policy_events(&api, "UntaintClusterSucceed");
             (gone && !e.is_empty()).then_some(e)
         },
-    )
-    .unwrap();
+    );
     assert!(
         removed.iter().all(|m| m.contains(NETWORK_DOWN)),
         "{removed:?}"

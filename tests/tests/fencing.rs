@@ -12,8 +12,8 @@
 
 use chrono::{DateTime, Utc};
 use flotilla_tests::{
-    events_about, healthy_on, member_call, placement_of, post_manifests, pull_agent_with,
-    set_agent_fault, time_at, wait_for, works_on, Agent, ApiClient, Server,
+    events_about, eventually, healthy_on, member_call, placement_of, post_manifests,
+    pull_agent_with, set_agent_fault, time_at, works_on, Agent, ApiClient, Server,
 };
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -110,14 +110,13 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
 
     // member1 alone first, so the single copy lands there.
     let member1 = pull_agent_with(&server, "member1", data.path(), FENCE_AFTER);
-    flotilla_tests::wait_members_ready(&api, 1).unwrap();
+    flotilla_tests::wait_members_ready(&api, 1);
     post_manifests(&api, MANIFESTS);
-    wait_for("db Healthy on member1", Duration::from_secs(60), || {
+    eventually("db Healthy on member1", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(vec![("member1".to_string(), 1)])
             && healthy_on(&api, RB, "member1"))
         .then_some(())
-    })
-    .unwrap();
+    });
     let works = works_on(&api, "member1");
     assert_eq!(works.len(), 1);
     assert_eq!(
@@ -126,7 +125,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     );
     assert!(db_on(&member1).is_some());
     let member2 = pull_agent_with(&server, "member2", data.path(), FENCE_AFTER);
-    flotilla_tests::wait_members_ready(&api, 2).unwrap();
+    flotilla_tests::wait_members_ready(&api, 2);
     assert_eq!(faults_of(&member1)["fences"], 0);
 
     // Cut member1 off: it keeps running, but renews no lease.
@@ -136,7 +135,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     // Watch both sides in one loop: member1's fence is read before member2's Works each time,
     // so a replacement seen before the fence is a failure of the ordering.
     let mut fence_seen: Option<(DateTime<Utc>, Duration)> = None;
-    let replacement = wait_for(
+    let replacement = eventually(
         "the replacement Work on member2",
         Duration::from_secs(60),
         || {
@@ -146,8 +145,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
             let work = works_on(&api, "member2").into_iter().next()?;
             Some((work, cut.elapsed()))
         },
-    )
-    .unwrap();
+    );
     let (work, work_seen) = replacement;
     let (fenced, fence_seen_after) =
         fence_seen.expect("member2's Work appeared before member1 reported its fence");
@@ -176,24 +174,22 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     assert_eq!(faults_of(&member1)["fences"], 1);
 
     // The replacement runs on member2; its object there was made after member1's fence.
-    wait_for("db Healthy on member2", Duration::from_secs(60), || {
+    eventually("db Healthy on member2", Duration::from_secs(60), || {
         healthy_on(&api, RB, "member2").then_some(())
-    })
-    .unwrap();
+    });
     let copy = db_on(&member2).expect("db on member2");
     assert!(time_at(&copy, "/metadata/creationTimestamp") >= whole_seconds(fenced));
 
     // The partition heals: member1's Work (being deleted) goes once its agent has seen it, and
     // the agent does not start the workload again on its own.
     set_agent_fault(&member1, "unreachable", false);
-    wait_for("member1's Work to go", Duration::from_secs(60), || {
+    eventually("member1's Work to go", Duration::from_secs(60), || {
         works_on(&api, "member1").is_empty().then_some(())
-    })
-    .unwrap();
+    });
     assert!(db_on(&member1).is_none(), "member1 started db again");
     // The agent told what it did once it could: a Fenced Event on the old Work.
     let work_name = works[0]["metadata"]["name"].as_str().unwrap().to_string();
-    wait_for(
+    eventually(
         "the Fenced Event on member1's Work",
         Duration::from_secs(30),
         || {
@@ -201,8 +197,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
                 .into_iter()
                 .find(|e| e["reason"] == "Fenced")
         },
-    )
-    .unwrap();
+    );
     assert_eq!(
         placement_of(&api, RB),
         Some(vec![("member2".to_string(), 1)])

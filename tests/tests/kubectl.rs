@@ -1,9 +1,9 @@
 //! kubectl (the real binary) against a real `flotilla-server` process: create and apply the
 //! failover scenarios, get in every output form, watch, patch, delete, and the cluster table.
-//! Skipped with a loud message only when kubectl is not installed.
+//! Without kubectl the tests fail, naming `scripts/install-test-tools.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{require_kubectl, scenarios_dir, wait_for, Kubectl, Server};
+use flotilla_tests::{eventually, require_kubectl, scenarios_dir, Kubectl, Process, Server};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
@@ -73,12 +73,13 @@ data:
   a: "1"
 "#;
 
-fn start() -> Option<(Server, Kubectl, tempfile::TempDir)> {
+/// A server and a kubectl for it; fails (naming the install script) without kubectl.
+fn start() -> (Server, Kubectl, tempfile::TempDir) {
     require_kubectl();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]).unwrap();
     let kubectl = Kubectl::new(&server).unwrap();
-    Some((server, kubectl, dir))
+    (server, kubectl, dir)
 }
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
@@ -89,9 +90,7 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 
 #[test]
 fn scenarios_create_apply_and_server_side_apply() {
-    let Some((_server, k, dir)) = start() else {
-        return;
-    };
+    let (_server, k, dir) = start();
     let scenarios = scenarios_dir();
     let crd = write(dir.path(), "crd.yaml", FLINK_CRD);
     k.run(&["apply", "-f", &crd]).unwrap();
@@ -132,9 +131,7 @@ fn scenarios_create_apply_and_server_side_apply() {
 
 #[test]
 fn get_in_every_form_watch_patch_delete() {
-    let Some((_server, k, dir)) = start() else {
-        return;
-    };
+    let (_server, k, dir) = start();
     let cluster = write(dir.path(), "cluster.yaml", CLUSTER);
     k.run(&["create", "-f", &cluster]).unwrap();
     let table = k.run(&["get", "clusters"]).unwrap();
@@ -210,20 +207,24 @@ fn get_in_every_form_watch_patch_delete() {
         "watched.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\ndata:\n  a: \"1\"\n",
     );
-    let mut watch = k
-        .command(&[
-            "get",
-            "configmaps",
-            "-w",
-            "--output-watch-events",
-            "-o",
-            "name",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = watch.stdout.take().unwrap();
+    // Killed when dropped, also when the wait below fails.
+    let mut watch = Process {
+        child: k
+            .command(&[
+                "get",
+                "configmaps",
+                "-w",
+                "--output-watch-events",
+                "-o",
+                "name",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+        name: "kubectl get -w".into(),
+    };
+    let stdout = watch.child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -233,7 +234,7 @@ fn get_in_every_form_watch_patch_delete() {
         }
     });
     let mut seen = Vec::new();
-    let result = wait_for(
+    eventually(
         "kubectl get -w to print the new configmap",
         Duration::from_secs(30),
         || {
@@ -249,9 +250,7 @@ fn get_in_every_form_watch_patch_delete() {
                 .cloned()
         },
     );
-    let _ = watch.kill();
-    let _ = watch.wait();
-    result.unwrap();
+    drop(watch);
 
     k.run(&["delete", "deploy", "web"]).unwrap();
     let out = k.output(&["get", "deploy", "web"]).unwrap();
@@ -275,9 +274,7 @@ fn get_in_every_form_watch_patch_delete() {
 
 #[test]
 fn get_events_prints_the_kubernetes_columns() {
-    let Some((_server, k, dir)) = start() else {
-        return;
-    };
+    let (_server, k, dir) = start();
     // Years old: kubectl prints such ages in whole years ("26y").
     let event = "apiVersion: v1\nkind: Event\nmetadata:\n  name: nginx.17\n  namespace: default\n\
          involvedObject:\n  apiVersion: apps/v1\n  kind: Deployment\n  name: nginx\n  namespace: default\n\

@@ -5,7 +5,7 @@
 //! anything; an agent's credential cannot read another cluster's Works.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{member_call, pull_agent, wait_for, Agent, ApiClient, Server};
+use flotilla_tests::{eventually, member_call, pull_agent, Agent, ApiClient, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -57,18 +57,17 @@ fn taints(api: &ApiClient, name: &str) -> Vec<String> {
 }
 
 fn wait_ready(api: &ApiClient, name: &str, want: &str) {
-    wait_for(
+    eventually(
         &format!("{name} Ready={want}"),
         Duration::from_secs(30),
         || (ready(api, name).as_deref() == Some(want)).then_some(()),
-    )
-    .unwrap();
+    );
 }
 
 fn wait_taints(api: &ApiClient, name: &str, want: &[&str]) {
     let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
     want.sort();
-    wait_for(
+    eventually(
         &format!("{name} taints {want:?}"),
         Duration::from_secs(30),
         || {
@@ -76,8 +75,7 @@ fn wait_taints(api: &ApiClient, name: &str, want: &[&str]) {
             got.sort();
             (got == want).then_some(())
         },
-    )
-    .unwrap();
+    );
 }
 
 #[test]
@@ -152,12 +150,11 @@ fn members_join_fail_recover_and_stay_in_their_lane() {
             (ok && ready == 2).then_some(w)
         })
     };
-    wait_for(
+    eventually(
         "the Work applied on m2 with 2 ready replicas",
         Duration::from_secs(30),
         || applied(&api),
-    )
-    .unwrap();
+    );
     let object_url = |agent: &Agent| {
         format!(
             "{}/members/m2/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=web",
@@ -257,12 +254,11 @@ fn members_join_fail_recover_and_stay_in_their_lane() {
     // m2's agent restarts with the same data dir: nothing is re-created.
     drop(m2);
     let m2 = pull_agent(&server, "m2", agents_dir.path());
-    wait_for(
+    eventually(
         "the Work still applied after the restart",
         Duration::from_secs(30),
         || applied(&api),
-    )
-    .unwrap();
+    );
     let (code, after) = member_call("GET", &object_url(&m2), None).unwrap();
     assert_eq!(code, 200);
     assert_eq!(
@@ -323,10 +319,9 @@ fn the_server_starts_a_simulated_fleet() {
                     .is_some_and(|rs| rs.iter().any(|r| r["kind"] == "Widget"))
         });
     assert!(widgets_served, "--sim-api reaches the members: {c}");
-    let url = wait_for("sim-members.url", Duration::from_secs(30), || {
+    let url = eventually("sim-members.url", Duration::from_secs(30), || {
         std::fs::read_to_string(dir.path().join("sim-members.url")).ok()
-    })
-    .unwrap();
+    });
     let (code, _) = member_call("GET", &format!("{url}/members/member1/readyz"), None).unwrap();
     assert_eq!(code, 200);
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    post_manifests, scenario_text, wait_for, wait_members_ready, ApiClient, Server,
+    eventually, post_manifests, scenario_text, wait_members_ready, ApiClient, Server,
 };
 use std::time::Duration;
 
@@ -37,13 +37,13 @@ fn server_with_members(data: &std::path::Path, members: usize) -> (Server, ApiCl
     )
     .unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    wait_members_ready(&api, members).unwrap();
+    wait_members_ready(&api, members);
     (server, api)
 }
 
 /// The URL of a simulated member's own surface.
 fn member_url(server: &Server, member: &str) -> String {
-    format!("{}/members/{member}", server.sim_members_url().unwrap())
+    format!("{}/members/{member}", server.sim_members_url())
 }
 
 /// The `spec.replicas` of the nginx Deployment as the member runs it, if it runs there.
@@ -71,45 +71,54 @@ fn scale(api: &ApiClient, replicas: i64) {
 
 /// Waits until `n` members report the binding's work applied and Healthy.
 fn wait_healthy(api: &ApiClient, n: usize) {
-    wait_for("aggregatedStatus Healthy", Duration::from_secs(60), || {
-        let rb = api.get(RB).ok()?;
-        let items = rb["status"]["aggregatedStatus"].as_array()?;
-        (items.len() == n
-            && items
-                .iter()
-                .all(|i| i["applied"] == true && i["health"] == "Healthy"))
-        .then_some(())
-    })
-    .unwrap_or_else(|e| panic!("{e}: binding {:?}", api.get(RB)));
+    eventually("aggregatedStatus Healthy", Duration::from_secs(60), || {
+        let rb = api.get(RB);
+        let healthy = rb
+            .as_ref()
+            .ok()
+            .and_then(|rb| rb["status"]["aggregatedStatus"].as_array())
+            .is_some_and(|items| {
+                items.len() == n
+                    && items
+                        .iter()
+                        .all(|i| i["applied"] == true && i["health"] == "Healthy")
+            });
+        if healthy {
+            Ok(())
+        } else {
+            Err(format!("binding {rb:?}"))
+        }
+    });
 }
 
 /// Waits until the Deployment's status shows `n` ready replicas summed over the members.
 fn wait_ready_replicas(api: &ApiClient, n: i64) {
-    wait_for(
+    eventually(
         &format!("the Deployment's status shows {n} ready replicas"),
         Duration::from_secs(60),
         || {
             let d = api.get(DEPLOYMENT).ok()?;
             (d["status"]["readyReplicas"] == n).then_some(())
         },
-    )
-    .unwrap();
+    );
 }
 
 /// Waits until the binding's placement and the members' copies both equal `want`.
 fn wait_placed(server: &Server, api: &ApiClient, what: &str, want: &[(&str, i64)]) {
     let want: Vec<(String, i64)> = want.iter().map(|(c, r)| (c.to_string(), *r)).collect();
-    wait_for(what, Duration::from_secs(60), || {
-        (placement(api).as_ref() == Some(&want)).then_some(())
-    })
-    .unwrap_or_else(|e| panic!("{e}: binding {:?}", api.get(RB)));
+    eventually(what, Duration::from_secs(60), || {
+        if placement(api).as_ref() == Some(&want) {
+            Ok(())
+        } else {
+            Err(format!("binding {:?}", api.get(RB)))
+        }
+    });
     for (cluster, replicas) in &want {
-        wait_for(
+        eventually(
             &format!("{what}: {cluster} runs {replicas} replicas"),
             Duration::from_secs(60),
             || (replicas_on_member(server, cluster) == Some(*replicas)).then_some(()),
-        )
-        .unwrap();
+        );
     }
 }
 
@@ -118,12 +127,11 @@ fn scenario_01_duplicated_on_exactly_two_allowed_members() {
     let data = tempfile::tempdir().unwrap();
     let (server, api) = server_with_members(data.path(), 5);
     post_manifests(&api, &scenario_text("01-duplicated-failover.yaml"));
-    let placed = wait_for(
+    let placed = eventually(
         "the binding placed on two clusters",
         Duration::from_secs(60),
         || placement(&api).filter(|p| p.len() == 2),
-    )
-    .unwrap();
+    );
     let allowed = ["member1", "member2", "member3", "member5"];
     for (cluster, replicas) in &placed {
         assert!(allowed.contains(&cluster.as_str()), "{placed:?}");
@@ -131,12 +139,11 @@ fn scenario_01_duplicated_on_exactly_two_allowed_members() {
             *replicas, 2,
             "Duplicated: the full count on each: {placed:?}"
         );
-        wait_for(
+        eventually(
             &format!("the Deployment on {cluster}"),
             Duration::from_secs(60),
             || replicas_on_member(&server, cluster),
-        )
-        .unwrap();
+        );
     }
     wait_healthy(&api, 2);
     wait_ready_replicas(&api, 4);
@@ -326,32 +333,29 @@ fn a_lua_health_rule_for_a_custom_kind_is_honoured() {
         flotilla_tests::member_call("POST", &format!("{members}/faults/status"), Some(&body))
     };
     // The Widget reaches member1; its status says ok → Healthy by the Lua rule.
-    wait_for(
+    eventually(
         "the widget applied on member1 and marked ok",
         Duration::from_secs(20),
-        || {
-            let (code, _) = set_ok(true).ok()?;
-            (code == 200).then_some(())
+        || match set_ok(true) {
+            Ok((200, _)) => Ok(()),
+            answer => {
+                let b = api
+                    .get(rb)
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|e| e.to_string());
+                let w = api
+                    .get("/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member1/works")
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                Err(format!("binding: {b}\nworks: {w}\nset_ok: {answer:?}"))
+            }
         },
-    )
-    .unwrap_or_else(|e| {
-        let b = api
-            .get(rb)
-            .map(|v| v.to_string())
-            .unwrap_or_else(|e| e.to_string());
-        let w = api
-            .get("/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-member1/works")
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        panic!("{e}\nbinding: {b}\nworks: {w}\nset_ok: {:?}", set_ok(true))
-    });
-    wait_for("Healthy by the Lua rule", Duration::from_secs(60), || {
+    );
+    eventually("Healthy by the Lua rule", Duration::from_secs(60), || {
         (health(&api).as_deref() == Some("Healthy")).then_some(())
-    })
-    .unwrap();
+    });
     set_ok(false).unwrap();
-    wait_for("Unhealthy by the Lua rule", Duration::from_secs(60), || {
+    eventually("Unhealthy by the Lua rule", Duration::from_secs(60), || {
         (health(&api).as_deref() == Some("Unhealthy")).then_some(())
-    })
-    .unwrap();
+    });
 }

@@ -7,7 +7,7 @@
 //! not held back. The label stays on the workload after the eviction task ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{wait_for, ApiClient, Server};
+use flotilla_tests::{eventually, ApiClient, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
     flags.extend_from_slice(flotilla_tests::NO_EVICTION_PACING);
     let server = Server::start(data.path(), &flags).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    flotilla_tests::wait_members_ready(&api, 3).unwrap();
+    flotilla_tests::wait_members_ready(&api, 3);
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}},
@@ -83,15 +83,14 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
         let (code, answer) = api.send("POST", path, Some(&body)).unwrap();
         assert_eq!(code, 201, "{answer}");
     }
-    let old = wait_for(
+    let old = eventually(
         "nginx Healthy with 1 ready replica on one member",
         Duration::from_secs(60),
         || match placed_on(&api).as_slice() {
             [one] if healthy_on(&api, one) => Some(one.clone()),
             _ => None,
         },
-    )
-    .unwrap();
+    );
     let new = if old == "member1" {
         "member2"
     } else {
@@ -107,12 +106,11 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
         .unwrap();
     assert_eq!(code, 200, "{answer}");
     // The new member's Work carries the preserved label; Immediately: the old copy went first.
-    let manifest_labels = wait_for("a Work on the new member", Duration::from_secs(60), || {
+    let manifest_labels = eventually("a Work on the new member", Duration::from_secs(60), || {
         works_on(&api, new)
             .first()
             .map(|w| w["spec"]["workload"]["manifests"][0]["metadata"]["labels"].clone())
-    })
-    .unwrap();
+    });
     assert_eq!(manifest_labels[READY_LABEL], "1", "{manifest_labels}");
     assert!(manifest_labels.get(MISSING_LABEL).is_none());
     assert_eq!(manifest_labels["app"], "nginx");
@@ -159,7 +157,7 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
     // The new copy turns Healthy and the task ends; the Work is rewritten afterwards (here by a
     // template change, the positive signal that the binding controller planned it again
     // without the task) and still carries the state it started from.
-    wait_for("the eviction task to end", Duration::from_secs(60), || {
+    eventually("the eviction task to end", Duration::from_secs(60), || {
         api.get(RB)
             .ok()
             .filter(|rb| {
@@ -168,8 +166,7 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
                     .is_none_or(|t| t.is_empty())
             })
             .map(|_| ())
-    })
-    .unwrap();
+    });
     let (code, answer) = api
         .send(
             "PATCH",
@@ -178,7 +175,7 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
         )
         .unwrap();
     assert_eq!(code, 200, "{answer}");
-    let labels = wait_for(
+    let labels = eventually(
         "the new member's Work rewritten with the template change",
         Duration::from_secs(30),
         || {
@@ -187,8 +184,7 @@ fn cluster_failover_carries_the_state_that_matched_and_reports_the_rule_that_did
                 .map(|w| w["spec"]["workload"]["manifests"][0]["metadata"]["labels"].clone())
                 .filter(|l| l["revision"] == "2")
         },
-    )
-    .unwrap();
+    );
     assert_eq!(labels[READY_LABEL], "1", "{labels}");
     drop(server);
 }

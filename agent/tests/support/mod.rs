@@ -697,15 +697,52 @@ where
     }
 }
 
-/// Polls `check` every 20 ms until it answers `Some`, failing after `secs` with `what`.
-pub async fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+/// What one look of [`eventually`] answers: done, with a value, or not yet, with what it saw.
+/// The twin of `flotilla_server::testing::Outcome`.
+pub trait Outcome {
+    /// What the wait gives back once it is over.
+    type Value;
+    /// `Ok(value)` ends the wait; `Err(seen)` tells what this look saw instead.
+    fn into_outcome(self) -> Result<Self::Value, String>;
+}
+
+/// `Some(value)` ends the wait; `None` is "not yet" and tells nothing more.
+impl<T> Outcome for Option<T> {
+    type Value = T;
+    fn into_outcome(self) -> Result<T, String> {
+        self.ok_or_else(|| "nothing yet".to_string())
+    }
+}
+
+/// `Ok(value)` ends the wait; `Err(seen)` is "not yet", and the last `seen` is in the panic.
+impl<T, E: std::fmt::Display> Outcome for Result<T, E> {
+    type Value = T;
+    fn into_outcome(self) -> Result<T, String> {
+        self.map_err(|seen| seen.to_string())
+    }
+}
+
+/// The agent tests' one wait: looks at `f` every 20 ms (tokio time) until it answers
+/// `Some(value)` or `Ok(value)`, and returns the value. The twin of
+/// `flotilla_server::testing::eventually`, same signature.
+///
+/// # Panics
+/// When `deadline` has passed and `f` still says "not yet": the message names `what` and what
+/// the last look saw.
+pub async fn eventually<O, F, Fut>(what: &str, deadline: Duration, mut f: F) -> O::Value
+where
+    O: Outcome,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = O>,
+{
+    let until = tokio::time::Instant::now() + deadline;
     loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {secs} s waiting for {what}");
+        let seen = match f().await.into_outcome() {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        if tokio::time::Instant::now() >= until {
+            panic!("waited {deadline:?} for {what}; last seen: {seen}");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

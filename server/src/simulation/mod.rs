@@ -102,7 +102,7 @@ const MAX_STEPS: usize = 64;
 const LOOK_AHEAD_MS: i64 = 366 * 24 * 3600 * 1000;
 /// Passes of the taint manager, application failover and the scheduler at one instant before
 /// the run moves on.
-const MAX_PASSES: usize = 4;
+pub const MAX_PASSES: usize = 4;
 
 /// The flags the answer depends on.
 #[derive(Clone, Debug)]
@@ -1214,9 +1214,6 @@ pub fn sort_inputs(bindings: &mut [BindingInput]) {
         ))
     });
 }
-
-#[cfg(test)]
-mod real_path;
 
 #[cfg(test)]
 mod tests {

@@ -447,8 +447,8 @@ mod tests {
         assert_eq!(index.recovery_jobs(), [GcJob::Foreground("uo".to_string())]);
     }
 
-    #[test]
-    fn queue_deduplicates_and_reports_idle() {
+    #[tokio::test]
+    async fn queue_deduplicates_and_reports_idle() {
         let queue = GcQueue::default();
         let (tx, rx) = std::sync::mpsc::channel();
         queue
@@ -459,11 +459,12 @@ mod tests {
             .unwrap();
         queue.push(vec![GcJob::OwnerGone("a".to_string())]);
         assert_eq!(rx.recv().unwrap(), GcJob::OwnerGone("a".to_string()));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !queue.is_idle() {
-            assert!(std::time::Instant::now() < deadline, "gc queue never idle");
-            std::thread::yield_now();
-        }
+        crate::testing::eventually(
+            "the gc queue to be idle",
+            std::time::Duration::from_secs(5),
+            || async { queue.is_idle().then_some(()) },
+        )
+        .await;
         queue.shutdown();
         queue.push(vec![GcJob::OwnerGone("b".to_string())]);
         assert!(queue.is_idle());

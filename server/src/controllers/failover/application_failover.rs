@@ -1550,30 +1550,36 @@ mod tests {
 
     mod controller {
         use super::*;
-        use crate::clock::{Clock, FakeClock};
-        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use crate::clock::Clock;
+        use crate::controllers::runtime::testing::TestWorld;
         use flotilla_api::kinds::well_known;
 
         const KEY: &str = "rb|default|nginx-deployment";
 
         struct World {
-            store: Arc<dyn Store>,
-            clock: Arc<FakeClock>,
-            registry: prometheus::Registry,
+            world: TestWorld,
             af: ApplicationFailoverController,
+        }
+
+        /// Application failover as the world's context would build it, with `settings`.
+        fn controller(
+            world: &TestWorld,
+            settings: ApplicationFailoverSettings,
+        ) -> ApplicationFailoverController {
+            ApplicationFailoverController::new(
+                world.store.clone(),
+                world.shared_clock.clone(),
+                world.events(),
+                world.ctx.failover_metrics.clone(),
+                settings,
+            )
         }
 
         impl World {
             async fn new() -> Self {
-                let clock = Arc::new(FakeClock::new(at(0)));
-                let shared: SharedClock = clock.clone();
-                let store: Arc<dyn Store> =
-                    KvStore::memory(StoreConfig::with_clock(shared.clone()));
-                let registry = prometheus::Registry::new();
-                let events =
-                    EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-                let metrics = FailoverMetrics::register(&registry).unwrap();
-                store
+                let world = TestWorld::at(at(0));
+                world
+                    .store
                     .create(
                         &well_known::resource_bindings(),
                         json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -1586,23 +1592,13 @@ mod tests {
                     )
                     .await
                     .unwrap();
-                let af = ApplicationFailoverController::new(
-                    store.clone(),
-                    shared,
-                    events,
-                    metrics,
-                    ApplicationFailoverSettings::default(),
-                );
-                World {
-                    store,
-                    clock,
-                    registry,
-                    af,
-                }
+                let af = controller(&world, ApplicationFailoverSettings::default());
+                World { world, af }
             }
 
             async fn binding(&self) -> Value {
-                self.store
+                self.world
+                    .store
                     .get(
                         &well_known::resource_bindings(),
                         Some("default"),
@@ -1619,15 +1615,16 @@ mod tests {
                     {"clusterName": "member1", "applied": true, "health": member1},
                     {"clusterName": "member2", "applied": true, "health": "Healthy"},
                 ]);
-                self.store
+                self.world
+                    .store
                     .update_status(&well_known::resource_bindings(), b)
                     .await
                     .unwrap();
             }
 
             fn at(&self, secs: i64) {
-                let now = self.clock.now();
-                self.clock.advance(at(secs) - now);
+                let now = self.world.clock.now();
+                self.world.clock.advance(at(secs) - now);
             }
 
             async fn reconcile(&self) -> Action {
@@ -1655,15 +1652,7 @@ mod tests {
                 at(0),
                 None,
             );
-            let registry = prometheus::Registry::new();
-            w.af = ApplicationFailoverController::new(
-                w.store.clone(),
-                w.clock.clone(),
-                EventRecorder::new(w.store.clone(), w.clock.clone(), "test", &registry).unwrap(),
-                FailoverMetrics::register(&registry).unwrap(),
-                ApplicationFailoverSettings::default(),
-            )
-            .with_brake(brake);
+            w.af = controller(&w.world, ApplicationFailoverSettings::default()).with_brake(brake);
             w.report("Unhealthy").await;
             w.reconcile().await;
             // Due at 300, held by the brake until 400: nothing written, looked at again then.
@@ -1675,17 +1664,12 @@ mod tests {
             let b = w.binding().await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             assert_eq!(FailoverState::of(&b).streak, 0);
-            let events = w
-                .store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
+            let events = w.world.stored_events().await;
             let held: Vec<&Value> = events
-                .items
                 .iter()
                 .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
                 .collect();
-            assert_eq!(held.len(), 1, "{:?}", events.items);
+            assert_eq!(held.len(), 1, "{events:?}");
             assert!(
                 held[0]["message"]
                     .as_str()
@@ -1758,22 +1742,16 @@ mod tests {
             let state = FailoverState::of(&b);
             assert_eq!(state.streak, 1);
             assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
-            let events = w
-                .store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
+            let events = w.world.stored_events().await;
             assert!(
                 events
-                    .items
                     .iter()
                     .any(|e| e["reason"] == "EvictWorkloadFromCluster"
                         && e["message"].as_str().unwrap_or("").contains("member1")),
-                "{:?}",
-                events.items
+                "{events:?}"
             );
             let text = prometheus::TextEncoder::new()
-                .encode_to_string(&w.registry.gather())
+                .encode_to_string(&w.world.metrics.gather())
                 .unwrap();
             assert!(
                 text.contains(
@@ -1788,7 +1766,8 @@ mod tests {
             // The task goes: the block period starts, and the scheduler would keep member1 out.
             let mut b = w.binding().await;
             b["spec"]["gracefulEvictionTasks"] = json!([]);
-            w.store
+            w.world
+                .store
                 .update(&well_known::resource_bindings(), b)
                 .await
                 .unwrap();
@@ -1825,165 +1804,14 @@ mod tests {
             w.at(500);
             assert_eq!(requeue(&w.reconcile().await), Some(Duration::from_secs(50)));
             // A new controller (a restarted server) reads the timer from the binding.
-            let registry = prometheus::Registry::new();
-            let shared: SharedClock = w.clock.clone();
-            let restarted = ApplicationFailoverController::new(
-                w.store.clone(),
-                shared.clone(),
-                EventRecorder::new(w.store.clone(), shared, "test", &registry).unwrap(),
-                FailoverMetrics::register(&registry).unwrap(),
-                ApplicationFailoverSettings::default(),
-            );
+            let restarted =
+                controller(&w.world.restarted(), ApplicationFailoverSettings::default());
             w.at(550);
             assert!(matches!(restarted.reconcile(KEY).await, Ok(Action::Done)));
             assert_eq!(
                 w.binding().await["spec"]["clusters"],
                 json!([{"name": "member2", "replicas": 1}])
             );
-        }
-
-        /// The scheduler and application failover together on two members: the workload
-        /// leaves the first, then is due to leave the second; the first is blocked, so the
-        /// Immediately eviction is held until the block ends, and then it moves back.
-        #[tokio::test]
-        async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
-            use crate::controllers::propagation::scheduler::SchedulerController;
-            let clock = Arc::new(FakeClock::new(at(0)));
-            let shared: SharedClock = clock.clone();
-            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-            let registry = prometheus::Registry::new();
-            let events =
-                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-            let settings = ApplicationFailoverSettings {
-                block_period: Duration::from_secs(1_000),
-                backoff: Duration::from_secs(60),
-                ..Default::default()
-            };
-            let af = ApplicationFailoverController::new(
-                store.clone(),
-                shared.clone(),
-                events.clone(),
-                FailoverMetrics::register(&registry).unwrap(),
-                settings,
-            );
-            let scheduler =
-                SchedulerController::new(store.clone(), shared.clone(), events, &registry).unwrap();
-            for name in ["member1", "member2"] {
-                let mut c = store
-                    .create(
-                        &well_known::clusters(),
-                        json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                            "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
-                    )
-                    .await
-                    .unwrap();
-                c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
-                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
-                store
-                    .update_status(&well_known::clusters(), c)
-                    .await
-                    .unwrap();
-            }
-            let rt = well_known::resource_bindings();
-            store
-                .create(
-                    &rt,
-                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                        "metadata": {"name": "nginx-deployment", "namespace": "default"},
-                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"},
-                                 "replicas": 2, "propagateDeps": true,
-                                 "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
-                                               "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1, "minGroups": 1}],
-                                               "replicaScheduling": {"replicaSchedulingType": "Duplicated"}},
-                                 "failover": {"application": {"decisionConditions": {"tolerationSeconds": 0}, "purgeMode": "Immediately"}}}}),
-                )
-                .await
-                .unwrap();
-            let get = || async {
-                store
-                    .get(&rt, Some("default"), "nginx-deployment")
-                    .await
-                    .unwrap()
-            };
-            let placed = |b: &Value| -> Vec<String> {
-                b["spec"]["clusters"]
-                    .as_array()
-                    .map(|cs| {
-                        cs.iter()
-                            .filter_map(|c| c["name"].as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let unhealthy_on = |cluster: &str| {
-                let cluster = cluster.to_string();
-                let store = store.clone();
-                let rt = rt.clone();
-                async move {
-                    let mut b = store
-                        .get(&rt, Some("default"), "nginx-deployment")
-                        .await
-                        .unwrap();
-                    b["status"]["aggregatedStatus"] =
-                        json!([{"clusterName": cluster, "applied": true, "health": "Unhealthy"}]);
-                    store.update_status(&rt, b).await.unwrap();
-                }
-            };
-            // What graceful eviction does when the old copy is gone: the task ends.
-            let drop_tasks = || async {
-                let mut b = get().await;
-                b["spec"]["gracefulEvictionTasks"] = json!([]);
-                store.update(&rt, b).await.unwrap();
-            };
-            const KEY: &str = "rb|default|nginx-deployment";
-            scheduler.reconcile(KEY).await.unwrap();
-            let first = placed(&get().await);
-            assert_eq!(first.len(), 1, "{first:?}");
-            let (from, to) = if first[0] == "member1" {
-                ("member1", "member2")
-            } else {
-                ("member2", "member1")
-            };
-            // Unhealthy with tolerationSeconds 0: evicted at once, placed on the other.
-            unhealthy_on(from).await;
-            af.reconcile(KEY).await.unwrap();
-            scheduler.reconcile(KEY).await.unwrap();
-            assert_eq!(placed(&get().await), [to]);
-            drop_tasks().await;
-            clock.advance(chrono::Duration::seconds(100));
-            af.reconcile(KEY).await.unwrap();
-            // Unhealthy there too, past the back-off; but `from` is blocked and nothing else
-            // fits, so the Immediately eviction (which would delete the only copy) is held.
-            unhealthy_on(to).await;
-            assert_eq!(
-                af.reconcile(KEY).await.unwrap(),
-                Action::RequeueAfter(NO_TARGET_RETRY)
-            );
-            scheduler.reconcile(KEY).await.unwrap();
-            assert_eq!(placed(&get().await), [to]);
-            let held = store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .filter(|e| e["reason"] == "ApplicationFailoverHeld")
-                .count();
-            assert_eq!(held, 1);
-            // The block of `from` ends 1000 s after its task went (at 100): then it fits, the
-            // eviction goes ahead and the scheduler places the workload there again.
-            clock.advance(chrono::Duration::seconds(999));
-            af.reconcile(KEY).await.unwrap();
-            assert_eq!(
-                placed(&get().await),
-                [to],
-                "still blocked one second before"
-            );
-            clock.advance(chrono::Duration::seconds(1));
-            af.reconcile(KEY).await.unwrap();
-            assert!(placed(&get().await).is_empty());
-            scheduler.reconcile(KEY).await.unwrap();
-            assert_eq!(placed(&get().await), [from]);
         }
     }
 }

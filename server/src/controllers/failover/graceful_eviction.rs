@@ -784,8 +784,7 @@ mod tests {
 
     mod controller {
         use super::*;
-        use crate::clock::FakeClock;
-        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
         use flotilla_api::kinds::well_known;
         use serde_json::json;
 
@@ -804,33 +803,17 @@ mod tests {
 
         #[tokio::test]
         async fn a_task_is_stamped_kept_until_healthy_then_dropped_with_an_event() {
-            let clock = Arc::new(FakeClock::new(at(0)));
-            let shared: SharedClock = clock.clone();
-            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-            let registry = prometheus::Registry::new();
-            let events =
-                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-            let metrics = FailoverMetrics::register(&registry).unwrap();
-            store
-                .create(
-                    &well_known::clusters(),
-                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                        "metadata": {"name": "member2"}, "spec": {"syncMode": "Pull"},
-                        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
-                            "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}}),
+            let world = TestWorld::at(at(0));
+            let (store, clock) = (world.store.clone(), world.clock.clone());
+            let metrics = world.ctx.failover_metrics.clone();
+            world
+                .cluster(
+                    "member2",
+                    json!({"syncMode": "Pull"}),
+                    json!({"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+                        "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}),
                 )
-                .await
-                .unwrap();
-            let mut c = store
-                .get(&well_known::clusters(), None, "member2")
-                .await
-                .unwrap();
-            c["status"] = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
-                "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]});
-            store
-                .update_status(&well_known::clusters(), c)
-                .await
-                .unwrap();
+                .await;
             store
                 .create(
                     &well_known::resource_bindings(),
@@ -845,10 +828,10 @@ mod tests {
                 .unwrap();
             let ge = GracefulEvictionController::new(
                 store.clone(),
-                shared,
-                events,
+                world.shared_clock.clone(),
+                world.events(),
                 metrics.clone(),
-                Arc::new(crate::controllers::runtime::testing::SpecReplicas),
+                Arc::new(SpecReplicas),
                 Duration::from_secs(600),
             );
             // member2's Work, written for the 3 replicas now assigned, not yet reporting.
@@ -939,12 +922,9 @@ mod tests {
                     .get(),
                 1
             );
-            let events = store
-                .list(&well_known::events(), None, &ListOptions::default())
+            assert!(world
+                .stored_events()
                 .await
-                .unwrap();
-            assert!(events
-                .items
                 .iter()
                 .any(|e| e["reason"] == "EvictionTaskDoneHealthy"));
         }

@@ -486,16 +486,12 @@ mod tests {
 
     #[tokio::test]
     async fn report_writes_the_condition_and_one_event_per_failed_rule() {
-        use crate::clock::{FakeClock, SharedClock};
-        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use crate::controllers::runtime::testing::TestWorld;
         use chrono::TimeZone;
         use flotilla_api::kinds::well_known;
-        use std::sync::Arc;
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let clock: SharedClock = Arc::new(FakeClock::new(now));
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock, "test", &registry).unwrap();
+        let world = TestWorld::at(now);
+        let (store, events) = (world.store.clone(), world.events());
         let rt = well_known::resource_bindings();
         let b = store
             .create(
@@ -537,16 +533,12 @@ mod tests {
             .unwrap();
         assert_eq!(c["status"], "False");
         assert_eq!(c["reason"], REASON_STATE_PRESERVATION_FAILED);
-        let events = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
+        let events = world.stored_events().await;
         let failed: Vec<&Value> = events
-            .items
             .iter()
             .filter(|e| e["reason"] == REASON_STATE_PRESERVATION_FAILED)
             .collect();
-        assert_eq!(failed.len(), 1, "{:?}", events.items);
+        assert_eq!(failed.len(), 1, "{events:?}");
         assert_eq!(failed[0]["type"], "Warning");
         assert!(failed[0]["message"]
             .as_str()

@@ -787,19 +787,15 @@ mod tests {
     mod controller {
         use super::*;
         use crate::clock::FakeClock;
-        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use crate::controllers::runtime::testing::TestWorld;
+        use crate::store::ListOptions;
         use flotilla_api::kinds::well_known;
 
         async fn world(
             tolerations: serde_json::Value,
         ) -> (Arc<dyn Store>, Arc<FakeClock>, TaintManagerController) {
-            let clock = Arc::new(FakeClock::new(at(0)));
-            let shared: SharedClock = clock.clone();
-            let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-            let registry = prometheus::Registry::new();
-            let events =
-                EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
-            let metrics = FailoverMetrics::register(&registry).unwrap();
+            let world = TestWorld::at(at(0));
+            let (store, clock) = (world.store.clone(), world.clock.clone());
             for (name, taints) in [
                 (
                     "member1",
@@ -830,9 +826,9 @@ mod tests {
                 .unwrap();
             let tm = TaintManagerController::new(
                 store.clone(),
-                shared,
-                events,
-                metrics,
+                world.shared_clock.clone(),
+                world.events(),
+                world.ctx.failover_metrics.clone(),
                 TaintManagerSettings::default(),
             );
             (store, clock, tm)

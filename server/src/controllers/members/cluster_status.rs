@@ -290,10 +290,9 @@ impl Reconciler for ClusterStatusController {
 mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
+    use crate::controllers::runtime::testing::TestWorld;
     use crate::probes::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
-    use crate::store::KvStore;
-    use crate::store::StoreConfig;
     use chrono::TimeZone;
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -331,25 +330,22 @@ mod tests {
         mode: &str,
     ) -> (
         Arc<dyn Store>,
-        FakeClock,
+        Arc<FakeClock>,
         Arc<FakeMember>,
         ClusterStatusController,
     ) {
-        let clock = FakeClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
-        let shared: SharedClock = Arc::new(clock.clone());
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+        let world = TestWorld::at(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let (store, clock) = (world.store.clone(), world.clock.clone());
         let member = Arc::new(FakeMember {
             healthy: AtomicBool::new(true),
         });
         let c = ClusterStatusController::new(
             store.clone(),
-            shared,
+            world.shared_clock.clone(),
             member.clone(),
             HealthConfig::default(),
-            events,
-            &registry,
+            world.events(),
+            &world.metrics,
         )
         .unwrap();
         let mut spec = json!({"syncMode": mode});

@@ -326,9 +326,10 @@ impl Reconciler for ClusterTaintPolicyController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{FakeClock, SharedClock};
-    use crate::controllers::runtime::controller::ControllerConfig;
-    use crate::store::{KvStore, StoreConfig};
+    use crate::clock::FakeClock;
+    use crate::controllers::runtime::testing::TestWorld;
+    use crate::controllers::settings::ControllerSettings;
+    use crate::testing::eventually;
     use chrono::{Duration, TimeZone};
     use flotilla_api::cluster::ClusterSpec;
     use flotilla_api::meta::{Condition, ConditionStatus};
@@ -676,29 +677,30 @@ mod tests {
 
     struct Setup {
         store: Arc<dyn Store>,
-        clock: FakeClock,
+        clock: Arc<FakeClock>,
         queue: WorkQueue,
         controller: ClusterTaintPolicyController,
     }
 
+    /// When the tests' worlds start.
+    fn start() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+    }
+
     async fn setup() -> Setup {
-        let clock = FakeClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
-        let shared: SharedClock = Arc::new(clock.clone());
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+        let world = TestWorld::at(start());
         let queue = WorkQueue::default();
         let controller = ClusterTaintPolicyController::new(
-            store.clone(),
-            shared,
-            events,
+            world.store.clone(),
+            world.shared_clock.clone(),
+            world.events(),
             queue.clone(),
-            &registry,
+            &world.metrics,
         )
         .unwrap();
         Setup {
-            store,
-            clock,
+            store: world.store,
+            clock: world.clock,
             queue,
             controller,
         }
@@ -838,49 +840,36 @@ mod tests {
 
     /// Waits (at most 10 s) until `m1`'s taints are `want`.
     async fn wait_for_taints(store: &Arc<dyn Store>, want: Value, what: &str) {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
+        eventually(what, std::time::Duration::from_secs(10), || async {
             let got = taints(store, "m1").await;
             if got == want {
-                return;
+                Ok(())
+            } else {
+                Err(format!("m1 has taints {got}"))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "waited 10 s for {what}: m1 has taints {got}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        })
+        .await;
     }
 
     #[tokio::test]
     async fn running_it_wakes_on_policy_and_condition_changes() {
-        let s = setup().await;
-        let registry = prometheus::Registry::new();
-        let events =
-            EventRecorder::new(s.store.clone(), Arc::new(s.clock.clone()), "t", &registry).unwrap();
+        // The controller as the server wires it, with no resync within the test.
+        let world = TestWorld::with_settings(
+            start(),
+            ControllerSettings {
+                resync: std::time::Duration::from_secs(3600),
+                ..ControllerSettings::default()
+            },
+        );
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let config = ControllerConfig::new(ClusterTaintPolicyController::sources())
-            .resync(std::time::Duration::from_secs(3600));
-        let queue = WorkQueue::new(config.backoff);
-        let reconciler = ClusterTaintPolicyController::new(
-            s.store.clone(),
-            Arc::new(s.clock.clone()),
-            events,
-            queue.clone(),
-            &registry,
-        )
-        .unwrap();
         let handle = crate::controllers::runtime::controller::spawn(
-            s.store.clone(),
-            crate::controllers::runtime::controller::Controller::with_queue(
-                Arc::new(reconciler),
-                config,
-                queue,
-            ),
+            world.store.clone(),
+            crate::controllers::wiring::cluster_taint_policy(&world.ctx).unwrap(),
             None,
             stop_rx,
         );
-        s.store
+        world
+            .store
             .create(
                 &well_known::clusters(),
                 json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
@@ -888,7 +877,7 @@ mod tests {
             )
             .await
             .unwrap();
-        set_network(&s.store, "m1", Some("False")).await;
+        set_network(&world.store, "m1", Some("False")).await;
         // The policy arrives after the cluster's condition: its change reaches every cluster.
         let mut p = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
             "metadata": {"name": "network-down"},
@@ -897,14 +886,14 @@ mod tests {
                      "removeOnConditions": [{"conditionType": "NetworkOK", "operator": "In",
                                              "statusValues": ["True"]}],
                      "taints": [{"key": "example.com/network-down", "effect": "NoExecute"}]}});
-        let created = s
+        let created = world
             .store
             .create(&well_known::cluster_taint_policies(), p.clone())
             .await
             .unwrap();
         let stamp = "2026-01-01T00:00:00Z";
         wait_for_taints(
-            &s.store,
+            &world.store,
             json!([{"key": "example.com/network-down", "effect": "NoExecute", "timeAdded": stamp}]),
             "the new policy's taint",
         )
@@ -915,20 +904,21 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"key": "example.com/network-down", "effect": "NoSchedule"}));
-        s.store
+        world
+            .store
             .update(&well_known::cluster_taint_policies(), p)
             .await
             .unwrap();
         wait_for_taints(
-            &s.store,
+            &world.store,
             json!([{"key": "example.com/network-down", "effect": "NoExecute", "timeAdded": stamp},
                    {"key": "example.com/network-down", "effect": "NoSchedule", "timeAdded": stamp}]),
             "the updated policy's second taint",
         )
         .await;
         // The cluster's condition recovers: both go.
-        set_network(&s.store, "m1", Some("True")).await;
-        wait_for_taints(&s.store, json!([]), "the taints to go on recovery").await;
+        set_network(&world.store, "m1", Some("True")).await;
+        wait_for_taints(&world.store, json!([]), "the taints to go on recovery").await;
         stop_tx.send(true).unwrap();
         handle.stop().await;
     }

@@ -242,10 +242,10 @@ impl Reconciler for PushExecutionController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
+    use crate::controllers::runtime::testing::TestWorld;
     use crate::probes::ProbeResult;
     use crate::probes::{MemberError, SummaryError};
-    use crate::store::{DeleteOptions, KvStore, StoreConfig};
+    use crate::store::DeleteOptions;
 
     #[derive(Default)]
     struct FakeMember {
@@ -288,26 +288,22 @@ mod tests {
     }
 
     async fn setup(ready: &str) -> (Arc<dyn Store>, Arc<FakeMember>, PushExecutionController) {
-        let clock: SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let world = TestWorld::new();
+        let store = world.store.clone();
         let member = Arc::new(FakeMember::default());
         let c = PushExecutionController::new(
             store.clone(),
-            clock,
+            world.shared_clock.clone(),
             member.clone(),
             Duration::from_secs(5),
         );
-        let cluster = store
-            .create(&well_known::clusters(), json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                "metadata": {"name": "m1"}, "spec": {"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}}))
-            .await
-            .unwrap();
-        let mut with_status = cluster;
-        with_status["status"] = json!({"conditions": [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]});
-        store
-            .update_status(&well_known::clusters(), with_status)
-            .await
-            .unwrap();
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}),
+                json!({"conditions": [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]}),
+            )
+            .await;
         store
             .create(&well_known::works(), json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
                 "metadata": {"name": "w", "namespace": "karmada-es-m1", "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},

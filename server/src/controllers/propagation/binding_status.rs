@@ -237,7 +237,7 @@ impl Reconciler for BindingStatusController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::runtime::testing::SpecReplicas;
+    use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
     use flotilla_api::binding::CONDITION_FULLY_APPLIED;
     use serde_json::json;
 
@@ -283,15 +283,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_malformed_binding_status_is_rebuilt_not_a_panic() {
-        use crate::clock::SystemClock;
-        use crate::store::{KvStore, StoreConfig};
         use flotilla_api::kinds::well_known;
-        let clock: SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let world = TestWorld::new();
+        let store = world.store.clone();
         let controller = BindingStatusController::new(
             store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
             Arc::new(SpecReplicas),
         );
         let rt = well_known::resource_bindings();
@@ -336,23 +334,18 @@ mod tests {
 
     #[tokio::test]
     async fn application_failover_on_a_kind_without_health_rule_is_a_condition_and_one_event() {
-        use crate::clock::FakeClock;
-        use crate::store::{KvStore, StoreConfig};
         use chrono::TimeZone;
         use flotilla_api::kinds::well_known;
-        let clock: SharedClock = Arc::new(FakeClock::new(
-            chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
-        ));
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
+        let world = TestWorld::at(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let store = world.store.clone();
+        // As the server wires it: the real interpreter, the context's recorder.
         let controller = BindingStatusController::new(
             store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
-            Arc::new(crate::interpreter::Interpreter::new()),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
+            world.ctx.interpreter.clone(),
         )
-        .with_events(events);
+        .with_events(world.events());
         let rt = well_known::resource_bindings();
         for (name, api_version, kind) in
             [("job", "batch/v1", "Job"), ("web", "apps/v1", "Deployment")]
@@ -397,16 +390,12 @@ mod tests {
             Some((json!("True"), json!("HealthRuleFound"))),
             "{web}"
         );
-        let list = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
+        let list = world.stored_events().await;
         let warnings: Vec<&Value> = list
-            .items
             .iter()
             .filter(|e| e["reason"] == EVENT_APPLICATION_FAILOVER_INACTIVE)
             .collect();
-        assert_eq!(warnings.len(), 1, "{:?}", list.items);
+        assert_eq!(warnings.len(), 1, "{list:?}");
         assert_eq!(warnings[0]["type"], "Warning");
         assert_eq!(warnings[0]["involvedObject"]["name"], "job");
         // Failover taken off the binding: the condition goes with it.
@@ -420,20 +409,16 @@ mod tests {
 
     /// Clusters m1 and m2 (both Ready) and binding `default/web` with a healthy Work on each.
     async fn ready_fixture() -> (Arc<dyn Store>, BindingStatusController) {
-        use crate::clock::FakeClock;
         use crate::controllers::propagation::binding_works::{
             BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION,
         };
-        use crate::store::{KvStore, StoreConfig};
         use chrono::TimeZone;
-        let clock: SharedClock = Arc::new(FakeClock::new(
-            chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
-        ));
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
+        let world = TestWorld::at(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let store = world.store.clone();
         let controller = BindingStatusController::new(
             store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
             Arc::new(SpecReplicas),
         );
         for name in ["m1", "m2"] {
@@ -564,6 +549,7 @@ mod tests {
     #[tokio::test]
     async fn the_cluster_source_alone_wakes_the_bindings_of_a_cluster() {
         use crate::controllers::runtime::controller::{spawn, Controller, ControllerConfig};
+        use crate::testing::eventually;
         let (store, controller) = ready_fixture().await;
         let queue = controller.queue();
         // Only the Cluster source and no resync: the bindings are reached only by the fan-out.
@@ -579,15 +565,15 @@ mod tests {
         let wait = |want: Vec<(String, String, bool, i64)>, what: &'static str| {
             let store = store.clone();
             async move {
-                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-                while items_of_web(&store).await != want {
-                    assert!(
-                        tokio::time::Instant::now() < deadline,
-                        "timed out after 10 s waiting for {what}: {:?}",
-                        items_of_web(&store).await
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
+                eventually(what, std::time::Duration::from_secs(10), || async {
+                    let got = items_of_web(&store).await;
+                    if got == want {
+                        Ok(())
+                    } else {
+                        Err(format!("{got:?}"))
+                    }
+                })
+                .await;
             }
         };
         wait(

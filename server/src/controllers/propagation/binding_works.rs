@@ -778,28 +778,23 @@ mod tests {
     /// `member_fence_after`, says so once with an Event, and looks again at the fence time.
     #[tokio::test]
     async fn the_replacement_waits_for_the_old_members_fence_time() {
-        use crate::clock::{FakeClock, SharedClock};
-        use crate::store::{KvStore, ListOptions, StoreConfig};
+        use crate::controllers::runtime::testing::TestWorld;
+        use crate::store::ListOptions;
         use chrono::TimeZone;
         let t0 = chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let fake = Arc::new(FakeClock::new(t0));
-        let clock: SharedClock = fake.clone();
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = Arc::new(KindRegistry::new());
-        let events = EventRecorder::new(
-            store.clone(),
-            clock.clone(),
-            "test",
-            &prometheus::Registry::new(),
-        )
-        .unwrap();
+        let world = TestWorld::at(t0);
+        let (store, fake, registry) = (
+            world.store.clone(),
+            world.clock.clone(),
+            world.ctx.registry.clone(),
+        );
         let controller = BindingWorksController::new(
             store.clone(),
             registry.clone(),
             Arc::new(SpecReplicas),
-            events,
+            world.events(),
         )
-        .with_fencing(clock.clone(), Duration::from_secs(45));
+        .with_fencing(world.shared_clock.clone(), Duration::from_secs(45));
         let mut tpl = template();
         tpl["metadata"]["name"] = json!("db");
         tpl["spec"]["replicas"] = json!(1);

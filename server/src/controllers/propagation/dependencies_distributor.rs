@@ -994,8 +994,7 @@ impl Reconciler for DependenciesDistributor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
-    use crate::store::{KvStore, StoreConfig};
+    use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::kinds::ResourceType;
 
     fn snap(ns: &str, name: &str, clusters: &[&str]) -> BindingSnapshot {
@@ -1413,21 +1412,21 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
-        let clock: SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let metrics = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &metrics).unwrap();
+        let world = TestWorld::new();
         let distributor = DependenciesDistributor::new(
-            store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
-            Arc::new(crate::interpreter::Interpreter::new()),
-            events,
+            world.store.clone(),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
+            world.ctx.interpreter.clone(),
+            world.events(),
             WorkQueue::default(),
-            &metrics,
+            &world.metrics,
         )
         .unwrap();
-        Fixture { store, distributor }
+        Fixture {
+            store: world.store,
+            distributor,
+        }
     }
 
     fn rt(plural: &str) -> ResourceType {

@@ -59,7 +59,8 @@ pub fn binding_name(name: &str, kind: &str) -> String {
     flotilla_api::names::binding_name(name, kind)
 }
 
-fn template_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
+/// The detector's key of a template (what [`Detector`]'s `reconcile` is told).
+pub fn template_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
     format!(
         "t|{}|{}|{}|{}|{}|{namespace}|{name}",
         rt.group,
@@ -777,37 +778,35 @@ impl Reconciler for Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
-    use crate::store::KvStore;
-    use crate::store::StoreConfig;
+    use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
     use flotilla_api::kinds::builtin_by_plural;
 
-    use crate::controllers::runtime::testing::SpecReplicas;
-
     struct Fixture {
+        world: TestWorld,
         store: Arc<dyn Store>,
         detector: Detector,
     }
 
-    async fn fixture() -> Fixture {
-        let clock: SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let events = EventRecorder::new(
-            store.clone(),
-            clock.clone(),
-            "test",
-            &prometheus::Registry::new(),
-        )
-        .unwrap();
-        let detector = Detector::new(
-            store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
+    /// A detector on `world`, with the fake interpreter and a queue of its own.
+    fn detector_on(world: &TestWorld) -> Detector {
+        Detector::new(
+            world.store.clone(),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
             Arc::new(SpecReplicas),
-            events,
+            world.events(),
             WorkQueue::default(),
-        );
-        Fixture { store, detector }
+        )
+    }
+
+    async fn fixture() -> Fixture {
+        let world = TestWorld::new();
+        let detector = detector_on(&world);
+        Fixture {
+            store: world.store.clone(),
+            detector,
+            world,
+        }
     }
 
     async fn create(store: &Arc<dyn Store>, rt: &ResourceType, mut obj: Value) -> Value {
@@ -850,20 +849,6 @@ mod tests {
             )
             .await
             .ok()
-    }
-
-    fn detector_over(store: &Arc<dyn Store>) -> Detector {
-        let clock: SharedClock = Arc::new(SystemClock);
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        Detector::new(
-            store.clone(),
-            clock,
-            Arc::new(KindRegistry::new()),
-            Arc::new(SpecReplicas),
-            events,
-            WorkQueue::default(),
-        )
     }
 
     async fn invalid_policy_events(store: &Arc<dyn Store>) -> Vec<String> {
@@ -914,7 +899,7 @@ mod tests {
         f.store.update(&pps, for_web).await.unwrap();
 
         // After a restart the cache loads around them and the good policy still binds nginx.
-        let detector = detector_over(&f.store);
+        let detector = detector_on(&f.world.restarted());
         let nginx_key = template_key(&deploy_rt(), "default", "nginx");
         assert_eq!(detector.reconcile(&nginx_key).await.unwrap(), Action::Done);
         let b = binding(&f.store)
@@ -958,91 +943,6 @@ mod tests {
             invalid_policy_events(&f.store).await.len(),
             2,
             "no new event"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
-        use crate::controllers::propagation::binding_works::BindingWorksController;
-        let f = fixture().await;
-        let long = "n".repeat(250);
-        let mut tpl = deployment();
-        tpl["metadata"]["name"] = json!(long);
-        create(&f.store, &deploy_rt(), tpl).await;
-        let mut p = policy("p", &["member1"], 0);
-        p["spec"]["resourceSelectors"][0]["name"] = json!(long);
-        create(&f.store, &well_known::propagation_policies(), p).await;
-        f.detector
-            .reconcile(&template_key(&deploy_rt(), "default", &long))
-            .await
-            .unwrap();
-        let bindings = f
-            .store
-            .list(
-                &well_known::resource_bindings(),
-                None,
-                &ListOptions::default(),
-            )
-            .await
-            .unwrap()
-            .items;
-        assert_eq!(bindings.len(), 1, "one binding");
-        let name = bindings[0]["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert_eq!(name, binding_name(&long, "Deployment"));
-        assert!(
-            flotilla_api::names::dns1123_subdomain(&name).is_empty(),
-            "{name}"
-        );
-
-        // Scheduled to member1, it makes its Work there.
-        f.store
-            .create(
-                &well_known::clusters(),
-                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                       "metadata": {"name": "member1"}, "spec": {"syncMode": "Pull"}}),
-            )
-            .await
-            .unwrap();
-        let mut b = bindings[0].clone();
-        b["spec"]["clusters"] = json!([{"name": "member1", "replicas": 3}]);
-        f.store
-            .update(&well_known::resource_bindings(), b)
-            .await
-            .unwrap();
-        let works = BindingWorksController::new(
-            f.store.clone(),
-            Arc::new(KindRegistry::new()),
-            Arc::new(SpecReplicas),
-            EventRecorder::new(
-                f.store.clone(),
-                Arc::new(SystemClock),
-                "test",
-                &prometheus::Registry::new(),
-            )
-            .unwrap(),
-        );
-        works
-            .reconcile(&format!("rb|default|{name}"))
-            .await
-            .unwrap();
-        let made = f
-            .store
-            .list(
-                &well_known::works(),
-                Some("karmada-es-member1"),
-                &ListOptions::default(),
-            )
-            .await
-            .unwrap()
-            .items;
-        assert_eq!(made.len(), 1, "one Work on member1");
-        let work = made[0]["metadata"]["name"].as_str().unwrap();
-        assert!(
-            flotilla_api::names::dns1123_subdomain(work).is_empty(),
-            "{work}"
         );
     }
 
@@ -1226,13 +1126,17 @@ mod tests {
             )
             .await
             .unwrap();
-        for _ in 0..200 {
-            if binding(&f.store).await.is_none() {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        panic!("binding not collected");
+        crate::testing::eventually(
+            "the binding to be collected",
+            std::time::Duration::from_secs(10),
+            || async {
+                match binding(&f.store).await {
+                    None => Ok(()),
+                    Some(b) => Err(format!("binding {b}")),
+                }
+            },
+        )
+        .await;
     }
 
     #[tokio::test]

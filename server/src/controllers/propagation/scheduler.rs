@@ -320,11 +320,20 @@ impl Reconciler for SchedulerController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
-    use crate::store::ListOptions;
-    use crate::store::{KvStore, StoreConfig};
+    use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::binding::CONDITION_SCHEDULED;
     use flotilla_api::kinds::well_known;
+
+    /// The scheduler on `world`, its metrics in the world's registry.
+    fn scheduler_on(world: &TestWorld) -> SchedulerController {
+        SchedulerController::new(
+            world.store.clone(),
+            world.shared_clock.clone(),
+            world.events(),
+            &world.metrics,
+        )
+        .unwrap()
+    }
 
     /// A history entry written after the pass that placed the binding (its write lost the race
     /// with the scheduler's) gets the placement on the next pass, even a routine one; a failed
@@ -369,11 +378,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_binding_without_placement_is_not_scheduled() {
-        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
         let attached = json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
             "metadata": {"name": "cfg-configmap", "namespace": "default", "uid": "u"},
             "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": "cfg"},
@@ -392,11 +399,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(after, before, "no clusters, no condition, no error");
-        let events = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
-        assert!(events.items.is_empty(), "{:?}", events.items);
+        let events = world.stored_events().await;
+        assert!(events.is_empty(), "{events:?}");
     }
 
     #[tokio::test]
@@ -404,30 +408,17 @@ mod tests {
         let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc);
-        let fake = Arc::new(crate::clock::FakeClock::new(start));
-        let clock: crate::clock::SharedClock = fake.clone();
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
-        store
-            .create(
-                &well_known::clusters(),
-                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+        let world = TestWorld::at(start);
+        let (store, fake) = (world.store.clone(), world.clock.clone());
+        let scheduler = scheduler_on(&world);
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Pull"}),
+                json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]}),
             )
-            .await
-            .unwrap();
-        let mut m1 = store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
-        m1["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
-            "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
-        store
-            .update_status(&well_known::clusters(), m1)
-            .await
-            .unwrap();
+            .await;
         let rt = well_known::resource_bindings();
         store
             .create(
@@ -470,24 +461,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_malformed_binding_status_is_rebuilt_with_an_event_not_a_panic() {
-        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
-        let clusters = well_known::clusters();
-        store
-            .create(
-                &clusters,
-                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Pull"}),
+                json!({"apiEnablements": [{"groupVersion": "v1",
+                    "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]}),
             )
-            .await
-            .unwrap();
-        let mut m1 = store.get(&clusters, None, "m1").await.unwrap();
-        m1["status"] = json!({"apiEnablements": [{"groupVersion": "v1",
-            "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]});
-        store.update_status(&clusters, m1).await.unwrap();
+            .await;
         let rt = well_known::resource_bindings();
         let names = ["broken-array", "broken-string", "good"];
         for name in names {
@@ -528,12 +512,8 @@ mod tests {
                 b["metadata"]["generation"]
             );
         }
-        let events = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
+        let events = world.stored_events().await;
         let invalid: Vec<&str> = events
-            .items
             .iter()
             .filter(|e| e["reason"] == "InvalidStatus")
             .filter_map(|e| e["involvedObject"]["name"].as_str())
@@ -543,29 +523,17 @@ mod tests {
 
     #[tokio::test]
     async fn an_undecodable_binding_spec_gets_a_condition_and_one_event_and_the_others_go_on() {
-        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
-        store
-            .create(
-                &well_known::clusters(),
-                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Pull"}),
+                json!({"apiEnablements": [{"groupVersion": "v1",
+                    "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]}),
             )
-            .await
-            .unwrap();
-        let mut m1 = store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
-        m1["status"] = json!({"apiEnablements": [{"groupVersion": "v1",
-            "resources": [{"name": "configmaps", "kind": "ConfigMap"}]}]});
-        store
-            .update_status(&well_known::clusters(), m1)
-            .await
-            .unwrap();
+            .await;
         let rt = well_known::resource_bindings();
         for (name, placement) in [
             ("broken", json!({"clusterAffinity": {"clusterNames": "m1"}})),
@@ -597,12 +565,8 @@ mod tests {
         assert_eq!(broken["status"]["conditions"][0]["status"], "False");
         let good = store.get(&rt, Some("default"), "good").await.unwrap();
         assert_eq!(good["spec"]["clusters"], json!([{"name": "m1"}]));
-        let events = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
+        let events = world.stored_events().await;
         let invalid = events
-            .items
             .iter()
             .filter(|e| e["reason"] == "InvalidSpec")
             .map(|e| e["count"].as_i64().unwrap_or(1))
@@ -615,27 +579,20 @@ mod tests {
         let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
             .unwrap()
             .with_timezone(&chrono::Utc);
-        let fake = Arc::new(crate::clock::FakeClock::new(start));
-        let clock: crate::clock::SharedClock = fake.clone();
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
+        let world = TestWorld::at(start);
+        let (store, fake) = (world.store.clone(), world.clock.clone());
+        let scheduler = scheduler_on(&world);
         let crt = well_known::clusters();
         let taint = |effect: &str| json!({"key": "cluster.karmada.io/not-ready", "effect": effect});
         for (name, taints) in [("m1", json!([])), ("m2", json!([taint("NoSchedule")]))] {
-            store
-                .create(
-                    &crt,
-                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                        "metadata": {"name": name}, "spec": {"syncMode": "Pull", "taints": taints}}),
+            world
+                .cluster(
+                    name,
+                    json!({"syncMode": "Pull", "taints": taints}),
+                    json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                        "resources": [{"name": "deployments", "kind": "Deployment"}]}]}),
                 )
-                .await
-                .unwrap();
-            let mut c = store.get(&crt, None, name).await.unwrap();
-            c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
-                "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
-            store.update_status(&crt, c).await.unwrap();
+                .await;
         }
         let rt = well_known::resource_bindings();
         store
@@ -715,12 +672,8 @@ mod tests {
             message.contains("Evicting from m1 (TaintUntolerated): the eviction tasks are kept"),
             "{message}"
         );
-        let events = store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
+        let events = world.stored_events().await;
         let failed: Vec<&Value> = events
-            .items
             .iter()
             .filter(|e| e["reason"] == "ScheduleBindingFailed")
             .collect();
@@ -749,24 +702,17 @@ mod tests {
 
     #[tokio::test]
     async fn one_decision_is_at_most_one_spec_write_and_one_status_write() {
-        let clock: crate::clock::SharedClock = Arc::new(SystemClock);
-        let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(clock.clone()));
-        let registry = prometheus::Registry::new();
-        let events = EventRecorder::new(store.clone(), clock.clone(), "test", &registry).unwrap();
-        let scheduler = SchedulerController::new(store.clone(), clock, events, &registry).unwrap();
-        let crt = well_known::clusters();
-        store
-            .create(
-                &crt,
-                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                    "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Pull"}),
+                json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]}),
             )
-            .await
-            .unwrap();
-        let mut c = store.get(&crt, None, "m1").await.unwrap();
-        c["status"] = json!({"apiEnablements": [{"groupVersion": "apps/v1",
-            "resources": [{"name": "deployments", "kind": "Deployment"}]}]});
-        store.update_status(&crt, c).await.unwrap();
+            .await;
         let rt = well_known::resource_bindings();
         let created = store
             .create(

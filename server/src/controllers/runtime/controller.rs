@@ -650,6 +650,7 @@ mod tests {
         use crate::controllers::runtime::limiter::{Rate, TokenBucket};
         use crate::controllers::shared::fan_out::binding_sources_with_cluster_fan_out;
         use crate::store::{KvStore, StoreConfig};
+        use crate::testing::eventually;
         use flotilla_api::kinds::well_known;
         use parking_lot::Mutex;
         use serde_json::json;
@@ -745,17 +746,17 @@ mod tests {
             store.update(&rt, c).await.expect("taint");
         }
 
-        /// Waits (in tokio time, at most five virtual minutes) until `done` holds.
-        async fn wait_for(rec: &Recorder, what: &str, done: impl Fn(&Recorder) -> bool) {
-            let deadline = Instant::now() + Duration::from_secs(300);
-            while !done(rec) {
-                assert!(
-                    Instant::now() < deadline,
-                    "waited five minutes for {what}; calls: {:?}",
-                    rec.keys_since(0)
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        /// Waits (in tokio time, at most five virtual minutes) until `done` holds of what the
+        /// recorder saw; a late wait names the keys reconciled so far.
+        async fn until_recorded(rec: &Recorder, what: &str, done: impl Fn(&Recorder) -> bool) {
+            eventually(what, Duration::from_secs(300), || async {
+                if done(rec) {
+                    Ok(())
+                } else {
+                    Err(format!("calls {:?}", rec.keys_since(0)))
+                }
+            })
+            .await;
         }
 
         fn start(
@@ -792,7 +793,7 @@ mod tests {
                 ..Recorder::default()
             });
             let (handle, _stop) = start(&store, &rec, clusters_config());
-            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
             // The only worker is busy with a: b is created and changed twice meanwhile.
             store
                 .create(&well_known::clusters(), cluster("b"))
@@ -800,14 +801,14 @@ mod tests {
                 .unwrap();
             taint(&store, "b", "one").await;
             taint(&store, "b", "two").await;
-            wait_for(&rec, "b queued once", |_| handle.queue.len() == 1).await;
+            until_recorded(&rec, "b queued once", |_| handle.queue.len() == 1).await;
             gate.notify_one();
             // z comes after b in the same feed and the same FIFO queue.
             store
                 .create(&well_known::clusters(), cluster("z"))
                 .await
                 .unwrap();
-            wait_for(&rec, "z reconciled", |r| r.count("z") == 1).await;
+            until_recorded(&rec, "z reconciled", |r| r.count("z") == 1).await;
             assert_eq!(rec.count("b"), 1, "three events of b, one reconcile");
             assert_eq!(rec.count("a"), 1);
             handle.stop().await;
@@ -825,13 +826,13 @@ mod tests {
                 ..Recorder::default()
             });
             let (handle, _stop) = start(&store, &rec, clusters_config().workers(4));
-            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
             // Changes while a runs: a runs again afterwards, never beside itself.
             for i in 0..5 {
                 taint(&store, "a", &format!("k{i}")).await;
                 handle.queue.add("a");
             }
-            wait_for(&rec, "a reconciled again", |r| r.count("a") >= 2).await;
+            until_recorded(&rec, "a reconciled again", |r| r.count("a") >= 2).await;
             let times = rec.times("a");
             assert!(times[1] - times[0] >= Duration::from_secs(1), "{times:?}");
             assert!(rec.overlapped.lock().is_empty());
@@ -850,10 +851,10 @@ mod tests {
                 ..Recorder::default()
             });
             let (handle, _stop) = start(&store, &rec, clusters_config());
-            wait_for(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
             assert_eq!(handle.queue.delayed_len(), 1, "a waits for its time");
             tokio::time::advance(Duration::from_secs(30)).await;
-            wait_for(&rec, "a's requeue", |r| r.count("a") == 2).await;
+            until_recorded(&rec, "a's requeue", |r| r.count("a") == 2).await;
             let times = rec.times("a");
             let waited = times[1] - times[0];
             assert!(
@@ -880,11 +881,11 @@ mod tests {
                 ControllerConfig::new(vec![Source::primary(well_known::clusters())]).resync(every),
             );
             let start = Instant::now();
-            wait_for(&rec, "every key once", |r| {
+            until_recorded(&rec, "every key once", |r| {
                 r.keys_since(0) == ["a", "b", "c"]
             })
             .await;
-            wait_for(&rec, "every key twice", |r| {
+            until_recorded(&rec, "every key twice", |r| {
                 ["a", "b", "c"].iter().all(|k| r.count(k) == 2)
             })
             .await;
@@ -915,7 +916,7 @@ mod tests {
                 &rec,
                 clusters_config().workers(4).limited_by(limiter),
             );
-            wait_for(&rec, "five reconciles", |r| r.calls.lock().len() == 5).await;
+            until_recorded(&rec, "five reconciles", |r| r.calls.lock().len() == 5).await;
             let mut times: Vec<Instant> = rec.calls.lock().iter().map(|(_, t)| *t).collect();
             times.sort();
             for pair in times.windows(2) {
@@ -973,11 +974,11 @@ mod tests {
                 "rb|default|c",
                 "rb|default|z",
             ];
-            wait_for(&rec, "every binding once", |r| {
+            until_recorded(&rec, "every binding once", |r| {
                 all.iter().all(|k| r.count(k) >= 1)
             })
             .await;
-            wait_for(&rec, "the index", |_| index.len() == 4).await;
+            until_recorded(&rec, "the index", |_| index.len() == 4).await;
             let before = rec.calls.lock().len();
             // A heartbeat-like status write is no news to the bindings.
             let mut m1 = store
@@ -993,7 +994,7 @@ mod tests {
             taint(&store, "m1", "down").await;
             // m9's change comes after m1's in the same feed: when z has run, m1's keys have.
             taint(&store, "m9", "sentinel").await;
-            wait_for(&rec, "z after m9's taint", |r| r.count("rb|default|z") == 2).await;
+            until_recorded(&rec, "z after m9's taint", |r| r.count("rb|default|z") == 2).await;
             let woken = rec.keys_since(before);
             // The status write and the taint may share a reconcile, never add b.
             assert!(

@@ -1,8 +1,8 @@
 //! What controller tests are built on: [`TestWorld`] (an in-memory store, a fake clock, an
 //! Event recorder, a metrics registry and the [`ControllerContext`] made of them) and the fake
-//! interpreter [`SpecReplicas`]. Compiled into the library so that the multi-controller tests in
-//! `server/tests/` use the same world as the tests beside each controller; the server never
-//! calls it.
+//! interpreter [`SpecReplicas`]; how they wait is [`crate::testing::eventually`]. Compiled into
+//! the library so that the multi-controller tests in `server/tests/controllers/` use the same
+//! world as the tests beside each controller; the server never calls it.
 
 use crate::clock::{FakeClock, SharedClock};
 use crate::controllers::context::ControllerContext;
@@ -12,9 +12,10 @@ use crate::events::EventRecorder;
 use crate::interpreter::{InterpretError, ObjectRef};
 use crate::kinds::KindRegistry;
 use crate::probes::HttpMemberClient;
-use crate::store::{KvStore, Store, StoreConfig};
+use crate::store::{KvStore, ListOptions, Store, StoreConfig};
 use chrono::{DateTime, TimeZone, Utc};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
+use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -62,6 +63,22 @@ impl TestWorld {
         let clock = Arc::new(FakeClock::new(now));
         let shared_clock: SharedClock = clock.clone();
         let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared_clock.clone()));
+        Self::over(clock, store, settings)
+    }
+
+    /// The world a restarted server finds: the same store and clock, and a context built anew
+    /// over them (a fresh Event recorder, metrics registry and brake), with the same settings.
+    pub fn restarted(&self) -> Self {
+        Self::over(
+            self.clock.clone(),
+            self.store.clone(),
+            self.ctx.settings.clone(),
+        )
+    }
+
+    /// A context and a fresh metrics registry over `store` and `clock`.
+    fn over(clock: Arc<FakeClock>, store: Arc<dyn Store>, settings: ControllerSettings) -> Self {
+        let shared_clock: SharedClock = clock.clone();
         let metrics = prometheus::Registry::new();
         // Building it opens no connection; tests that probe members use a fake of their own.
         let member =
@@ -92,6 +109,42 @@ impl TestWorld {
     /// The current time of the world's clock.
     pub fn now(&self) -> DateTime<Utc> {
         self.shared_clock.now()
+    }
+
+    /// Stores the Cluster `name` with `spec`, then writes `status` through its status
+    /// subresource as a member's status report would (a create drops the status); answers the
+    /// stored Cluster.
+    ///
+    /// # Panics
+    /// If the store refuses either write.
+    pub async fn cluster(&self, name: &str, spec: Value, status: Value) -> Value {
+        let rt = well_known::clusters();
+        let mut c = self
+            .store
+            .create(
+                &rt,
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                       "metadata": {"name": name}, "spec": spec}),
+            )
+            .await
+            .expect("the Cluster is stored");
+        c["status"] = status;
+        self.store
+            .update_status(&rt, c)
+            .await
+            .expect("the Cluster's status is stored")
+    }
+
+    /// Every Event in the store, in every namespace.
+    ///
+    /// # Panics
+    /// If the store cannot list them.
+    pub async fn stored_events(&self) -> Vec<Value> {
+        self.store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .expect("the Events list")
+            .items
     }
 }
 

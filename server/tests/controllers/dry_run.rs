@@ -19,24 +19,33 @@
 //! tasks are stamped in whole seconds), the same placements, and the same evictions held
 //! (each with the `EvictionHeld` Event the real binding got).
 
-use super::*;
-use crate::clock::{Clock, FakeClock, SharedClock};
-use crate::controllers::failover::application_failover::ApplicationFailoverController;
-use crate::controllers::failover::brake::EvictionBrake;
-use crate::controllers::failover::metrics::FailoverMetrics;
-use crate::controllers::failover::taint_manager::TaintManagerController;
-use crate::controllers::members::cluster_taint_policy::ClusterTaintPolicyController;
-use crate::controllers::members::cluster_taints::ClusterTaintsController;
-use crate::controllers::propagation::scheduler::SchedulerController;
-use crate::controllers::runtime::controller::{Action, Reconciler};
-use crate::controllers::runtime::queue::{Backoff, WorkQueue};
-use crate::controllers::settings::BrakeSettings;
-use crate::events::EventRecorder;
-use crate::store::{KvStore, ListOptions, Store, StoreConfig};
-use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
+use chrono::{DateTime, Duration, Utc};
+use flotilla_api::binding::TargetCluster;
+use flotilla_api::cluster::{Cluster, CLUSTER_LEASE_NAMESPACE, CONDITION_READY};
 use flotilla_api::kinds::well_known;
+use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
+use flotilla_api::simulation::{
+    FailoverSimulationSpec, FailoverSimulationStatus, UnhealthyApplication, RESOURCE_BINDING,
+};
+use flotilla_server::clock::Clock;
+use flotilla_server::controllers::failover::application_failover::ApplicationFailoverController;
+use flotilla_server::controllers::failover::brake::EvictionBrake;
+use flotilla_server::controllers::failover::taint_manager::TaintManagerController;
+use flotilla_server::controllers::members::cluster_taint_policy::ClusterTaintPolicyController;
+use flotilla_server::controllers::members::cluster_taints::ClusterTaintsController;
+use flotilla_server::controllers::propagation::scheduler::SchedulerController;
+use flotilla_server::controllers::runtime::controller::{Action, Reconciler};
+use flotilla_server::controllers::runtime::queue::{Backoff, WorkQueue};
+use flotilla_server::controllers::runtime::testing::TestWorld;
+use flotilla_server::controllers::settings::BrakeSettings;
+use flotilla_server::controllers::shared::cluster_cache;
+use flotilla_server::simulation::{
+    simulate, sort_inputs, BindingInput, BrakeOf, SimulationSettings, MAX_PASSES,
+};
+use flotilla_server::store::{ListOptions, Store};
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug)]
 struct ClusterCase {
@@ -349,11 +358,13 @@ async fn run(
     clusters: &[ClusterCase],
     bindings: &[BindingCase],
 ) -> (FailoverSimulationStatus, Vec<Value>, Vec<Value>, Vec<Value>) {
-    let clock = Arc::new(FakeClock::new(t0() - Duration::minutes(10)));
-    let shared: SharedClock = clock.clone();
-    let store: Arc<dyn Store> = KvStore::memory(StoreConfig::with_clock(shared.clone()));
-    let registry = prometheus::Registry::new();
-    let events = EventRecorder::new(store.clone(), shared.clone(), "test", &registry).unwrap();
+    let world = TestWorld::at(t0() - Duration::minutes(10));
+    let (store, clock, shared) = (
+        world.store.clone(),
+        world.clock.clone(),
+        world.shared_clock.clone(),
+    );
+    let (events, registry) = (world.events(), &world.metrics);
     let mut settings = SimulationSettings::default();
     settings.taints.automatic_no_execute = fleet.automatic_no_execute;
     let started = t0() - Duration::seconds(STARTED_BEFORE_S);
@@ -363,14 +374,14 @@ async fn run(
     });
     // One brake, both producers, on the fake clock.
     let brake = EvictionBrake::new(fleet.brake.clone(), started, None);
-    let metrics = FailoverMetrics::register(&registry).unwrap();
+    let metrics = world.ctx.failover_metrics.clone();
     let ctl = Controllers {
         taints: ClusterTaintsController::new(
             store.clone(),
             shared.clone(),
             settings.taints,
             events.clone(),
-            &registry,
+            registry,
         )
         .unwrap(),
         policies: ClusterTaintPolicyController::new(
@@ -378,7 +389,7 @@ async fn run(
             shared.clone(),
             events.clone(),
             WorkQueue::new(Backoff::default()),
-            &registry,
+            registry,
         )
         .unwrap(),
         manager: TaintManagerController::new(
@@ -397,7 +408,7 @@ async fn run(
             settings.application_failover.clone(),
         )
         .with_brake(brake),
-        scheduler: SchedulerController::new(store.clone(), shared.clone(), events, &registry)
+        scheduler: SchedulerController::new(store.clone(), shared.clone(), events, registry)
             .unwrap(),
     };
     let crt = well_known::clusters();
@@ -452,7 +463,7 @@ async fn run(
         current["status"]["aggregatedStatus"] = json!([{"clusterName": target.name,
             "applied": true, "health": "Unhealthy"}]);
         store.update_status(&rbt, current).await.unwrap();
-        unhealthy.push(flotilla_api::simulation::UnhealthyApplication {
+        unhealthy.push(UnhealthyApplication {
             kind: String::new(),
             namespace: "default".into(),
             name: format!("w{i}-deployment"),
@@ -462,10 +473,7 @@ async fn run(
 
     // The dry-run at t0, over what is stored.
     let by_name: BTreeMap<String, Cluster> =
-        crate::controllers::shared::cluster_cache::read(store.as_ref())
-            .await
-            .unwrap()
-            .by_name;
+        cluster_cache::read(store.as_ref()).await.unwrap().by_name;
     let stored = store
         .list(&rbt, None, &ListOptions::default())
         .await
