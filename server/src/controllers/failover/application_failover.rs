@@ -24,11 +24,9 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::history;
-use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
-use crate::controllers::failover::state_preservation::{
-    preserve, report as report_preservation, Preservation,
-};
+use crate::controllers::failover::effects::{Effects, Evicted, Outcome, Since};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::ApplicationFailoverSettings;
 use crate::controllers::shared::binding_keys::{
@@ -575,6 +573,62 @@ pub fn settle(
     (decision, held)
 }
 
+/// What the controller writes and tells for `decision` (the one effect path,
+/// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with
+/// the decision's state in its annotation and its evictions applied ([`apply`]), each
+/// eviction's history entry, and how each is reported. It writes nothing when it equals
+/// `read` ([`Outcome::writes`]).
+pub fn outcome(
+    read: &Value,
+    mut spec: ResourceBindingSpec,
+    decision: &Decision,
+    settings: &ApplicationFailoverSettings,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let binding = with_state(read, &decision.state);
+    if decision.evictions.is_empty() {
+        return Outcome::of(binding, Vec::new());
+    }
+    apply(&mut spec, decision, now);
+    let evicted = decision
+        .evictions
+        .iter()
+        .map(|e| evicted(e, settings))
+        .collect();
+    Outcome::evicting(read, binding, &spec, evicted, Vec::new(), now)
+}
+
+/// How one eviction is reported: its Event says why, what becomes of the old copy and how long
+/// the cluster stays blocked; the first Unhealthy report starts its latency.
+fn evicted(e: &AppEviction, settings: &ApplicationFailoverSettings) -> Evicted {
+    let how =
+        match e.task.purge_mode.unwrap_or(PurgeMode::Graciously) {
+            m if m.is_immediate() => format!("purge mode {m}: the old copy goes first"),
+            m if m.is_never() => {
+                format!("purge mode {m}: the old copy stays until suppressDeletion is set to false")
+            }
+            m => format!(
+            "purge mode {m}: the old copy stays until the new placement is Healthy or {} s pass",
+            e.task.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+        ),
+        };
+    Evicted {
+        cluster: e.cluster.clone(),
+        producer: e.task.producer.clone(),
+        reason: EVICTION_REASON_APPLICATION_FAILURE,
+        cause: e.task.message.clone(),
+        event: format!(
+            "Application failover: evicted from cluster {}: {}; {how}; the cluster is not chosen again for {} after the old copy goes",
+            e.cluster,
+            e.task.message,
+            humantime::format_duration(settings.block_period)
+        ),
+        purge_mode: e.task.purge_mode,
+        since: Some(Since::Unhealthy(e.unhealthy_since.as_datetime())),
+        preservation: e.preservation.clone(),
+    }
+}
+
 /// `binding` with `state` in its annotation (removed when empty).
 fn with_state(binding: &Value, state: &FailoverState) -> Value {
     let mut updated = binding.clone();
@@ -663,7 +717,7 @@ impl Reconciler for ApplicationFailoverController {
         let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
         };
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         let status = status_or_default(&object, key);
         let previous = FailoverState::of(&object);
         let producer = if key.starts_with("crb|") {
@@ -687,28 +741,17 @@ impl Reconciler for ApplicationFailoverController {
             };
             (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
-        let mut updated = with_state(&object, &decision.state);
-        if !decision.evictions.is_empty() {
-            apply(&mut spec, &decision, now);
-            crate::controllers::shared::binding_keys::set_placement(&mut updated, &spec);
-        }
+        let outcome = outcome(&object, spec, &decision, &self.settings, now);
         let mut current = Value::clone(&object);
-        if updated != *object {
-            let evicted: Vec<_> = decision
-                .evictions
-                .iter()
-                .map(|e| history::Evicted {
-                    cluster: &e.cluster,
-                    reason: EVICTION_REASON_APPLICATION_FAILURE,
-                    producer,
-                    message: e.task.message.clone(),
-                })
-                .collect();
-            let entries = history::entries_for(&evicted, &object, &spec, now);
-            history::stage_evictions(&object, &mut updated, &entries);
+        if outcome.writes(&object) {
             // The eviction (or the new state) and its history entries in one write; a
             // conflict retries the whole decision on the new binding.
-            current = self.store.update_with_status(&rt, updated).await?;
+            let effects = Effects {
+                store: self.store.as_ref(),
+                events: &self.events,
+                metrics: &self.metrics,
+            };
+            current = effects.carry_out(key, &rt, &object, outcome, now).await?;
         }
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         self.report(&rt, current, key, &decision, &previous, now)
@@ -744,57 +787,6 @@ impl ApplicationFailoverController {
                         ),
                     )
                     .await;
-            }
-        }
-        for e in &decision.evictions {
-            let producer = e.task.producer.as_str();
-            tracing::info!(binding = key, cluster = %e.cluster, purge_mode = ?e.task.purge_mode, "application failover: evicted");
-            self.metrics
-                .evictions
-                .with_label_values(&[producer, EVICTION_REASON_APPLICATION_FAILURE])
-                .inc();
-            self.metrics
-                .unhealthy_to_eviction
-                .with_label_values(&[producer])
-                .observe(seconds_since(e.unhealthy_since.as_datetime(), now));
-            let how = match e.task.purge_mode.unwrap_or(PurgeMode::Graciously) {
-                m if m.is_immediate() => format!("purge mode {m}: the old copy goes first"),
-                m if m.is_never() => format!(
-                    "purge mode {m}: the old copy stays until suppressDeletion is set to false"
-                ),
-                m => format!(
-                    "purge mode {m}: the old copy stays until the new placement is Healthy or {} s pass",
-                    e.task.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
-                ),
-            };
-            self.events
-                .record(
-                    &binding,
-                    EventType::Warning,
-                    "EvictWorkloadFromCluster",
-                    &format!(
-                        "Application failover: evicted from cluster {}: {}; {how}; the cluster is not chosen again for {} after the old copy goes",
-                        e.cluster,
-                        e.task.message,
-                        humantime::format_duration(self.settings.block_period)
-                    ),
-                )
-                .await;
-            if let Some(p) = &e.preservation {
-                // The eviction is written; a failed status write only loses the report.
-                if let Err(err) = report_preservation(
-                    self.store.as_ref(),
-                    &self.events,
-                    rt,
-                    &binding,
-                    p,
-                    e.task.purge_mode,
-                    now,
-                )
-                .await
-                {
-                    tracing::warn!(binding = key, cluster = %e.cluster, error = %err, "writing the StatePreserved condition failed");
-                }
             }
         }
         for l in &decision.state.left {
