@@ -19,12 +19,16 @@
 //! the application left (the scheduler keeps them out for a block period after their task is
 //! gone: no ping-pong) and the failover streak that backs off repeated moves and bounds them.
 //!
-//! Everything here is a pure function of (binding, state, settings, now); the controller reads
-//! the binding, calls [`decide`] and writes the result back with compare-and-swap.
+//! Everything here is a pure function of (binding, state, settings, now): [`decide`] (and
+//! [`settle`], which asks the partition brake) says what to do, [`report`] which Events it
+//! tells and whether the `ApplicationFailover` condition changes, [`outcome`] what is written.
+//! The controller only reads the binding, calls them, hands the outcome to the failover wing's
+//! one effect path ([`Effects::carry_out`]: one write with compare-and-swap, then the Events)
+//! and writes the condition when it changed.
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::effects::{Effects, Evicted, Outcome, Since};
+use crate::controllers::failover::effects::{Count, Effects, Evicted, Note, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -573,6 +577,169 @@ pub fn settle(
     (decision, held)
 }
 
+/// What a decision tells besides its evictions, decided without I/O.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// The Events to record once the decision is written, in order, each with its metric and
+    /// log line: timers started, blocks started, an Immediately eviction held for want of
+    /// another cluster, a back-off.
+    pub notes: Vec<Note>,
+    /// The change of the [`CONDITION_APPLICATION_FAILOVER`] condition: the binding's
+    /// conditions with it set, and the Event that tells it (`None`: it does not change, and no
+    /// status write is needed).
+    pub condition: Option<(Vec<Condition>, Note)>,
+}
+
+/// The Events and the condition of `decision`, taken on a binding whose recorded state was
+/// `previous` and whose conditions are `conditions`, at `now`. Each Event is told once: a timer
+/// when it starts, a block when it starts (the task is gone), a held Immediately eviction when
+/// the hold starts, a back-off when its end changes, the condition when it changes.
+pub fn report(
+    decision: &Decision,
+    previous: &FailoverState,
+    conditions: &[Condition],
+    now: DateTime<Utc>,
+) -> Report {
+    let stamp = |t: &Time| {
+        t.as_datetime()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    let mut notes = Vec::new();
+    for (cluster, since) in &decision.state.unhealthy_since {
+        if !previous.unhealthy_since.contains_key(cluster) {
+            notes.push(
+                Note::event(
+                    EventType::Normal,
+                    "ApplicationUnhealthy",
+                    format!(
+                        "The workload on cluster {cluster} is Unhealthy since {}; it is moved if it stays so for tolerationSeconds",
+                        stamp(since)
+                    ),
+                )
+                .logged(false, "workload unhealthy, timer started", cluster.clone()),
+            );
+        }
+    }
+    for l in &decision.state.left {
+        let was = previous.left.iter().find(|p| p.cluster == l.cluster);
+        if let (Some(until), Some(None)) = (&l.blocked_until, was.map(|p| p.blocked_until.as_ref()))
+        {
+            notes.push(Note::event(
+                EventType::Normal,
+                "FailoverBlockStarted",
+                format!(
+                    "Cluster {} is not chosen again for this workload until {}",
+                    l.cluster,
+                    stamp(until)
+                ),
+            ));
+        }
+    }
+    if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
+        notes.push(
+            Note::event(
+                EventType::Warning,
+                "ApplicationFailoverHeld",
+                format!(
+                    "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
+                    decision.no_target.join(", ")
+                ),
+            )
+            .counting(Count::ApplicationFailoverHeld("NoTarget"))
+            .logged(
+                true,
+                "application failover held: no other cluster fits",
+                decision.no_target.join(", "),
+            ),
+        );
+    }
+    if let Some((clusters, until)) = &decision.backing_off {
+        if previous.backoff_until.as_ref() != Some(until) {
+            notes.push(
+                Note::event(
+                    EventType::Normal,
+                    "ApplicationFailoverBackoff",
+                    format!(
+                        "The workload is due to leave {} but moved {} time(s) in a row; the next move waits until {}",
+                        clusters.join(", "),
+                        decision.state.streak,
+                        stamp(until)
+                    ),
+                )
+                .counting(Count::ApplicationFailoverHeld("Backoff"))
+                .logged(false, "application failover backing off", clusters.join(", ")),
+            );
+        }
+    }
+    Report {
+        notes,
+        condition: condition(decision, conditions, now),
+    }
+}
+
+/// The [`CONDITION_APPLICATION_FAILOVER`] condition's change, if any: `False` when the move
+/// limit holds the workload, back to `True` when it recovered.
+fn condition(
+    decision: &Decision,
+    conditions: &[Condition],
+    now: DateTime<Utc>,
+) -> Option<(Vec<Condition>, Note)> {
+    let current = flotilla_api::meta::find_condition(conditions, CONDITION_APPLICATION_FAILOVER)
+        .map(|c| c.status);
+    let (wanted, told) = if !decision.halted.is_empty() {
+        let message = format!(
+            "The workload moved {} times in a row without turning Healthy; it stays on {} (Unhealthy) until it recovers or a user moves it",
+            decision.state.streak,
+            decision.halted.join(", ")
+        );
+        let told = Note::event(
+            EventType::Warning,
+            "ApplicationFailoverHalted",
+            message.clone(),
+        )
+        .counting(Count::ApplicationFailoverHeld("FailoverLimitReached"))
+        .logged(
+            true,
+            "application failover limit reached",
+            decision.halted.join(", "),
+        );
+        let wanted = Condition::new(
+            CONDITION_APPLICATION_FAILOVER,
+            ConditionStatus::False,
+            "FailoverLimitReached",
+            &message,
+        );
+        (wanted, told)
+    } else if decision.recovered && current == Some(ConditionStatus::False) {
+        let message = "The workload is Healthy on its placement; application failover acts again";
+        let told = Note::event(
+            EventType::Normal,
+            "ApplicationFailoverResumed",
+            message.to_string(),
+        );
+        let wanted = Condition::new(
+            CONDITION_APPLICATION_FAILOVER,
+            ConditionStatus::True,
+            "ApplicationHealthy",
+            message,
+        );
+        (wanted, told)
+    } else {
+        return None;
+    };
+    let mut conditions = conditions.to_vec();
+    set_condition(&mut conditions, wanted, now).then_some((conditions, told))
+}
+
+/// The binding's conditions as stored (none when absent or unreadable).
+fn conditions_of(binding: &Value) -> Vec<Condition> {
+    binding
+        .pointer("/status/conditions")
+        .cloned()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default()
+}
+
 /// What the controller writes and tells for `decision` (the one effect path,
 /// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with
 /// the decision's state in its annotation and its evictions applied ([`apply`]), each
@@ -582,12 +749,13 @@ pub fn outcome(
     read: &Value,
     mut spec: ResourceBindingSpec,
     decision: &Decision,
+    notes: Vec<Note>,
     settings: &ApplicationFailoverSettings,
     now: DateTime<Utc>,
 ) -> Outcome {
     let binding = with_state(read, &decision.state);
     if decision.evictions.is_empty() {
-        return Outcome::of(binding, Vec::new());
+        return Outcome::of(binding, notes);
     }
     apply(&mut spec, decision, now);
     let evicted = decision
@@ -595,7 +763,7 @@ pub fn outcome(
         .iter()
         .map(|e| evicted(e, settings))
         .collect();
-    Outcome::evicting(read, binding, &spec, evicted, Vec::new(), now)
+    Outcome::evicting(read, binding, &spec, evicted, notes, now)
 }
 
 /// How one eviction is reported: its Event says why, what becomes of the old copy and how long
@@ -741,169 +909,35 @@ impl Reconciler for ApplicationFailoverController {
             };
             (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
-        let outcome = outcome(&object, spec, &decision, &self.settings, now);
-        let mut current = Value::clone(&object);
-        if outcome.writes(&object) {
+        let report = report(&decision, &previous, &conditions_of(&object), now);
+        let outcome = outcome(&object, spec, &decision, report.notes, &self.settings, now);
+        let effects = Effects {
+            store: self.store.as_ref(),
+            events: &self.events,
+            metrics: &self.metrics,
+        };
+        let current = if outcome.writes(&object) {
             // The eviction (or the new state) and its history entries in one write; a
             // conflict retries the whole decision on the new binding.
-            let effects = Effects {
-                store: self.store.as_ref(),
-                events: &self.events,
-                metrics: &self.metrics,
-            };
-            current = effects.carry_out(key, &rt, &object, outcome, now).await?;
-        }
+            effects.carry_out(key, &rt, &object, outcome, now).await?
+        } else {
+            effects.tell(key, &object, &outcome.notes).await;
+            Value::clone(&object)
+        };
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
-        self.report(&rt, current, key, &decision, &previous, now)
-            .await?;
+        if let Some((conditions, told)) = report.condition {
+            let mut updated = current;
+            set_path(
+                &mut updated,
+                &["status", "conditions"],
+                serde_json::to_value(&conditions).unwrap_or_default(),
+            );
+            let written = self.store.update_status(&rt, updated).await?;
+            effects.tell(key, &written, &[told]).await;
+        }
         Ok(decision
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))
-    }
-}
-
-impl ApplicationFailoverController {
-    /// Events, metrics and the condition of a decision already written.
-    async fn report(
-        &self,
-        rt: &flotilla_api::kinds::ResourceType,
-        binding: Value,
-        key: &str,
-        decision: &Decision,
-        previous: &FailoverState,
-        now: DateTime<Utc>,
-    ) -> Result<(), ReconcileError> {
-        for (cluster, since) in &decision.state.unhealthy_since {
-            if !previous.unhealthy_since.contains_key(cluster) {
-                tracing::info!(binding = key, cluster = %cluster, "workload unhealthy, timer started");
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "ApplicationUnhealthy",
-                        &format!(
-                            "The workload on cluster {cluster} is Unhealthy since {}; it is moved if it stays so for tolerationSeconds",
-                            since.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        for l in &decision.state.left {
-            let was = previous.left.iter().find(|p| p.cluster == l.cluster);
-            if let (Some(until), Some(None)) =
-                (&l.blocked_until, was.map(|p| p.blocked_until.as_ref()))
-            {
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "FailoverBlockStarted",
-                        &format!(
-                            "Cluster {} is not chosen again for this workload until {}",
-                            l.cluster,
-                            until
-                                .as_datetime()
-                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
-            self.metrics
-                .application_failovers_held
-                .with_label_values(&["NoTarget"])
-                .inc();
-            tracing::warn!(binding = key, clusters = ?decision.no_target, "application failover held: no other cluster fits");
-            self.events
-                .record(
-                    &binding,
-                    EventType::Warning,
-                    "ApplicationFailoverHeld",
-                    &format!(
-                        "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
-                        decision.no_target.join(", ")
-                    ),
-                )
-                .await;
-        }
-        if let Some((clusters, until)) = &decision.backing_off {
-            if previous.backoff_until.as_ref() != Some(until) {
-                self.metrics
-                    .application_failovers_held
-                    .with_label_values(&["Backoff"])
-                    .inc();
-                tracing::info!(binding = key, clusters = ?clusters, until = %until.as_datetime(), "application failover backing off");
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "ApplicationFailoverBackoff",
-                        &format!(
-                            "The workload is due to leave {} but moved {} time(s) in a row; the next move waits until {}",
-                            clusters.join(", "),
-                            decision.state.streak,
-                            until.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        let mut conditions: Vec<Condition> = binding
-            .pointer("/status/conditions")
-            .cloned()
-            .and_then(|c| serde_json::from_value(c).ok())
-            .unwrap_or_default();
-        let current =
-            flotilla_api::meta::find_condition(&conditions, CONDITION_APPLICATION_FAILOVER)
-                .map(|c| c.status);
-        let wanted = if !decision.halted.is_empty() {
-            Some(Condition::new(
-                CONDITION_APPLICATION_FAILOVER,
-                ConditionStatus::False,
-                "FailoverLimitReached",
-                &format!(
-                    "The workload moved {} times in a row without turning Healthy; it stays on {} (Unhealthy) until it recovers or a user moves it",
-                    decision.state.streak,
-                    decision.halted.join(", ")
-                ),
-            ))
-        } else if decision.recovered && current == Some(ConditionStatus::False) {
-            Some(Condition::new(
-                CONDITION_APPLICATION_FAILOVER,
-                ConditionStatus::True,
-                "ApplicationHealthy",
-                "The workload is Healthy on its placement; application failover acts again",
-            ))
-        } else {
-            None
-        };
-        if let Some(c) = wanted {
-            let halted = c.status == ConditionStatus::False;
-            let message = c.message.clone();
-            if set_condition(&mut conditions, c, now) {
-                let mut updated = binding.clone();
-                set_path(
-                    &mut updated,
-                    &["status", "conditions"],
-                    serde_json::to_value(&conditions).unwrap_or_default(),
-                );
-                let written = self.store.update_status(rt, updated).await?;
-                let (kind, reason) = if halted {
-                    self.metrics
-                        .application_failovers_held
-                        .with_label_values(&["FailoverLimitReached"])
-                        .inc();
-                    tracing::warn!(binding = key, "application failover limit reached");
-                    (EventType::Warning, "ApplicationFailoverHalted")
-                } else {
-                    (EventType::Normal, "ApplicationFailoverResumed")
-                };
-                self.events.record(&written, kind, reason, &message).await;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -1538,6 +1572,239 @@ mod tests {
         let mut other_status = with.clone();
         other_status["status"]["aggregatedStatus"][0]["status"] = json!({"x": 1});
         assert_eq!(judged_fingerprint(&with), judged_fingerprint(&other_status));
+    }
+
+    /// The pure half of the controller's report: which Events a decision tells (each once,
+    /// with its counter) and whether the `ApplicationFailover` condition changes.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
+        let t = |secs| Time::new(at(secs));
+        let timer = |cluster: &str| FailoverState {
+            unhealthy_since: [(cluster.to_string(), t(0))].into(),
+            ..FailoverState::default()
+        };
+        let left = |until: Option<Time>| FailoverState {
+            left: vec![LeftCluster {
+                cluster: "m1".into(),
+                evicted_at: Some(t(0)),
+                blocked_until: until,
+            }],
+            ..FailoverState::default()
+        };
+        let decision = |state: FailoverState| Decision {
+            state,
+            ..Decision::default()
+        };
+        let halted = |d: Decision| Decision {
+            halted: vec!["m2".into()],
+            state: FailoverState {
+                streak: 3,
+                ..d.state
+            },
+            ..d
+        };
+        // The conditions of a binding already told it reached the limit.
+        let halted_condition = || {
+            condition(&halted(Decision::default()), &[], at(0))
+                .map(|(conditions, _)| conditions)
+                .unwrap_or_default()
+        };
+        let held = |reason| Some(Count::ApplicationFailoverHeld(reason));
+        // (what, decision, previous state, conditions before,
+        //  Events told with their counters, condition after: (status, reason, Event))
+        let cases: Vec<(
+            &str,
+            Decision,
+            FailoverState,
+            Vec<Condition>,
+            Vec<(&str, Option<Count>)>,
+            Option<(ConditionStatus, &str, &str)>,
+        )> = vec![
+            (
+                "nothing new: nothing told",
+                Decision::default(),
+                FailoverState::default(),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a timer starts",
+                decision(timer("m1")),
+                FailoverState::default(),
+                vec![],
+                vec![("ApplicationUnhealthy", None)],
+                None,
+            ),
+            (
+                "a running timer is not told again",
+                decision(timer("m1")),
+                timer("m1"),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a block starts when the task is gone",
+                decision(left(Some(t(1_800)))),
+                left(None),
+                vec![],
+                vec![("FailoverBlockStarted", None)],
+                None,
+            ),
+            (
+                "a running block is not told again",
+                decision(left(Some(t(1_800)))),
+                left(Some(t(1_800))),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "an Immediately eviction is held: told when the hold starts",
+                Decision {
+                    no_target: vec!["m1".into()],
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                vec![],
+                vec![("ApplicationFailoverHeld", held("NoTarget"))],
+                None,
+            ),
+            (
+                "a hold already told",
+                Decision {
+                    no_target: vec!["m1".into()],
+                    ..Decision::default()
+                },
+                FailoverState {
+                    no_target_since: Some(t(0)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a back-off: told when its end changes",
+                Decision {
+                    backing_off: Some((vec!["m1".into()], t(300))),
+                    ..Decision::default()
+                },
+                FailoverState {
+                    backoff_until: Some(t(200)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![("ApplicationFailoverBackoff", held("Backoff"))],
+                None,
+            ),
+            (
+                "the same back-off",
+                Decision {
+                    backing_off: Some((vec!["m1".into()], t(300))),
+                    ..Decision::default()
+                },
+                FailoverState {
+                    backoff_until: Some(t(300)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "the move limit: the condition turns False, once",
+                halted(decision(timer("m2"))),
+                timer("m2"),
+                vec![],
+                vec![],
+                Some((
+                    ConditionStatus::False,
+                    "FailoverLimitReached",
+                    "ApplicationFailoverHalted",
+                )),
+            ),
+            (
+                "the move limit, already told",
+                halted(decision(timer("m2"))),
+                timer("m2"),
+                halted_condition(),
+                vec![],
+                None,
+            ),
+            (
+                "recovered after the limit: the condition turns True",
+                Decision {
+                    recovered: true,
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                halted_condition(),
+                vec![],
+                Some((
+                    ConditionStatus::True,
+                    "ApplicationHealthy",
+                    "ApplicationFailoverResumed",
+                )),
+            ),
+            (
+                "recovered without a limit reached: no condition to set",
+                Decision {
+                    recovered: true,
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "several at once, in order",
+                Decision {
+                    no_target: vec!["m2".into()],
+                    ..decision(FailoverState {
+                        unhealthy_since: [("m2".to_string(), t(0))].into(),
+                        ..left(Some(t(1_800)))
+                    })
+                },
+                left(None),
+                vec![],
+                vec![
+                    ("ApplicationUnhealthy", None),
+                    ("FailoverBlockStarted", None),
+                    ("ApplicationFailoverHeld", held("NoTarget")),
+                ],
+                None,
+            ),
+        ];
+        for (what, decision, previous, conditions, want_notes, want_condition) in cases {
+            let r = report(&decision, &previous, &conditions, at(10));
+            let notes: Vec<(&str, Option<Count>)> = r
+                .notes
+                .iter()
+                .map(|n| (n.reason, n.count.clone()))
+                .collect();
+            assert_eq!(notes, want_notes, "{what}");
+            let got = r.condition.as_ref().map(|(conditions, told)| {
+                let c =
+                    flotilla_api::meta::find_condition(conditions, CONDITION_APPLICATION_FAILOVER)
+                        .expect("the condition is set");
+                (c.status, c.reason.as_str(), told.reason)
+            });
+            assert_eq!(got, want_condition, "{what}");
+            // The halt is counted and logged with its Event; the resume is neither.
+            if let Some((_, told)) = &r.condition {
+                let halted = told.reason == "ApplicationFailoverHalted";
+                assert_eq!(
+                    told.count,
+                    halted.then_some(Count::ApplicationFailoverHeld("FailoverLimitReached")),
+                    "{what}"
+                );
+                assert_eq!(told.log.is_some(), halted, "{what}");
+            }
+        }
     }
 
     mod controller {
