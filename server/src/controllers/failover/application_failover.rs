@@ -1574,6 +1574,97 @@ mod tests {
         assert_eq!(judged_fingerprint(&with), judged_fingerprint(&other_status));
     }
 
+    /// What the controller hands to the one effect path: the state annotation, the evictions
+    /// with their history entries and how each is reported, and the notes to tell.
+    #[test]
+    fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
+        use crate::controllers::failover::effects::Since;
+        use crate::controllers::failover::history::HistoryStep;
+        let settings = ApplicationFailoverSettings::default();
+        let note = || {
+            vec![Note::event(
+                EventType::Normal,
+                "ApplicationUnhealthy",
+                "m1".into(),
+            )]
+        };
+        let read_of = |spec: &ResourceBindingSpec| {
+            json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
+                "spec": serde_json::to_value(spec).unwrap()})
+        };
+
+        // Nothing to record: nothing to write.
+        let healthy = spec(Some(app(None, None)), &["m1", "m2"]);
+        let read = read_of(&healthy);
+        let st = status(&[("m1", Healthy), ("m2", Healthy)]);
+        let d = decide(
+            &healthy,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        let o = outcome(&read, healthy.clone(), &d, vec![], &settings, at(0));
+        assert!(!o.writes(&read));
+
+        // A timer starts: the annotation is written, with the notes; no eviction, no history.
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        let d = decide(
+            &healthy,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        let o = outcome(&read, healthy.clone(), &d, note(), &settings, at(0));
+        assert!(o.writes(&read));
+        assert_eq!(FailoverState::of(&o.binding), d.state);
+        assert_eq!(o.binding["spec"], read["spec"]);
+        assert!(o.history.is_empty() && o.evicted.is_empty());
+        assert_eq!(o.notes, note());
+
+        // Due (tolerationSeconds 0): m1 leaves, its entry opens, its report says how.
+        let due = spec(Some(app(Some(PurgeMode::Never), Some(0))), &["m1", "m2"]);
+        let read = read_of(&due);
+        let d = decide(&due, &st, &FailoverState::default(), &settings, RB, at(5));
+        let o = outcome(&read, due.clone(), &d, note(), &settings, at(5));
+        assert_eq!(
+            o.binding["spec"]["clusters"],
+            json!([{"name": "m2", "replicas": 1}])
+        );
+        assert_eq!(
+            o.binding["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+            "m1"
+        );
+        assert_eq!(FailoverState::of(&o.binding).streak, 1);
+        let [HistoryStep::Open(entry)] = o.history.as_slice() else {
+            panic!("one entry: {:?}", o.history);
+        };
+        assert_eq!(entry.reason, "ApplicationFailover");
+        assert_eq!(entry.from_cluster, "m1");
+        let [e] = o.evicted.as_slice() else {
+            panic!("one eviction: {:?}", o.evicted);
+        };
+        assert_eq!(e.producer, RB);
+        assert_eq!(e.reason, EVICTION_REASON_APPLICATION_FAILURE);
+        assert_eq!(e.cause, d.evictions[0].task.message);
+        assert_eq!(e.purge_mode, Some(PurgeMode::Never));
+        assert_eq!(e.since, Some(Since::Unhealthy(at(5))));
+        assert!(
+            e.event
+                .starts_with("Application failover: evicted from cluster m1: ")
+                && e.event
+                    .contains("purge mode Never: the old copy stays until suppressDeletion")
+                && e.event
+                    .ends_with("not chosen again for 30m after the old copy goes"),
+            "{}",
+            e.event
+        );
+        assert_eq!(o.notes, note());
+    }
+
     /// The pure half of the controller's report: which Events a decision tells (each once,
     /// with its counter) and whether the `ApplicationFailover` condition changes.
     #[test]

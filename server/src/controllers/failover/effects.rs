@@ -312,3 +312,297 @@ impl Effects<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
+    use crate::controllers::runtime::testing::TestWorld;
+    use crate::store::{ListOptions, WatchOptions};
+    use flotilla_api::binding::EvictionOptions;
+    use flotilla_api::history::GONE_WITHOUT_TASK;
+    use flotilla_api::kinds::well_known;
+    use serde_json::json;
+
+    const KEY: &str = "rb|default|web";
+
+    fn binding() -> Value {
+        json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": "web", "namespace": "default", "generation": 1},
+            "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                     "replicas": 3,
+                     "clusters": [{"name": "m1", "replicas": 1}, {"name": "m2", "replicas": 2}]}})
+    }
+
+    /// `m1` leaves `spec` with a task (`task`) or without.
+    fn evict_m1(spec: &mut ResourceBindingSpec, task: bool) {
+        if task {
+            spec.graceful_evict_cluster(
+                "m1",
+                EvictionOptions {
+                    purge_mode: Some(PurgeMode::Graciously),
+                    producer: "TaintManager".into(),
+                    reason: "TaintUntolerated".into(),
+                    message: "the task's words".into(),
+                    clusters_before_failover: vec!["m1".into(), "m2".into()],
+                    ..EvictionOptions::default()
+                },
+            );
+        } else {
+            spec.clusters.retain(|c| c.name != "m1");
+        }
+    }
+
+    fn evicted(preservation: Option<Preservation>) -> Evicted {
+        Evicted {
+            cluster: "m1".into(),
+            producer: "TaintManager".into(),
+            reason: "TaintUntolerated",
+            cause: "the cause".into(),
+            event: "Evicted from cluster m1".into(),
+            purge_mode: Some(PurgeMode::Graciously),
+            since: Some(Since::Taint(
+                TestWorld::epoch() - chrono::Duration::seconds(30),
+            )),
+            preservation,
+        }
+    }
+
+    fn spec_of(binding: &Value) -> ResourceBindingSpec {
+        serde_json::from_value(binding["spec"].clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn an_eviction_opens_its_entry_in_the_outcome() {
+        let read = binding();
+        let now = TestWorld::epoch();
+        // (what, a task, the entry's message, closed from the start)
+        let cases = [
+            (
+                "with a task: the entry copies it",
+                true,
+                "the task's words",
+                false,
+            ),
+            ("without a task: closed at once", false, "the cause", true),
+        ];
+        for (what, task, message, closed) in cases {
+            let mut spec = spec_of(&read);
+            evict_m1(&mut spec, task);
+            let o = Outcome::evicting(&read, read.clone(), &spec, vec![evicted(None)], vec![], now);
+            assert!(o.writes(&read), "{what}");
+            assert_eq!(
+                o.binding["spec"]["clusters"],
+                json!([{"name": "m2", "replicas": 2}])
+            );
+            assert_eq!(
+                o.binding["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(usize::from(task)),
+                "{what}"
+            );
+            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
+                panic!("{what}: one entry opens: {:?}", o.history);
+            };
+            assert_eq!(entry.from_cluster, "m1", "{what}");
+            assert_eq!(entry.original_cluster, ["m1", "m2"], "{what}");
+            assert_eq!(entry.message, message, "{what}");
+            assert_eq!(entry.replicas, 1, "{what}");
+            assert_eq!(entry.is_open(), !closed, "{what}");
+            if closed {
+                assert_eq!(entry.old_copy_gone_reason, GONE_WITHOUT_TASK, "{what}");
+            }
+        }
+        // An outcome that leaves the binding as it is writes nothing.
+        assert!(!Outcome::of(read.clone(), vec![]).writes(&read));
+    }
+
+    /// The binding's writes since `from` (a resourceVersion), as a watch delivers them.
+    async fn writes_since(world: &TestWorld, from: &Value) -> Vec<Value> {
+        let rt = well_known::resource_bindings();
+        let from: Option<u64> = from["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        let last: Option<u64> = world
+            .store
+            .get(&rt, Some("default"), "web")
+            .await
+            .expect("the binding")["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        let mut watch = world
+            .store
+            .watch(
+                &rt,
+                WatchOptions {
+                    from,
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("a watch");
+        let mut seen: Vec<crate::store::WatchEvent> = Vec::new();
+        while seen.last().map(|e| e.resource_version) != last {
+            let next = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                futures::StreamExt::next(&mut watch),
+            )
+            .await
+            .expect("the binding's last write on the watch")
+            .expect("the watch goes on")
+            .expect("no error");
+            seen.push(next);
+        }
+        seen.into_iter().map(|e| Value::clone(&e.object)).collect()
+    }
+
+    async fn reasons(world: &TestWorld) -> Vec<String> {
+        let mut reasons: Vec<String> = world
+            .store
+            .list(&well_known::events(), None, &ListOptions::default())
+            .await
+            .expect("the Events")
+            .items
+            .iter()
+            .filter_map(|e| e["reason"].as_str().map(str::to_string))
+            .collect();
+        reasons.sort();
+        reasons
+    }
+
+    /// One write for the eviction and its history; the state-preservation report's status
+    /// write after it only when the rules were evaluated; each eviction counted, timed and
+    /// told; each note told and counted.
+    #[tokio::test]
+    async fn carry_out_writes_once_then_reports_each_eviction_and_tells_the_notes() {
+        let failed = Preservation {
+            cluster: "m1".into(),
+            labels: Default::default(),
+            failures: vec![RuleFailure {
+                label: "example.io/job".into(),
+                json_path: "{.job}".into(),
+                problem: RuleProblem::NoMatch {
+                    detail: "no value".into(),
+                },
+            }],
+        };
+        // (what, preservation, binding writes, Events)
+        let cases = [
+            (
+                "no state-preservation rules",
+                None,
+                1,
+                vec!["EvictWorkloadFromCluster", "FailingBack"],
+            ),
+            (
+                "a rule that gave no label",
+                Some(failed),
+                2,
+                vec![
+                    "EvictWorkloadFromCluster",
+                    "FailingBack",
+                    "StatePreservationFailed",
+                ],
+            ),
+        ];
+        for (what, preservation, writes, events) in cases {
+            let world = TestWorld::new();
+            let rt = well_known::resource_bindings();
+            let read = world
+                .store
+                .create(&rt, binding())
+                .await
+                .expect("the binding");
+            let mut spec = spec_of(&read);
+            evict_m1(&mut spec, true);
+            let told = Note::event(EventType::Normal, "FailingBack", "a note".into())
+                .counting(Count::Failback("m2".into()))
+                .logged(false, "a note", "m2".into());
+            let outcome = Outcome::evicting(
+                &read,
+                read.clone(),
+                &spec,
+                vec![evicted(preservation)],
+                vec![told],
+                world.now(),
+            );
+            let effects = Effects {
+                store: world.store.as_ref(),
+                events: &world.ctx.events,
+                metrics: &world.ctx.failover_metrics,
+            };
+            let written = effects
+                .carry_out(KEY, &rt, &read, outcome, world.now())
+                .await
+                .expect("written");
+            let seen = writes_since(&world, &read).await;
+            assert_eq!(seen.len(), writes, "{what}: {seen:?}");
+            // The first write is the eviction with its history entry.
+            assert_eq!(seen[0], written, "{what}");
+            assert_eq!(
+                written["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+                "m1"
+            );
+            assert_eq!(written["status"]["failoverHistory"][0]["fromCluster"], "m1");
+            assert_eq!(reasons(&world).await, events, "{what}");
+            let m = &world.ctx.failover_metrics;
+            assert_eq!(
+                m.evictions
+                    .with_label_values(&["TaintManager", "TaintUntolerated"])
+                    .get(),
+                1,
+                "{what}"
+            );
+            let latency = m.taint_to_eviction.with_label_values(&["TaintManager"]);
+            assert_eq!(latency.get_sample_count(), 1, "{what}");
+            assert!((latency.get_sample_sum() - 30.0).abs() < 1e-9, "{what}");
+            assert_eq!(m.failbacks.with_label_values(&["m2"]).get(), 1, "{what}");
+        }
+    }
+
+    /// A decision that writes nothing still tells its notes, with their counters.
+    #[tokio::test]
+    async fn tell_records_the_notes_without_a_write() {
+        let world = TestWorld::new();
+        let rt = well_known::resource_bindings();
+        let read = world
+            .store
+            .create(&rt, binding())
+            .await
+            .expect("the binding");
+        let effects = Effects {
+            store: world.store.as_ref(),
+            events: &world.ctx.events,
+            metrics: &world.ctx.failover_metrics,
+        };
+        let notes = [
+            Note::event(EventType::Warning, "ApplicationFailoverHeld", "held".into())
+                .counting(Count::ApplicationFailoverHeld("NoTarget")),
+            Note::event(EventType::Normal, "FailoverBlockStarted", "blocked".into()),
+        ];
+        effects.tell(KEY, &read, &notes).await;
+        let now = world
+            .store
+            .get(&rt, Some("default"), "web")
+            .await
+            .expect("the binding");
+        assert_eq!(
+            now["metadata"]["resourceVersion"],
+            read["metadata"]["resourceVersion"]
+        );
+        assert_eq!(
+            reasons(&world).await,
+            ["ApplicationFailoverHeld", "FailoverBlockStarted"]
+        );
+        assert_eq!(
+            world
+                .ctx
+                .failover_metrics
+                .application_failovers_held
+                .with_label_values(&["NoTarget"])
+                .get(),
+            1
+        );
+    }
+}

@@ -1191,6 +1191,132 @@ mod tests {
         }
     }
 
+    /// What the controller hands to the one effect path for a move back and for its undoing:
+    /// the placement written, the history steps in order, and the Event with its metric.
+    #[test]
+    fn the_move_back_and_its_undoing_as_outcomes() {
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        let (spec, status) = divided(Some(60));
+        let read = json!({"metadata": {"name": "app-deployment", "namespace": "default", "generation": 3},
+            "spec": serde_json::to_value(&spec).unwrap()});
+        // (graceful eviction, the entries of m2 and m3 still open)
+        for (graceful, open) in [(true, true), (false, false)] {
+            let mut i = input(&spec, &status, &clusters, 1000);
+            i.graceful = graceful;
+            let Decision::Return(ret) = decide(&i) else {
+                panic!("expected a return");
+            };
+            let o = move_back(&read, spec.clone(), &ret, at(1000));
+            assert_eq!(
+                o.binding["spec"]["clusters"],
+                json!([{"name": "m1", "replicas": 2}])
+            );
+            assert_eq!(
+                o.binding["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(if graceful { 2 } else { 0 })
+            );
+            let [HistoryStep::FailedBack { cluster, at: when }, HistoryStep::Open(m2), HistoryStep::Open(m3)] =
+                o.history.as_slice()
+            else {
+                panic!(
+                    "failed back, then an entry per cluster leaving: {:?}",
+                    o.history
+                );
+            };
+            assert_eq!((cluster.as_str(), *when), ("m1", Time::new(at(1000))));
+            for (entry, name) in [(m2, "m2"), (m3, "m3")] {
+                assert_eq!(entry.from_cluster, name);
+                assert_eq!(entry.reason, "Failback");
+                assert_eq!(entry.target_cluster, ["m1"]);
+                assert_eq!(
+                    entry.message,
+                    "moved back to m1 after it stayed Ready for 60s"
+                );
+                assert_eq!(entry.is_open(), open, "graceful {graceful}");
+            }
+            assert!(o.evicted.is_empty());
+            let [told] = o.notes.as_slice() else {
+                panic!("one Event: {:?}", o.notes);
+            };
+            assert_eq!(
+                (told.kind, told.reason, &told.message),
+                (EventType::Normal, EVENT_FAILING_BACK, &message(&ret))
+            );
+            assert_eq!(told.count, Some(Count::Failback("m1".into())));
+        }
+
+        // The cluster it returned to is evicted again: m2 and m3 get their replicas back and
+        // the entries of their Failback tasks close.
+        let mut moved = spec.clone();
+        moved.clusters = Vec::new();
+        moved.graceful_eviction_tasks = ["m2", "m3"]
+            .iter()
+            .map(|c| GracefulEvictionTask {
+                from_cluster: c.to_string(),
+                reason: EVICTION_REASON_FAILBACK.into(),
+                replicas: Some(1),
+                ..GracefulEvictionTask::default()
+            })
+            .chain([GracefulEvictionTask {
+                from_cluster: "m1".into(),
+                reason: "TaintUntolerated".into(),
+                replicas: Some(2),
+                ..GracefulEvictionTask::default()
+            }])
+            .collect();
+        let Decision::Abort(a) = decide(&input(&moved, &status, &clusters, 2000)) else {
+            panic!("expected an abort");
+        };
+        let o = undo(&read, moved, &a, at(2000));
+        assert_eq!(
+            o.binding["spec"]["clusters"],
+            json!([{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}])
+        );
+        assert_eq!(
+            o.binding["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+            "m1"
+        );
+        let ended: Vec<(&str, &str)> = o
+            .history
+            .iter()
+            .map(|step| match step {
+                HistoryStep::TaskEnded {
+                    cluster,
+                    reason,
+                    at: when,
+                } => {
+                    assert_eq!(*when, Time::new(at(2000)));
+                    (cluster.as_str(), reason.as_str())
+                }
+                other => panic!("only task ends: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            [
+                ("m2", EVENT_FAILBACK_ABORTED),
+                ("m3", EVENT_FAILBACK_ABORTED)
+            ]
+        );
+        let [told] = o.notes.as_slice() else {
+            panic!("one Event: {:?}", o.notes);
+        };
+        assert_eq!(
+            (told.kind, told.reason),
+            (EventType::Warning, EVENT_FAILBACK_ABORTED)
+        );
+        assert!(
+            told.message
+                .starts_with("Failback interrupted: m1 (TaintUntolerated) was evicted again"),
+            "{}",
+            told.message
+        );
+        assert_eq!(told.count, None);
+        assert!(told.log.as_ref().is_some_and(|l| l.warn));
+    }
+
     /// A cluster of a random fleet: Ready long ago, `pods` free, a NoExecute taint if asked.
     fn sized(name: &str, pods: i64, no_execute: bool) -> Cluster {
         let mut c = cluster(name, "True", -10_000, &[]);

@@ -529,4 +529,131 @@ mod tests {
         assert!(scheduled_placement(&b(2)).is_none());
         assert!(history_of(&b(3)).is_empty());
     }
+
+    /// Each step of a decider's write, staged into the binding it writes.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn stage_applies_each_step_in_order() {
+        let t = |secs: i64| {
+            Time::new(chrono::DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(secs))
+        };
+        let entry = |cluster: &str, at: i64| FailoverHistoryItem {
+            reason: "ClusterFailover".into(),
+            failover_time: Some(t(at)),
+            from_cluster: cluster.into(),
+            original_cluster: vec!["m1".into(), "m2".into()],
+            ..FailoverHistoryItem::default()
+        };
+        // A binding the scheduler placed at generation 3, with a finished failover from m1
+        // and an open one from m3.
+        let read = json!({"metadata": {"generation": 3},
+            "spec": {"clusters": [{"name": "m2", "replicas": 1}]},
+            "status": {"schedulerObservedGeneration": 3, "lastScheduledTime": "1970-01-01T00:00:05Z",
+                "failoverHistory": [
+                    {"reason": "ClusterFailover", "failoverTime": "1970-01-01T00:00:01Z", "fromCluster": "m1",
+                     "oldCopyGoneTime": "1970-01-01T00:00:02Z", "oldCopyGoneReason": "EvictionTaskDoneHealthy"},
+                    {"reason": "ClusterFailover", "failoverTime": "1970-01-01T00:00:03Z", "fromCluster": "m3"}]}});
+        let mut moved = read.clone();
+        moved["spec"]["clusters"] = json!([{"name": "m1", "replicas": 1}]);
+        // (what, the binding written, steps, history changed, the entries after:
+        //  (fromCluster, targetCluster, failedBackTime, oldCopyGoneReason))
+        let cases: Vec<(
+            &str,
+            &Value,
+            Vec<HistoryStep>,
+            bool,
+            Vec<(&str, Value, Value, Value)>,
+        )> = vec![
+            ("no step: nothing staged", &read, vec![], false, vec![]),
+            (
+                "an entry opened by a write that leaves the scheduled generation starts placed",
+                &read,
+                vec![HistoryStep::Open(Box::new(entry("m2", 10)))],
+                true,
+                vec![("m2", json!(["m2"]), Value::Null, Value::Null)],
+            ),
+            (
+                "an entry opened by a spec change waits for the scheduler",
+                &moved,
+                vec![HistoryStep::Open(Box::new(entry("m2", 10)))],
+                true,
+                vec![("m2", Value::Null, Value::Null, Value::Null)],
+            ),
+            (
+                "the same entry twice (a retried write) is recorded once",
+                &moved,
+                vec![
+                    HistoryStep::Open(Box::new(entry("m2", 10))),
+                    HistoryStep::Open(Box::new(entry("m2", 10))),
+                ],
+                true,
+                vec![("m2", Value::Null, Value::Null, Value::Null)],
+            ),
+            (
+                "failed back: the cluster's newest entry gets the time",
+                &moved,
+                vec![HistoryStep::FailedBack {
+                    cluster: "m1".into(),
+                    at: t(10),
+                }],
+                true,
+                vec![],
+            ),
+            (
+                "a task ended: the cluster's open entry closes",
+                &moved,
+                vec![HistoryStep::TaskEnded {
+                    cluster: "m3".into(),
+                    reason: "FailbackAborted".into(),
+                    at: t(10),
+                }],
+                true,
+                vec![],
+            ),
+            (
+                "a task without an open entry changes nothing",
+                &moved,
+                vec![HistoryStep::TaskEnded {
+                    cluster: "m9".into(),
+                    reason: "FailbackAborted".into(),
+                    at: t(10),
+                }],
+                false,
+                vec![],
+            ),
+        ];
+        for (what, updated, steps, changed, opened) in cases {
+            let mut written = updated.clone();
+            assert_eq!(stage(&read, &mut written, &steps), changed, "{what}");
+            if !changed {
+                assert_eq!(&written, updated, "{what}");
+                continue;
+            }
+            let h = history_of(&written);
+            let new: Vec<(&str, Value, Value, Value)> = h[2..]
+                .iter()
+                .map(|e| {
+                    let v = serde_json::to_value(e).unwrap_or_default();
+                    (
+                        e.from_cluster.as_str(),
+                        v["targetCluster"].clone(),
+                        v["failedBackTime"].clone(),
+                        v["oldCopyGoneReason"].clone(),
+                    )
+                })
+                .collect();
+            assert_eq!(new, opened, "{what}");
+            match &steps[0] {
+                HistoryStep::FailedBack { .. } => {
+                    assert_eq!(h[0].failed_back_time, Some(t(10)), "{what}");
+                }
+                HistoryStep::TaskEnded { reason, .. } => {
+                    assert_eq!(h[1].old_copy_gone_reason, *reason, "{what}");
+                    assert_eq!(h[1].old_copy_gone_time, Some(t(10)), "{what}");
+                    assert!(h[1].healthy_time.is_none(), "{what}");
+                }
+                HistoryStep::Open(_) => {}
+            }
+        }
+    }
 }

@@ -719,6 +719,104 @@ mod tests {
         assert_eq!(d.evictions.len(), 2);
     }
 
+    /// What the controller hands to the one effect path: the binding with the decision
+    /// applied, one history entry per eviction, and how each eviction is reported.
+    #[test]
+    fn the_outcome_evicts_opens_the_entry_and_says_how_it_is_reported() {
+        use crate::controllers::failover::effects::Since;
+        use crate::controllers::failover::history::HistoryStep;
+        let spec = binding(Some(PurgeMode::Gracefully), vec![]);
+        let read = json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
+            "spec": serde_json::to_value(&spec).unwrap()});
+        let status = ResourceBindingStatus::default();
+        // (what, graceful eviction, the taint's timeAdded, the report's purge mode and
+        //  latency start, what the Event says of the old copy, the entry still open)
+        let cases = [
+            (
+                "a task",
+                true,
+                Some(0),
+                Some(PurgeMode::Gracefully),
+                Some(Since::Taint(at(0))),
+                "an eviction task with purge mode Gracefully",
+                true,
+            ),
+            (
+                "a taint without timeAdded: no latency",
+                true,
+                None,
+                Some(PurgeMode::Gracefully),
+                None,
+                "an eviction task with purge mode Gracefully",
+                true,
+            ),
+            (
+                "graceful eviction off: removed at once, the entry closed",
+                false,
+                Some(0),
+                None,
+                Some(Since::Taint(at(0))),
+                "graceful eviction is off",
+                false,
+            ),
+        ];
+        for (what, graceful, added, purge_mode, since, how, open) in cases {
+            let dead = vec![taint(NOT_READY, TaintEffect::NoExecute, added)];
+            let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
+            let settings = TaintManagerSettings {
+                graceful_eviction: graceful,
+                ..TaintManagerSettings::default()
+            };
+            let d = decide(&spec, &status, taints, &settings, at(10));
+            let o = outcome(&read, spec.clone(), &d, at(10)).expect("an eviction");
+            assert_eq!(
+                o.binding["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 2}]),
+                "{what}"
+            );
+            assert_eq!(
+                o.binding["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(usize::from(graceful)),
+                "{what}"
+            );
+            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
+                panic!("{what}: one entry: {:?}", o.history);
+            };
+            assert_eq!(entry.from_cluster, "member1", "{what}");
+            assert_eq!(entry.is_open(), open, "{what}");
+            let [e] = o.evicted.as_slice() else {
+                panic!("{what}: one eviction: {:?}", o.evicted);
+            };
+            assert_eq!(e.cluster, "member1", "{what}");
+            assert_eq!(e.producer, EVICTION_PRODUCER_TAINT_MANAGER, "{what}");
+            assert_eq!(e.reason, EVICTION_REASON_TAINT_UNTOLERATED, "{what}");
+            assert_eq!(e.cause, d.evictions[0].cause.message("member1"), "{what}");
+            assert_eq!(e.purge_mode, purge_mode, "{what}");
+            assert_eq!(e.since, since, "{what}");
+            assert!(
+                e.event.starts_with("Evicted from cluster member1: "),
+                "{what}"
+            );
+            assert!(
+                e.event.contains(NOT_READY) && e.event.contains(how),
+                "{what}: {}",
+                e.event
+            );
+            assert!(o.notes.is_empty(), "{what}");
+        }
+        // Nothing evicted: nothing to write.
+        let d = decide(
+            &spec,
+            &status,
+            |_| None,
+            &TaintManagerSettings::default(),
+            at(10),
+        );
+        assert_eq!(outcome(&read, spec.clone(), &d, at(10)), None);
+    }
+
     #[test]
     fn cluster_failover_preserves_state_through_the_shared_rules() {
         let dead = vec![taint(NOT_READY, TaintEffect::NoExecute, Some(0))];
