@@ -11,7 +11,9 @@
 //! the cluster leaves `spec.clusters`, so the ordinary scheduler places the evicted replicas
 //! elsewhere. With graceful eviction switched off the cluster is removed without a task, as in
 //! the failover guide. Everything here is a pure function of (binding, clusters' taints,
-//! settings, now); the controller only feeds it and writes the result back.
+//! settings, now): [`decide`] says what to evict, [`outcome`] what is written and told; the
+//! controller only feeds them and hands the outcome to the failover wing's one effect path
+//! ([`Effects::carry_out`]), which application failover and failback use too.
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
