@@ -28,7 +28,7 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::effects::{Count, Effects, Evicted, Note, Outcome, Since};
+use crate::controllers::failover::effects::{evict, Count, Effects, Evicted, Note, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -463,14 +463,7 @@ pub fn decide_braked(
 /// `spec.clusters` and its task is added, stamped `now`.
 pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
     for e in &decision.evictions {
-        spec.graceful_evict_cluster(&e.cluster, e.task.clone());
-        if let Some(task) = spec
-            .graceful_eviction_tasks
-            .iter_mut()
-            .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
-        {
-            task.creation_timestamp = Some(Time::new(now));
-        }
+        evict(spec, &e.cluster, e.task.clone(), now);
     }
 }
 

@@ -16,7 +16,9 @@
 //! 4. records the outcome's other Events, each with the counter it bumps and its log line.
 //!
 //! A decision that writes nothing tells its Events through [`Effects::tell`]. One write per
-//! outcome is what the failover benchmark measures; nothing here adds one.
+//! outcome is what the failover benchmark measures; nothing here adds one. The eviction itself,
+//! in the spec, is [`evict`] for both evicting controllers (their `apply`, which the failover
+//! dry-run calls too).
 
 use crate::controllers::failover::history::{self, HistoryStep};
 use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
@@ -25,13 +27,33 @@ use crate::controllers::shared::binding_keys::set_placement;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use flotilla_api::binding::ResourceBindingSpec;
+use flotilla_api::binding::{EvictionOptions, ResourceBindingSpec};
 use flotilla_api::kinds::ResourceType;
+use flotilla_api::meta::Time;
 use flotilla_api::policy::PurgeMode;
 use serde_json::Value;
 
 /// The Event reason of every eviction.
 pub const EVENT_EVICTED: &str = "EvictWorkloadFromCluster";
+
+/// The eviction itself, in the spec: `cluster` leaves `spec.clusters` and its eviction task
+/// (`task`) is added, stamped `now` so that its grace period counts from the eviction (a
+/// cluster that already had a task keeps it, stamped now if it had no stamp).
+pub fn evict(
+    spec: &mut ResourceBindingSpec,
+    cluster: &str,
+    task: EvictionOptions,
+    now: DateTime<Utc>,
+) {
+    spec.graceful_evict_cluster(cluster, task);
+    if let Some(task) = spec
+        .graceful_eviction_tasks
+        .iter_mut()
+        .find(|t| t.from_cluster == cluster && t.creation_timestamp.is_none())
+    {
+        task.creation_timestamp = Some(Time::new(now));
+    }
+}
 
 /// What a failover decision writes and tells: the one input of [`Effects::carry_out`].
 #[derive(Clone, Debug, PartialEq)]
@@ -319,7 +341,6 @@ mod tests {
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::store::{ListOptions, WatchOptions};
-    use flotilla_api::binding::EvictionOptions;
     use flotilla_api::history::GONE_WITHOUT_TASK;
     use flotilla_api::kinds::well_known;
     use serde_json::json;

@@ -17,7 +17,7 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::effects::{Effects, Evicted, Outcome, Since};
+use crate::controllers::failover::effects::{evict, Effects, Evicted, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -220,16 +220,7 @@ pub fn decide<'t>(
 pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
     for e in &decision.evictions {
         match &e.task {
-            Some(opts) => {
-                spec.graceful_evict_cluster(&e.cluster, opts.clone());
-                if let Some(task) = spec
-                    .graceful_eviction_tasks
-                    .iter_mut()
-                    .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
-                {
-                    task.creation_timestamp = Some(Time::new(now));
-                }
-            }
+            Some(opts) => evict(spec, &e.cluster, opts.clone(), now),
             None => spec.clusters.retain(|c| c.name != e.cluster),
         }
     }
