@@ -22,9 +22,9 @@
 //! Everything here is a pure function of (binding, state, settings, now): [`decide`] (and
 //! [`settle`], which asks the partition brake) says what to do, [`report`] which Events it
 //! tells and whether the `ApplicationFailover` condition changes, [`outcome`] what is written.
-//! The controller only reads the binding, calls them, hands the outcome to the failover wing's
-//! one effect path ([`Effects::carry_out`]: one write with compare-and-swap, then the Events)
-//! and writes the condition when it changed.
+//! The controller only reads the binding, calls them and hands the outcome (the condition
+//! included) to the failover wing's one effect path ([`Effects::carry_out`]: one write with
+//! compare-and-swap, then the Events).
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
@@ -578,8 +578,8 @@ pub struct Report {
     /// another cluster, a back-off.
     pub notes: Vec<Note>,
     /// The change of the [`CONDITION_APPLICATION_FAILOVER`] condition: the binding's
-    /// conditions with it set, and the Event that tells it (`None`: it does not change, and no
-    /// status write is needed).
+    /// conditions with it set, and the Event that tells it (`None`: it does not change, and
+    /// needs no write). [`outcome`] writes it with the rest of the decision.
     pub condition: Option<(Vec<Condition>, Note)>,
 }
 
@@ -735,18 +735,31 @@ fn conditions_of(binding: &Value) -> Vec<Condition> {
 
 /// What the controller writes and tells for `decision` (the one effect path,
 /// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with
-/// the decision's state in its annotation and its evictions applied ([`apply`]), each
-/// eviction's history entry, and how each is reported. It writes nothing when it equals
+/// the decision's state in its annotation, the conditions of its `report` when they changed,
+/// and its evictions applied ([`apply`]); each eviction's history entry and how each is
+/// reported; the report's Events, the condition's last. It writes nothing when it equals
 /// `read` ([`Outcome::writes`]).
 pub fn outcome(
     read: &Value,
     mut spec: ResourceBindingSpec,
     decision: &Decision,
-    notes: Vec<Note>,
+    report: Report,
     settings: &ApplicationFailoverSettings,
     now: DateTime<Utc>,
 ) -> Outcome {
-    let binding = with_state(read, &decision.state);
+    let mut binding = with_state(read, &decision.state);
+    let Report {
+        mut notes,
+        condition,
+    } = report;
+    if let Some((conditions, told)) = condition {
+        set_path(
+            &mut binding,
+            &["status", "conditions"],
+            serde_json::to_value(&conditions).unwrap_or_default(),
+        );
+        notes.push(told);
+    }
     if decision.evictions.is_empty() {
         return Outcome::of(binding, notes);
     }
@@ -903,31 +916,21 @@ impl Reconciler for ApplicationFailoverController {
             (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
         let report = report(&decision, &previous, &conditions_of(&object), now);
-        let outcome = outcome(&object, spec, &decision, report.notes, &self.settings, now);
+        let outcome = outcome(&object, spec, &decision, report, &self.settings, now);
         let effects = Effects {
             store: self.store.as_ref(),
             events: &self.events,
             metrics: &self.metrics,
         };
         let current = if outcome.writes(&object) {
-            // The eviction (or the new state) and its history entries in one write; a
-            // conflict retries the whole decision on the new binding.
+            // The eviction (or the new state, or the condition) and its history entries in one
+            // write; a conflict retries the whole decision on the new binding.
             effects.carry_out(key, &rt, &object, outcome, now).await?
         } else {
             effects.tell(key, &object, &outcome.notes).await;
             Value::clone(&object)
         };
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
-        if let Some((conditions, told)) = report.condition {
-            let mut updated = current;
-            set_path(
-                &mut updated,
-                &["status", "conditions"],
-                serde_json::to_value(&conditions).unwrap_or_default(),
-            );
-            let written = self.store.update_status(&rt, updated).await?;
-            effects.tell(key, &written, &[told]).await;
-        }
         Ok(decision
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))
@@ -1581,6 +1584,10 @@ mod tests {
                 "m1".into(),
             )]
         };
+        let told = || Report {
+            notes: note(),
+            condition: None,
+        };
         let read_of = |spec: &ResourceBindingSpec| {
             json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
                 "spec": serde_json::to_value(spec).unwrap()})
@@ -1598,7 +1605,14 @@ mod tests {
             RB,
             at(0),
         );
-        let o = outcome(&read, healthy.clone(), &d, vec![], &settings, at(0));
+        let o = outcome(
+            &read,
+            healthy.clone(),
+            &d,
+            Report::default(),
+            &settings,
+            at(0),
+        );
         assert!(!o.writes(&read));
 
         // A timer starts: the annotation is written, with the notes; no eviction, no history.
@@ -1611,18 +1625,55 @@ mod tests {
             RB,
             at(0),
         );
-        let o = outcome(&read, healthy.clone(), &d, note(), &settings, at(0));
+        let o = outcome(&read, healthy.clone(), &d, told(), &settings, at(0));
         assert!(o.writes(&read));
         assert_eq!(FailoverState::of(&o.binding), d.state);
         assert_eq!(o.binding["spec"], read["spec"]);
         assert!(o.history.is_empty() && o.evicted.is_empty());
         assert_eq!(o.notes, note());
 
+        // The condition changes: it is written with the rest, its Event told last.
+        let read = read_of(&healthy);
+        let changed = Report {
+            notes: note(),
+            condition: Some((
+                vec![Condition::new(
+                    CONDITION_APPLICATION_FAILOVER,
+                    ConditionStatus::False,
+                    "FailoverLimitReached",
+                    "limit",
+                )],
+                Note::event(
+                    EventType::Warning,
+                    "ApplicationFailoverHalted",
+                    "limit".into(),
+                ),
+            )),
+        };
+        let o = outcome(
+            &read,
+            healthy.clone(),
+            &Decision::default(),
+            changed,
+            &settings,
+            at(0),
+        );
+        assert!(o.writes(&read));
+        assert_eq!(
+            o.binding["status"]["conditions"][0]["reason"],
+            "FailoverLimitReached"
+        );
+        let reasons: Vec<&str> = o.notes.iter().map(|n| n.reason).collect();
+        assert_eq!(
+            reasons,
+            ["ApplicationUnhealthy", "ApplicationFailoverHalted"]
+        );
+
         // Due (tolerationSeconds 0): m1 leaves, its entry opens, its report says how.
         let due = spec(Some(app(Some(PurgeMode::Never), Some(0))), &["m1", "m2"]);
         let read = read_of(&due);
         let d = decide(&due, &st, &FailoverState::default(), &settings, RB, at(5));
-        let o = outcome(&read, due.clone(), &d, note(), &settings, at(5));
+        let o = outcome(&read, due.clone(), &d, told(), &settings, at(5));
         assert_eq!(
             o.binding["spec"]["clusters"],
             json!([{"name": "m2", "replicas": 1}])
@@ -2182,6 +2233,102 @@ mod tests {
             assert_eq!(
                 w.binding().await["spec"]["clusters"],
                 json!([{"name": "member2", "replicas": 1}])
+            );
+        }
+
+        /// At the move limit the state and the `ApplicationFailover` condition go in one
+        /// write, and the Event and its counter follow it once.
+        #[tokio::test]
+        async fn the_move_limit_writes_the_state_and_the_condition_at_once() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            let rt = well_known::resource_bindings();
+            let state = FailoverState {
+                unhealthy_since: [("member1".to_string(), Time::new(at(0)))].into(),
+                streak: 3,
+                last_failover: Some(Time::new(at(0))),
+                backoff_until: Some(Time::new(at(100))),
+                ..FailoverState::default()
+            };
+            let read = w
+                .store
+                .update(&rt, with_state(&w.binding().await, &state))
+                .await
+                .unwrap();
+            let writes = || async {
+                let from = read["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok());
+                let last: Option<u64> = w.binding().await["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok());
+                let mut watch = w
+                    .store
+                    .watch(
+                        &rt,
+                        crate::store::WatchOptions {
+                            from,
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let mut seen = 0;
+                let mut at_rv = from;
+                while at_rv != last {
+                    let next = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        futures::StreamExt::next(&mut watch),
+                    )
+                    .await
+                    .expect("the binding's last write on the watch")
+                    .unwrap()
+                    .unwrap();
+                    at_rv = Some(next.resource_version);
+                    seen += 1;
+                }
+                seen
+            };
+            let halted = || async {
+                w.store
+                    .list(&well_known::events(), None, &ListOptions::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .filter(|e| e["reason"] == "ApplicationFailoverHalted")
+                    .count()
+            };
+            w.at(1_000);
+            w.reconcile().await;
+            assert_eq!(
+                writes().await,
+                1,
+                "the state and the condition in one write"
+            );
+            let b = w.binding().await;
+            assert_eq!(FailoverState::of(&b).backoff_until, None);
+            let c = conditions_of(&b);
+            let c = flotilla_api::meta::find_condition(&c, CONDITION_APPLICATION_FAILOVER)
+                .cloned()
+                .expect("the condition");
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (ConditionStatus::False, "FailoverLimitReached")
+            );
+            assert_eq!(halted().await, 1);
+            // Looked at again: nothing new to write or tell.
+            w.reconcile().await;
+            assert_eq!(writes().await, 1);
+            assert_eq!(halted().await, 1);
+            let text = prometheus::TextEncoder::new()
+                .encode_to_string(&w.registry.gather())
+                .unwrap();
+            assert!(
+                text.contains(
+                    "flotilla_application_failovers_held_total{reason=\"FailoverLimitReached\"} 1"
+                ),
+                "{text}"
             );
         }
 
