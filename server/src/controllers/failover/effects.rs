@@ -439,6 +439,24 @@ mod tests {
         assert!(!Outcome::of(read.clone(), vec![]).writes(&read));
     }
 
+    /// [`binding`], stored in `world`.
+    async fn stored(world: &TestWorld) -> Value {
+        world
+            .store
+            .create(&well_known::resource_bindings(), binding())
+            .await
+            .expect("the binding")
+    }
+
+    /// The effect path over `world`'s store, recorder and metrics.
+    fn effects(world: &TestWorld) -> Effects<'_> {
+        Effects {
+            store: world.store.as_ref(),
+            events: &world.ctx.events,
+            metrics: &world.ctx.failover_metrics,
+        }
+    }
+
     /// The binding's writes since `from` (a resourceVersion), as a watch delivers them.
     async fn writes_since(world: &TestWorld, from: &Value) -> Vec<Value> {
         let rt = well_known::resource_bindings();
@@ -530,11 +548,7 @@ mod tests {
         for (what, preservation, writes, events) in cases {
             let world = TestWorld::new();
             let rt = well_known::resource_bindings();
-            let read = world
-                .store
-                .create(&rt, binding())
-                .await
-                .expect("the binding");
+            let read = stored(&world).await;
             let mut spec = spec_of(&read);
             evict_m1(&mut spec, true);
             let told = Note::event(EventType::Normal, "FailingBack", "a note".into())
@@ -548,12 +562,7 @@ mod tests {
                 vec![told],
                 world.now(),
             );
-            let effects = Effects {
-                store: world.store.as_ref(),
-                events: &world.ctx.events,
-                metrics: &world.ctx.failover_metrics,
-            };
-            let written = effects
+            let written = effects(&world)
                 .carry_out(KEY, &rt, &read, outcome, world.now())
                 .await
                 .expect("written");
@@ -587,22 +596,13 @@ mod tests {
     async fn tell_records_the_notes_without_a_write() {
         let world = TestWorld::new();
         let rt = well_known::resource_bindings();
-        let read = world
-            .store
-            .create(&rt, binding())
-            .await
-            .expect("the binding");
-        let effects = Effects {
-            store: world.store.as_ref(),
-            events: &world.ctx.events,
-            metrics: &world.ctx.failover_metrics,
-        };
+        let read = stored(&world).await;
         let notes = [
             Note::event(EventType::Warning, "ApplicationFailoverHeld", "held".into())
                 .counting(Count::ApplicationFailoverHeld("NoTarget")),
             Note::event(EventType::Normal, "FailoverBlockStarted", "blocked".into()),
         ];
-        effects.tell(KEY, &read, &notes).await;
+        effects(&world).tell(KEY, &read, &notes).await;
         let now = world
             .store
             .get(&rt, Some("default"), "web")
