@@ -19,16 +19,18 @@
 //! the application left (the scheduler keeps them out for a block period after their task is
 //! gone: no ping-pong) and the failover streak that backs off repeated moves and bounds them.
 //!
-//! Everything here is a pure function of (binding, state, settings, now); the controller reads
-//! the binding, calls [`decide`] and writes the result back with compare-and-swap.
+//! Everything here is a pure function of (binding, state, settings, now): [`decide`] (and
+//! [`settle`], which asks the partition brake) says what to do, [`report`] which Events it
+//! tells and whether the `ApplicationFailover` condition changes, [`outcome`] what is written.
+//! The controller only reads the binding, calls them and hands the outcome (the condition
+//! included) to the failover wing's one effect path ([`Effects::carry_out`]: one write with
+//! compare-and-swap, then the Events).
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::history;
-use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
-use crate::controllers::failover::state_preservation::{
-    preserve, report as report_preservation, Preservation,
-};
+use crate::controllers::failover::effects::{evict, Count, Effects, Evicted, Note, Outcome, Since};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::ApplicationFailoverSettings;
 use crate::controllers::shared::binding_keys::{
@@ -461,14 +463,7 @@ pub fn decide_braked(
 /// `spec.clusters` and its task is added, stamped `now`.
 pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
     for e in &decision.evictions {
-        spec.graceful_evict_cluster(&e.cluster, e.task.clone());
-        if let Some(task) = spec
-            .graceful_eviction_tasks
-            .iter_mut()
-            .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
-        {
-            task.creation_timestamp = Some(Time::new(now));
-        }
+        evict(spec, &e.cluster, e.task.clone(), now);
     }
 }
 
@@ -575,6 +570,239 @@ pub fn settle(
     (decision, held)
 }
 
+/// What a decision tells besides its evictions, decided without I/O.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// The Events to record once the decision is written, in order, each with its metric and
+    /// log line: timers started, blocks started, an Immediately eviction held for want of
+    /// another cluster, a back-off.
+    pub notes: Vec<Note>,
+    /// The change of the [`CONDITION_APPLICATION_FAILOVER`] condition: the binding's
+    /// conditions with it set, and the Event that tells it (`None`: it does not change, and
+    /// needs no write). [`outcome`] writes it with the rest of the decision.
+    pub condition: Option<(Vec<Condition>, Note)>,
+}
+
+/// The Events and the condition of `decision`, taken on a binding whose recorded state was
+/// `previous` and whose conditions are `conditions`, at `now`. Each Event is told once: a timer
+/// when it starts, a block when it starts (the task is gone), a held Immediately eviction when
+/// the hold starts, a back-off when its end changes, the condition when it changes.
+pub fn report(
+    decision: &Decision,
+    previous: &FailoverState,
+    conditions: &[Condition],
+    now: DateTime<Utc>,
+) -> Report {
+    let stamp = |t: &Time| {
+        t.as_datetime()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    let mut notes = Vec::new();
+    for (cluster, since) in &decision.state.unhealthy_since {
+        if !previous.unhealthy_since.contains_key(cluster) {
+            notes.push(
+                Note::event(
+                    EventType::Normal,
+                    "ApplicationUnhealthy",
+                    format!(
+                        "The workload on cluster {cluster} is Unhealthy since {}; it is moved if it stays so for tolerationSeconds",
+                        stamp(since)
+                    ),
+                )
+                .logged(false, "workload unhealthy, timer started", cluster.clone()),
+            );
+        }
+    }
+    for l in &decision.state.left {
+        let was = previous.left.iter().find(|p| p.cluster == l.cluster);
+        if let (Some(until), Some(None)) = (&l.blocked_until, was.map(|p| p.blocked_until.as_ref()))
+        {
+            notes.push(Note::event(
+                EventType::Normal,
+                "FailoverBlockStarted",
+                format!(
+                    "Cluster {} is not chosen again for this workload until {}",
+                    l.cluster,
+                    stamp(until)
+                ),
+            ));
+        }
+    }
+    if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
+        notes.push(
+            Note::event(
+                EventType::Warning,
+                "ApplicationFailoverHeld",
+                format!(
+                    "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
+                    decision.no_target.join(", ")
+                ),
+            )
+            .counting(Count::ApplicationFailoverHeld("NoTarget"))
+            .logged(
+                true,
+                "application failover held: no other cluster fits",
+                decision.no_target.join(", "),
+            ),
+        );
+    }
+    if let Some((clusters, until)) = &decision.backing_off {
+        if previous.backoff_until.as_ref() != Some(until) {
+            notes.push(
+                Note::event(
+                    EventType::Normal,
+                    "ApplicationFailoverBackoff",
+                    format!(
+                        "The workload is due to leave {} but moved {} time(s) in a row; the next move waits until {}",
+                        clusters.join(", "),
+                        decision.state.streak,
+                        stamp(until)
+                    ),
+                )
+                .counting(Count::ApplicationFailoverHeld("Backoff"))
+                .logged(false, "application failover backing off", clusters.join(", ")),
+            );
+        }
+    }
+    Report {
+        notes,
+        condition: condition(decision, conditions, now),
+    }
+}
+
+/// The [`CONDITION_APPLICATION_FAILOVER`] condition's change, if any: `False` when the move
+/// limit holds the workload, back to `True` when it recovered.
+fn condition(
+    decision: &Decision,
+    conditions: &[Condition],
+    now: DateTime<Utc>,
+) -> Option<(Vec<Condition>, Note)> {
+    let current = flotilla_api::meta::find_condition(conditions, CONDITION_APPLICATION_FAILOVER)
+        .map(|c| c.status);
+    let (wanted, told) = if !decision.halted.is_empty() {
+        let message = format!(
+            "The workload moved {} times in a row without turning Healthy; it stays on {} (Unhealthy) until it recovers or a user moves it",
+            decision.state.streak,
+            decision.halted.join(", ")
+        );
+        let told = Note::event(
+            EventType::Warning,
+            "ApplicationFailoverHalted",
+            message.clone(),
+        )
+        .counting(Count::ApplicationFailoverHeld("FailoverLimitReached"))
+        .logged(
+            true,
+            "application failover limit reached",
+            decision.halted.join(", "),
+        );
+        let wanted = Condition::new(
+            CONDITION_APPLICATION_FAILOVER,
+            ConditionStatus::False,
+            "FailoverLimitReached",
+            &message,
+        );
+        (wanted, told)
+    } else if decision.recovered && current == Some(ConditionStatus::False) {
+        let message = "The workload is Healthy on its placement; application failover acts again";
+        let told = Note::event(
+            EventType::Normal,
+            "ApplicationFailoverResumed",
+            message.to_string(),
+        );
+        let wanted = Condition::new(
+            CONDITION_APPLICATION_FAILOVER,
+            ConditionStatus::True,
+            "ApplicationHealthy",
+            message,
+        );
+        (wanted, told)
+    } else {
+        return None;
+    };
+    let mut conditions = conditions.to_vec();
+    set_condition(&mut conditions, wanted, now).then_some((conditions, told))
+}
+
+/// The binding's conditions as stored (none when absent or unreadable).
+fn conditions_of(binding: &Value) -> Vec<Condition> {
+    binding
+        .pointer("/status/conditions")
+        .cloned()
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default()
+}
+
+/// What the controller writes and tells for `decision` (the one effect path,
+/// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with
+/// the decision's state in its annotation, the conditions of its `report` when they changed,
+/// and its evictions applied ([`apply`]); each eviction's history entry and how each is
+/// reported; the report's Events, the condition's last. It writes nothing when it equals
+/// `read` ([`Outcome::writes`]).
+pub fn outcome(
+    read: &Value,
+    mut spec: ResourceBindingSpec,
+    decision: &Decision,
+    report: Report,
+    settings: &ApplicationFailoverSettings,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let mut binding = with_state(read, &decision.state);
+    let Report {
+        mut notes,
+        condition,
+    } = report;
+    if let Some((conditions, told)) = condition {
+        set_path(
+            &mut binding,
+            &["status", "conditions"],
+            serde_json::to_value(&conditions).unwrap_or_default(),
+        );
+        notes.push(told);
+    }
+    if decision.evictions.is_empty() {
+        return Outcome::of(binding, notes);
+    }
+    apply(&mut spec, decision, now);
+    let evicted = decision
+        .evictions
+        .iter()
+        .map(|e| evicted(e, settings))
+        .collect();
+    Outcome::evicting(read, binding, &spec, evicted, notes, now)
+}
+
+/// How one eviction is reported: its Event says why, what becomes of the old copy and how long
+/// the cluster stays blocked; the first Unhealthy report starts its latency.
+fn evicted(e: &AppEviction, settings: &ApplicationFailoverSettings) -> Evicted {
+    let how =
+        match e.task.purge_mode.unwrap_or(PurgeMode::Graciously) {
+            m if m.is_immediate() => format!("purge mode {m}: the old copy goes first"),
+            m if m.is_never() => {
+                format!("purge mode {m}: the old copy stays until suppressDeletion is set to false")
+            }
+            m => format!(
+            "purge mode {m}: the old copy stays until the new placement is Healthy or {} s pass",
+            e.task.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+        ),
+        };
+    Evicted {
+        cluster: e.cluster.clone(),
+        producer: e.task.producer.clone(),
+        reason: EVICTION_REASON_APPLICATION_FAILURE,
+        cause: e.task.message.clone(),
+        event: format!(
+            "Application failover: evicted from cluster {}: {}; {how}; the cluster is not chosen again for {} after the old copy goes",
+            e.cluster,
+            e.task.message,
+            humantime::format_duration(settings.block_period)
+        ),
+        purge_mode: e.task.purge_mode,
+        since: Some(Since::Unhealthy(e.unhealthy_since.as_datetime())),
+        preservation: e.preservation.clone(),
+    }
+}
+
 /// `binding` with `state` in its annotation (removed when empty).
 fn with_state(binding: &Value, state: &FailoverState) -> Value {
     let mut updated = binding.clone();
@@ -663,7 +891,7 @@ impl Reconciler for ApplicationFailoverController {
         let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
         };
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         let status = status_or_default(&object, key);
         let previous = FailoverState::of(&object);
         let producer = if key.starts_with("crb|") {
@@ -687,231 +915,25 @@ impl Reconciler for ApplicationFailoverController {
             };
             (decision, held) = settle(&look, decision, &clusters, self.brake.as_ref());
         }
-        let mut updated = with_state(&object, &decision.state);
-        if !decision.evictions.is_empty() {
-            apply(&mut spec, &decision, now);
-            crate::controllers::shared::binding_keys::set_placement(&mut updated, &spec);
-        }
-        let mut current = Value::clone(&object);
-        if updated != *object {
-            let evicted: Vec<_> = decision
-                .evictions
-                .iter()
-                .map(|e| history::Evicted {
-                    cluster: &e.cluster,
-                    reason: EVICTION_REASON_APPLICATION_FAILURE,
-                    producer,
-                    message: e.task.message.clone(),
-                })
-                .collect();
-            let entries = history::entries_for(&evicted, &object, &spec, now);
-            history::stage_evictions(&object, &mut updated, &entries);
-            // The eviction (or the new state) and its history entries in one write; a
-            // conflict retries the whole decision on the new binding.
-            current = self.store.update_with_status(&rt, updated).await?;
-        }
+        let report = report(&decision, &previous, &conditions_of(&object), now);
+        let outcome = outcome(&object, spec, &decision, report, &self.settings, now);
+        let effects = Effects {
+            store: self.store.as_ref(),
+            events: &self.events,
+            metrics: &self.metrics,
+        };
+        let current = if outcome.writes(&object) {
+            // The eviction (or the new state, or the condition) and its history entries in one
+            // write; a conflict retries the whole decision on the new binding.
+            effects.carry_out(key, &rt, &object, outcome, now).await?
+        } else {
+            effects.tell(key, &object, &outcome.notes).await;
+            Value::clone(&object)
+        };
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
-        self.report(&rt, current, key, &decision, &previous, now)
-            .await?;
         Ok(decision
             .requeue_after
             .map_or(Action::Done, Action::RequeueAfter))
-    }
-}
-
-impl ApplicationFailoverController {
-    /// Events, metrics and the condition of a decision already written.
-    async fn report(
-        &self,
-        rt: &flotilla_api::kinds::ResourceType,
-        binding: Value,
-        key: &str,
-        decision: &Decision,
-        previous: &FailoverState,
-        now: DateTime<Utc>,
-    ) -> Result<(), ReconcileError> {
-        for (cluster, since) in &decision.state.unhealthy_since {
-            if !previous.unhealthy_since.contains_key(cluster) {
-                tracing::info!(binding = key, cluster = %cluster, "workload unhealthy, timer started");
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "ApplicationUnhealthy",
-                        &format!(
-                            "The workload on cluster {cluster} is Unhealthy since {}; it is moved if it stays so for tolerationSeconds",
-                            since.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        for e in &decision.evictions {
-            let producer = e.task.producer.as_str();
-            tracing::info!(binding = key, cluster = %e.cluster, purge_mode = ?e.task.purge_mode, "application failover: evicted");
-            self.metrics
-                .evictions
-                .with_label_values(&[producer, EVICTION_REASON_APPLICATION_FAILURE])
-                .inc();
-            self.metrics
-                .unhealthy_to_eviction
-                .with_label_values(&[producer])
-                .observe(seconds_since(e.unhealthy_since.as_datetime(), now));
-            let how = match e.task.purge_mode.unwrap_or(PurgeMode::Graciously) {
-                m if m.is_immediate() => format!("purge mode {m}: the old copy goes first"),
-                m if m.is_never() => format!(
-                    "purge mode {m}: the old copy stays until suppressDeletion is set to false"
-                ),
-                m => format!(
-                    "purge mode {m}: the old copy stays until the new placement is Healthy or {} s pass",
-                    e.task.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
-                ),
-            };
-            self.events
-                .record(
-                    &binding,
-                    EventType::Warning,
-                    "EvictWorkloadFromCluster",
-                    &format!(
-                        "Application failover: evicted from cluster {}: {}; {how}; the cluster is not chosen again for {} after the old copy goes",
-                        e.cluster,
-                        e.task.message,
-                        humantime::format_duration(self.settings.block_period)
-                    ),
-                )
-                .await;
-            if let Some(p) = &e.preservation {
-                // The eviction is written; a failed status write only loses the report.
-                if let Err(err) = report_preservation(
-                    self.store.as_ref(),
-                    &self.events,
-                    rt,
-                    &binding,
-                    p,
-                    e.task.purge_mode,
-                    now,
-                )
-                .await
-                {
-                    tracing::warn!(binding = key, cluster = %e.cluster, error = %err, "writing the StatePreserved condition failed");
-                }
-            }
-        }
-        for l in &decision.state.left {
-            let was = previous.left.iter().find(|p| p.cluster == l.cluster);
-            if let (Some(until), Some(None)) =
-                (&l.blocked_until, was.map(|p| p.blocked_until.as_ref()))
-            {
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "FailoverBlockStarted",
-                        &format!(
-                            "Cluster {} is not chosen again for this workload until {}",
-                            l.cluster,
-                            until
-                                .as_datetime()
-                                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        if !decision.no_target.is_empty() && previous.no_target_since.is_none() {
-            self.metrics
-                .application_failovers_held
-                .with_label_values(&["NoTarget"])
-                .inc();
-            tracing::warn!(binding = key, clusters = ?decision.no_target, "application failover held: no other cluster fits");
-            self.events
-                .record(
-                    &binding,
-                    EventType::Warning,
-                    "ApplicationFailoverHeld",
-                    &format!(
-                        "The workload is due to leave {}, but no other cluster can take it and purge mode Immediately would delete the only copy; it stays until another cluster fits",
-                        decision.no_target.join(", ")
-                    ),
-                )
-                .await;
-        }
-        if let Some((clusters, until)) = &decision.backing_off {
-            if previous.backoff_until.as_ref() != Some(until) {
-                self.metrics
-                    .application_failovers_held
-                    .with_label_values(&["Backoff"])
-                    .inc();
-                tracing::info!(binding = key, clusters = ?clusters, until = %until.as_datetime(), "application failover backing off");
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Normal,
-                        "ApplicationFailoverBackoff",
-                        &format!(
-                            "The workload is due to leave {} but moved {} time(s) in a row; the next move waits until {}",
-                            clusters.join(", "),
-                            decision.state.streak,
-                            until.as_datetime().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    )
-                    .await;
-            }
-        }
-        let mut conditions: Vec<Condition> = binding
-            .pointer("/status/conditions")
-            .cloned()
-            .and_then(|c| serde_json::from_value(c).ok())
-            .unwrap_or_default();
-        let current =
-            flotilla_api::meta::find_condition(&conditions, CONDITION_APPLICATION_FAILOVER)
-                .map(|c| c.status);
-        let wanted = if !decision.halted.is_empty() {
-            Some(Condition::new(
-                CONDITION_APPLICATION_FAILOVER,
-                ConditionStatus::False,
-                "FailoverLimitReached",
-                &format!(
-                    "The workload moved {} times in a row without turning Healthy; it stays on {} (Unhealthy) until it recovers or a user moves it",
-                    decision.state.streak,
-                    decision.halted.join(", ")
-                ),
-            ))
-        } else if decision.recovered && current == Some(ConditionStatus::False) {
-            Some(Condition::new(
-                CONDITION_APPLICATION_FAILOVER,
-                ConditionStatus::True,
-                "ApplicationHealthy",
-                "The workload is Healthy on its placement; application failover acts again",
-            ))
-        } else {
-            None
-        };
-        if let Some(c) = wanted {
-            let halted = c.status == ConditionStatus::False;
-            let message = c.message.clone();
-            if set_condition(&mut conditions, c, now) {
-                let mut updated = binding.clone();
-                set_path(
-                    &mut updated,
-                    &["status", "conditions"],
-                    serde_json::to_value(&conditions).unwrap_or_default(),
-                );
-                let written = self.store.update_status(rt, updated).await?;
-                let (kind, reason) = if halted {
-                    self.metrics
-                        .application_failovers_held
-                        .with_label_values(&["FailoverLimitReached"])
-                        .inc();
-                    tracing::warn!(binding = key, "application failover limit reached");
-                    (EventType::Warning, "ApplicationFailoverHalted")
-                } else {
-                    (EventType::Normal, "ApplicationFailoverResumed")
-                };
-                self.events.record(&written, kind, reason, &message).await;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -1548,6 +1570,378 @@ mod tests {
         assert_eq!(judged_fingerprint(&with), judged_fingerprint(&other_status));
     }
 
+    /// What the controller hands to the one effect path: the state annotation, the evictions
+    /// with their history entries and how each is reported, and the notes to tell.
+    #[test]
+    fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
+        use crate::controllers::failover::effects::Since;
+        use crate::controllers::failover::history::HistoryStep;
+        let settings = ApplicationFailoverSettings::default();
+        let note = || {
+            vec![Note::event(
+                EventType::Normal,
+                "ApplicationUnhealthy",
+                "m1".into(),
+            )]
+        };
+        let told = || Report {
+            notes: note(),
+            condition: None,
+        };
+        let read_of = |spec: &ResourceBindingSpec| {
+            json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
+                "spec": serde_json::to_value(spec).unwrap()})
+        };
+
+        // Nothing to record: nothing to write.
+        let healthy = spec(Some(app(None, None)), &["m1", "m2"]);
+        let read = read_of(&healthy);
+        let st = status(&[("m1", Healthy), ("m2", Healthy)]);
+        let d = decide(
+            &healthy,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        let o = outcome(
+            &read,
+            healthy.clone(),
+            &d,
+            Report::default(),
+            &settings,
+            at(0),
+        );
+        assert!(!o.writes(&read));
+
+        // A timer starts: the annotation is written, with the notes; no eviction, no history.
+        let st = status(&[("m1", Unhealthy), ("m2", Healthy)]);
+        let d = decide(
+            &healthy,
+            &st,
+            &FailoverState::default(),
+            &settings,
+            RB,
+            at(0),
+        );
+        let o = outcome(&read, healthy.clone(), &d, told(), &settings, at(0));
+        assert!(o.writes(&read));
+        assert_eq!(FailoverState::of(&o.binding), d.state);
+        assert_eq!(o.binding["spec"], read["spec"]);
+        assert!(o.history.is_empty() && o.evicted.is_empty());
+        assert_eq!(o.notes, note());
+
+        // The condition changes: it is written with the rest, its Event told last.
+        let read = read_of(&healthy);
+        let changed = Report {
+            notes: note(),
+            condition: Some((
+                vec![Condition::new(
+                    CONDITION_APPLICATION_FAILOVER,
+                    ConditionStatus::False,
+                    "FailoverLimitReached",
+                    "limit",
+                )],
+                Note::event(
+                    EventType::Warning,
+                    "ApplicationFailoverHalted",
+                    "limit".into(),
+                ),
+            )),
+        };
+        let o = outcome(
+            &read,
+            healthy.clone(),
+            &Decision::default(),
+            changed,
+            &settings,
+            at(0),
+        );
+        assert!(o.writes(&read));
+        assert_eq!(
+            o.binding["status"]["conditions"][0]["reason"],
+            "FailoverLimitReached"
+        );
+        let reasons: Vec<&str> = o.notes.iter().map(|n| n.reason).collect();
+        assert_eq!(
+            reasons,
+            ["ApplicationUnhealthy", "ApplicationFailoverHalted"]
+        );
+
+        // Due (tolerationSeconds 0): m1 leaves, its entry opens, its report says how.
+        let due = spec(Some(app(Some(PurgeMode::Never), Some(0))), &["m1", "m2"]);
+        let read = read_of(&due);
+        let d = decide(&due, &st, &FailoverState::default(), &settings, RB, at(5));
+        let o = outcome(&read, due.clone(), &d, told(), &settings, at(5));
+        assert_eq!(
+            o.binding["spec"]["clusters"],
+            json!([{"name": "m2", "replicas": 1}])
+        );
+        assert_eq!(
+            o.binding["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+            "m1"
+        );
+        assert_eq!(FailoverState::of(&o.binding).streak, 1);
+        let [HistoryStep::Open(entry)] = o.history.as_slice() else {
+            panic!("one entry: {:?}", o.history);
+        };
+        assert_eq!(entry.reason, "ApplicationFailover");
+        assert_eq!(entry.from_cluster, "m1");
+        let [e] = o.evicted.as_slice() else {
+            panic!("one eviction: {:?}", o.evicted);
+        };
+        assert_eq!(e.producer, RB);
+        assert_eq!(e.reason, EVICTION_REASON_APPLICATION_FAILURE);
+        assert_eq!(e.cause, d.evictions[0].task.message);
+        assert_eq!(e.purge_mode, Some(PurgeMode::Never));
+        assert_eq!(e.since, Some(Since::Unhealthy(at(5))));
+        assert!(
+            e.event
+                .starts_with("Application failover: evicted from cluster m1: ")
+                && e.event
+                    .contains("purge mode Never: the old copy stays until suppressDeletion")
+                && e.event
+                    .ends_with("not chosen again for 30m after the old copy goes"),
+            "{}",
+            e.event
+        );
+        assert_eq!(o.notes, note());
+    }
+
+    /// The pure half of the controller's report: which Events a decision tells (each once,
+    /// with its counter) and whether the `ApplicationFailover` condition changes.
+    #[test]
+    #[allow(clippy::type_complexity)]
+    fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
+        let t = |secs| Time::new(at(secs));
+        let timer = |cluster: &str| FailoverState {
+            unhealthy_since: [(cluster.to_string(), t(0))].into(),
+            ..FailoverState::default()
+        };
+        let left = |until: Option<Time>| FailoverState {
+            left: vec![LeftCluster {
+                cluster: "m1".into(),
+                evicted_at: Some(t(0)),
+                blocked_until: until,
+            }],
+            ..FailoverState::default()
+        };
+        let decision = |state: FailoverState| Decision {
+            state,
+            ..Decision::default()
+        };
+        let halted = |d: Decision| Decision {
+            halted: vec!["m2".into()],
+            state: FailoverState {
+                streak: 3,
+                ..d.state
+            },
+            ..d
+        };
+        // The conditions of a binding already told it reached the limit.
+        let halted_condition = || {
+            condition(&halted(Decision::default()), &[], at(0))
+                .map(|(conditions, _)| conditions)
+                .unwrap_or_default()
+        };
+        let held = |reason| Some(Count::ApplicationFailoverHeld(reason));
+        // (what, decision, previous state, conditions before,
+        //  Events told with their counters, condition after: (status, reason, Event))
+        let cases: Vec<(
+            &str,
+            Decision,
+            FailoverState,
+            Vec<Condition>,
+            Vec<(&str, Option<Count>)>,
+            Option<(ConditionStatus, &str, &str)>,
+        )> = vec![
+            (
+                "nothing new: nothing told",
+                Decision::default(),
+                FailoverState::default(),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a timer starts",
+                decision(timer("m1")),
+                FailoverState::default(),
+                vec![],
+                vec![("ApplicationUnhealthy", None)],
+                None,
+            ),
+            (
+                "a running timer is not told again",
+                decision(timer("m1")),
+                timer("m1"),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a block starts when the task is gone",
+                decision(left(Some(t(1_800)))),
+                left(None),
+                vec![],
+                vec![("FailoverBlockStarted", None)],
+                None,
+            ),
+            (
+                "a running block is not told again",
+                decision(left(Some(t(1_800)))),
+                left(Some(t(1_800))),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "an Immediately eviction is held: told when the hold starts",
+                Decision {
+                    no_target: vec!["m1".into()],
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                vec![],
+                vec![("ApplicationFailoverHeld", held("NoTarget"))],
+                None,
+            ),
+            (
+                "a hold already told",
+                Decision {
+                    no_target: vec!["m1".into()],
+                    ..Decision::default()
+                },
+                FailoverState {
+                    no_target_since: Some(t(0)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "a back-off: told when its end changes",
+                Decision {
+                    backing_off: Some((vec!["m1".into()], t(300))),
+                    ..Decision::default()
+                },
+                FailoverState {
+                    backoff_until: Some(t(200)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![("ApplicationFailoverBackoff", held("Backoff"))],
+                None,
+            ),
+            (
+                "the same back-off",
+                Decision {
+                    backing_off: Some((vec!["m1".into()], t(300))),
+                    ..Decision::default()
+                },
+                FailoverState {
+                    backoff_until: Some(t(300)),
+                    ..FailoverState::default()
+                },
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "the move limit: the condition turns False, once",
+                halted(decision(timer("m2"))),
+                timer("m2"),
+                vec![],
+                vec![],
+                Some((
+                    ConditionStatus::False,
+                    "FailoverLimitReached",
+                    "ApplicationFailoverHalted",
+                )),
+            ),
+            (
+                "the move limit, already told",
+                halted(decision(timer("m2"))),
+                timer("m2"),
+                halted_condition(),
+                vec![],
+                None,
+            ),
+            (
+                "recovered after the limit: the condition turns True",
+                Decision {
+                    recovered: true,
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                halted_condition(),
+                vec![],
+                Some((
+                    ConditionStatus::True,
+                    "ApplicationHealthy",
+                    "ApplicationFailoverResumed",
+                )),
+            ),
+            (
+                "recovered without a limit reached: no condition to set",
+                Decision {
+                    recovered: true,
+                    ..Decision::default()
+                },
+                FailoverState::default(),
+                vec![],
+                vec![],
+                None,
+            ),
+            (
+                "several at once, in order",
+                Decision {
+                    no_target: vec!["m2".into()],
+                    ..decision(FailoverState {
+                        unhealthy_since: [("m2".to_string(), t(0))].into(),
+                        ..left(Some(t(1_800)))
+                    })
+                },
+                left(None),
+                vec![],
+                vec![
+                    ("ApplicationUnhealthy", None),
+                    ("FailoverBlockStarted", None),
+                    ("ApplicationFailoverHeld", held("NoTarget")),
+                ],
+                None,
+            ),
+        ];
+        for (what, decision, previous, conditions, want_notes, want_condition) in cases {
+            let r = report(&decision, &previous, &conditions, at(10));
+            let notes: Vec<(&str, Option<Count>)> = r
+                .notes
+                .iter()
+                .map(|n| (n.reason, n.count.clone()))
+                .collect();
+            assert_eq!(notes, want_notes, "{what}");
+            let got = r.condition.as_ref().map(|(conditions, told)| {
+                let c =
+                    flotilla_api::meta::find_condition(conditions, CONDITION_APPLICATION_FAILOVER)
+                        .expect("the condition is set");
+                (c.status, c.reason.as_str(), told.reason)
+            });
+            assert_eq!(got, want_condition, "{what}");
+            // The halt is counted and logged with its Event; the resume is neither.
+            if let Some((_, told)) = &r.condition {
+                let halted = told.reason == "ApplicationFailoverHalted";
+                assert_eq!(
+                    told.count,
+                    halted.then_some(Count::ApplicationFailoverHeld("FailoverLimitReached")),
+                    "{what}"
+                );
+                assert_eq!(told.log.is_some(), halted, "{what}");
+            }
+        }
+    }
+
     mod controller {
         use super::*;
         use crate::clock::Clock;
@@ -1811,6 +2205,109 @@ mod tests {
             assert_eq!(
                 w.binding().await["spec"]["clusters"],
                 json!([{"name": "member2", "replicas": 1}])
+            );
+        }
+
+        /// At the move limit the state and the `ApplicationFailover` condition go in one
+        /// write, and the Event and its counter follow it once.
+        #[tokio::test]
+        async fn the_move_limit_writes_the_state_and_the_condition_at_once() {
+            let w = World::new().await;
+            w.report("Unhealthy").await;
+            let rt = well_known::resource_bindings();
+            let state = FailoverState {
+                unhealthy_since: [("member1".to_string(), Time::new(at(0)))].into(),
+                streak: 3,
+                last_failover: Some(Time::new(at(0))),
+                backoff_until: Some(Time::new(at(100))),
+                ..FailoverState::default()
+            };
+            let read = w
+                .world
+                .store
+                .update(&rt, with_state(&w.binding().await, &state))
+                .await
+                .unwrap();
+            let writes = || async {
+                let from = read["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok());
+                let last: Option<u64> = w.binding().await["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok());
+                let mut watch = w
+                    .world
+                    .store
+                    .watch(
+                        &rt,
+                        crate::store::WatchOptions {
+                            from,
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                    .unwrap();
+                let mut seen = 0;
+                let mut at_rv = from;
+                while at_rv != last {
+                    let next = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        futures::StreamExt::next(&mut watch),
+                    )
+                    .await
+                    .expect("the binding's last write on the watch")
+                    .unwrap()
+                    .unwrap();
+                    at_rv = Some(next.resource_version);
+                    seen += 1;
+                }
+                seen
+            };
+            let halted = || async {
+                w.world
+                    .store
+                    .list(
+                        &well_known::events(),
+                        None,
+                        &crate::store::ListOptions::default(),
+                    )
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .filter(|e| e["reason"] == "ApplicationFailoverHalted")
+                    .count()
+            };
+            w.at(1_000);
+            w.reconcile().await;
+            assert_eq!(
+                writes().await,
+                1,
+                "the state and the condition in one write"
+            );
+            let b = w.binding().await;
+            assert_eq!(FailoverState::of(&b).backoff_until, None);
+            let c = conditions_of(&b);
+            let c = flotilla_api::meta::find_condition(&c, CONDITION_APPLICATION_FAILOVER)
+                .cloned()
+                .expect("the condition");
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (ConditionStatus::False, "FailoverLimitReached")
+            );
+            assert_eq!(halted().await, 1);
+            // Looked at again: nothing new to write or tell.
+            w.reconcile().await;
+            assert_eq!(writes().await, 1);
+            assert_eq!(halted().await, 1);
+            let text = prometheus::TextEncoder::new()
+                .encode_to_string(&w.world.metrics.gather())
+                .unwrap();
+            assert!(
+                text.contains(
+                    "flotilla_application_failovers_held_total{reason=\"FailoverLimitReached\"} 1"
+                ),
+                "{text}"
             );
         }
     }

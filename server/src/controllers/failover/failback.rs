@@ -26,12 +26,16 @@
 //! copies, the move is undone ([`abort`]): they get their replicas back.
 //!
 //! The decision is the pure [`decide`] (with [`fitness`], which says what the controller must
-//! remember between passes); [`apply`] and [`apply_abort`] write it into the spec; the
-//! controller feeds them, writes the binding, the history (a `Failback` entry per cluster
-//! giving replicas back, `failedBackTime` on the failover undone), an Event and a metric.
+//! remember between passes); [`apply`] and [`apply_abort`] write it into the spec, and
+//! [`move_back`] and [`undo`] make it the failover wing's one [`Outcome`]: the binding, its
+//! history steps (a `Failback` entry per cluster giving replicas back, `failedBackTime` on the
+//! failover undone; the entries of an undone move closed), an Event and, for a move, a metric.
+//! The controller feeds them and hands the outcome to [`Effects::carry_out`], which writes it
+//! in one write, as it does the taint manager's and application failover's evictions.
 
 use crate::clock::SharedClock;
-use crate::controllers::failover::history;
+use crate::controllers::failover::effects::{Count, Effects, Note, Outcome};
+use crate::controllers::failover::history::{self, HistoryStep};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::TaintManagerSettings;
@@ -39,7 +43,6 @@ use crate::controllers::shared::binding_keys::{
     decode, live_binding, set_placement, status_or_default, LiveBinding,
 };
 use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
-use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::{admits, schedule, ScheduleInput, ScheduleOptions};
 use crate::store::Store;
@@ -49,9 +52,7 @@ use flotilla_api::binding::{
     GracefulEvictionTask, ResourceBindingSpec, ResourceBindingStatus, TargetCluster,
     EVICTION_PRODUCER_FAILBACK, EVICTION_REASON_FAILBACK,
 };
-use flotilla_api::history::{
-    awaiting_failback, note_failed_back, note_task_end, FailoverHistoryItem, TaskEnd,
-};
+use flotilla_api::history::{awaiting_failback, FailoverHistoryItem};
 use flotilla_api::meta::{ConditionStatus, Time};
 use flotilla_api::policy::PurgeMode;
 use parking_lot::Mutex;
@@ -591,7 +592,7 @@ impl Reconciler for FailbackController {
             self.forget(key);
             return Ok(Action::Done);
         }
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         let status = status_or_default(&object, key);
         let clusters = self.clusters.get().await?;
         let now = self.clock.now();
@@ -644,42 +645,22 @@ impl Reconciler for FailbackController {
                 ))
             }
             Decision::Return(ret) => {
-                self.move_back(key, &rt, &object, spec, &ret, now).await?;
+                // The move and its history in one write; a conflict retries the whole
+                // decision on the new binding.
+                let outcome = move_back(&object, spec, &ret, now);
+                self.effects()
+                    .carry_out(key, &rt, &object, outcome, now)
+                    .await?;
+                self.forget(key);
                 Ok(Action::Done)
             }
             Decision::Abort(abort) => {
-                apply_abort(&mut spec, &abort);
-                let at = Time::new(now);
                 // The undoing and the end of its history entries in one write; a conflict
                 // retries the whole decision on the new binding.
-                write_with_history(self.store.as_ref(), &rt, &object, &spec, |history| {
-                    let mut changed = false;
-                    for cluster in &abort.released {
-                        let end = TaskEnd {
-                            from_cluster: cluster,
-                            reason: EVENT_FAILBACK_ABORTED,
-                            healthy: false,
-                        };
-                        changed |= note_task_end(history, end, &[], at);
-                    }
-                    changed
-                })
-                .await?;
-                let message = format!(
-                    "Failback interrupted: {} was evicted again while {} kept their copies; they get their replicas back (placement {})",
-                    abort.because,
-                    abort.released.join(", "),
-                    describe(&abort.placement)
-                );
-                tracing::warn!(binding = key, because = %abort.because, "failback aborted");
-                self.events
-                    .record(
-                        &object,
-                        EventType::Warning,
-                        EVENT_FAILBACK_ABORTED,
-                        &message,
-                    )
-                    .await;
+                let outcome = undo(&object, spec, &abort, now);
+                self.effects()
+                    .carry_out(key, &rt, &object, outcome, now)
+                    .await?;
                 Ok(Action::Done)
             }
         }
@@ -692,74 +673,91 @@ impl FailbackController {
         self.fit.lock().remove(key);
     }
 
-    /// Writes a move back: the spec, then the history, an Event and the metric.
-    async fn move_back(
-        &self,
-        key: &str,
-        rt: &flotilla_api::kinds::ResourceType,
-        object: &Value,
-        mut spec: ResourceBindingSpec,
-        ret: &Return,
-        now: DateTime<Utc>,
-    ) -> Result<(), ReconcileError> {
-        let before = spec.clusters.clone();
-        apply(&mut spec, ret);
-        let at = Time::new(now);
-        let targets: Vec<String> = ret.placement.iter().map(|c| c.name.clone()).collect();
-        let entries: Vec<FailoverHistoryItem> = ret
-            .leaving
-            .iter()
-            .map(|c| history_entry(&spec, ret, c, &before, &targets, at))
-            .collect();
-        // The move and its history in one write; a conflict retries the whole decision on the
-        // new binding.
-        write_with_history(self.store.as_ref(), rt, object, &spec, |history| {
-            let mut changed = note_failed_back(history, &ret.cluster, at);
-            for e in &entries {
-                changed |= flotilla_api::history::record(
-                    history,
-                    e.clone(),
-                    None,
-                    flotilla_api::history::FAILOVER_HISTORY_LIMIT,
-                );
-            }
-            changed
-        })
-        .await?;
-        self.forget(key);
-        tracing::info!(binding = key, cluster = %ret.cluster, placement = %describe(&ret.placement), "failing back");
-        self.metrics
-            .failbacks
-            .with_label_values(&[ret.cluster.as_str()])
-            .inc();
-        self.events
-            .record(object, EventType::Normal, EVENT_FAILING_BACK, &message(ret))
-            .await;
-        Ok(())
+    fn effects(&self) -> Effects<'_> {
+        Effects {
+            store: self.store.as_ref(),
+            events: &self.events,
+            metrics: &self.metrics,
+        }
     }
 }
 
-/// Writes the placement of `spec` and the history as `edit` changes it into the binding as
-/// read, in one write of the object and its status ([`Store::update_with_status`]): a reader
-/// never sees the move without its history, and a lost write loses both.
-async fn write_with_history(
-    store: &dyn Store,
-    rt: &flotilla_api::kinds::ResourceType,
-    object: &Value,
-    spec: &ResourceBindingSpec,
-    edit: impl FnOnce(&mut Vec<FailoverHistoryItem>) -> bool,
-) -> Result<Value, ReconcileError> {
-    let mut updated = Value::clone(object);
-    set_placement(&mut updated, spec);
-    let mut history = history::history_of(object);
-    if edit(&mut history) {
-        set_path(
-            &mut updated,
-            &["status", "failoverHistory"],
-            serde_json::to_value(&history).unwrap_or_default(),
-        );
+/// What the controller writes and tells for a move back (the one effect path,
+/// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with the move
+/// applied ([`apply`]); in its history, the recovered cluster's failover failed back and a
+/// `Failback` entry per cluster giving replicas back; the `FailingBack` Event and the
+/// `flotilla_failbacks_total` metric.
+pub fn move_back(
+    read: &Value,
+    mut spec: ResourceBindingSpec,
+    ret: &Return,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let before = spec.clusters.clone();
+    apply(&mut spec, ret);
+    let at = Time::new(now);
+    let targets: Vec<String> = ret.placement.iter().map(|c| c.name.clone()).collect();
+    let mut binding = read.clone();
+    set_placement(&mut binding, &spec);
+    let mut history = vec![HistoryStep::FailedBack {
+        cluster: ret.cluster.clone(),
+        at,
+    }];
+    history.extend(ret.leaving.iter().map(|c| {
+        HistoryStep::Open(Box::new(history_entry(
+            &spec, ret, c, &before, &targets, at,
+        )))
+    }));
+    let told = Note::event(EventType::Normal, EVENT_FAILING_BACK, message(ret))
+        .counting(Count::Failback(ret.cluster.clone()))
+        .logged(false, "failing back", ret.cluster.clone());
+    Outcome {
+        binding,
+        history,
+        evicted: Vec::new(),
+        notes: vec![told],
     }
-    Ok(store.update_with_status(rt, updated).await?)
+}
+
+/// What the controller writes and tells to undo a move back: the binding as read (`read`,
+/// whose spec is `spec`) with the undoing applied ([`apply_abort`]); the history entries of
+/// the released `Failback` tasks closed; a Warning `FailbackAborted` Event.
+pub fn undo(
+    read: &Value,
+    mut spec: ResourceBindingSpec,
+    abort: &Abort,
+    now: DateTime<Utc>,
+) -> Outcome {
+    apply_abort(&mut spec, abort);
+    let at = Time::new(now);
+    let mut binding = read.clone();
+    set_placement(&mut binding, &spec);
+    let history = abort
+        .released
+        .iter()
+        .map(|cluster| HistoryStep::TaskEnded {
+            cluster: cluster.clone(),
+            reason: EVENT_FAILBACK_ABORTED.to_string(),
+            at,
+        })
+        .collect();
+    let message = format!(
+        "Failback interrupted: {} was evicted again while {} kept their copies; they get their replicas back (placement {})",
+        abort.because,
+        abort.released.join(", "),
+        describe(&abort.placement)
+    );
+    let told = Note::event(EventType::Warning, EVENT_FAILBACK_ABORTED, message).logged(
+        true,
+        "failback aborted",
+        abort.released.join(","),
+    );
+    Outcome {
+        binding,
+        history,
+        evicted: Vec::new(),
+        notes: vec![told],
+    }
 }
 
 /// The history entry of one cluster giving replicas back in a move: a `Failback` entry from
@@ -1191,6 +1189,132 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What the controller hands to the one effect path for a move back and for its undoing:
+    /// the placement written, the history steps in order, and the Event with its metric.
+    #[test]
+    fn the_move_back_and_its_undoing_as_outcomes() {
+        let clusters = fleet(cluster("m1", "True", 100, &[]));
+        let (spec, status) = divided(Some(60));
+        let read = json!({"metadata": {"name": "app-deployment", "namespace": "default", "generation": 3},
+            "spec": serde_json::to_value(&spec).unwrap()});
+        // (graceful eviction, the entries of m2 and m3 still open)
+        for (graceful, open) in [(true, true), (false, false)] {
+            let mut i = input(&spec, &status, &clusters, 1000);
+            i.graceful = graceful;
+            let Decision::Return(ret) = decide(&i) else {
+                panic!("expected a return");
+            };
+            let o = move_back(&read, spec.clone(), &ret, at(1000));
+            assert_eq!(
+                o.binding["spec"]["clusters"],
+                json!([{"name": "m1", "replicas": 2}])
+            );
+            assert_eq!(
+                o.binding["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(if graceful { 2 } else { 0 })
+            );
+            let [HistoryStep::FailedBack { cluster, at: when }, HistoryStep::Open(m2), HistoryStep::Open(m3)] =
+                o.history.as_slice()
+            else {
+                panic!(
+                    "failed back, then an entry per cluster leaving: {:?}",
+                    o.history
+                );
+            };
+            assert_eq!((cluster.as_str(), *when), ("m1", Time::new(at(1000))));
+            for (entry, name) in [(m2, "m2"), (m3, "m3")] {
+                assert_eq!(entry.from_cluster, name);
+                assert_eq!(entry.reason, "Failback");
+                assert_eq!(entry.target_cluster, ["m1"]);
+                assert_eq!(
+                    entry.message,
+                    "moved back to m1 after it stayed Ready for 60s"
+                );
+                assert_eq!(entry.is_open(), open, "graceful {graceful}");
+            }
+            assert!(o.evicted.is_empty());
+            let [told] = o.notes.as_slice() else {
+                panic!("one Event: {:?}", o.notes);
+            };
+            assert_eq!(
+                (told.kind, told.reason, &told.message),
+                (EventType::Normal, EVENT_FAILING_BACK, &message(&ret))
+            );
+            assert_eq!(told.count, Some(Count::Failback("m1".into())));
+        }
+
+        // The cluster it returned to is evicted again: m2 and m3 get their replicas back and
+        // the entries of their Failback tasks close.
+        let mut moved = spec.clone();
+        moved.clusters = Vec::new();
+        moved.graceful_eviction_tasks = ["m2", "m3"]
+            .iter()
+            .map(|c| GracefulEvictionTask {
+                from_cluster: c.to_string(),
+                reason: EVICTION_REASON_FAILBACK.into(),
+                replicas: Some(1),
+                ..GracefulEvictionTask::default()
+            })
+            .chain([GracefulEvictionTask {
+                from_cluster: "m1".into(),
+                reason: "TaintUntolerated".into(),
+                replicas: Some(2),
+                ..GracefulEvictionTask::default()
+            }])
+            .collect();
+        let Decision::Abort(a) = decide(&input(&moved, &status, &clusters, 2000)) else {
+            panic!("expected an abort");
+        };
+        let o = undo(&read, moved, &a, at(2000));
+        assert_eq!(
+            o.binding["spec"]["clusters"],
+            json!([{"name": "m2", "replicas": 1}, {"name": "m3", "replicas": 1}])
+        );
+        assert_eq!(
+            o.binding["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
+            "m1"
+        );
+        let ended: Vec<(&str, &str)> = o
+            .history
+            .iter()
+            .map(|step| match step {
+                HistoryStep::TaskEnded {
+                    cluster,
+                    reason,
+                    at: when,
+                } => {
+                    assert_eq!(*when, Time::new(at(2000)));
+                    (cluster.as_str(), reason.as_str())
+                }
+                other => panic!("only task ends: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            [
+                ("m2", EVENT_FAILBACK_ABORTED),
+                ("m3", EVENT_FAILBACK_ABORTED)
+            ]
+        );
+        let [told] = o.notes.as_slice() else {
+            panic!("one Event: {:?}", o.notes);
+        };
+        assert_eq!(
+            (told.kind, told.reason),
+            (EventType::Warning, EVENT_FAILBACK_ABORTED)
+        );
+        assert!(
+            told.message
+                .starts_with("Failback interrupted: m1 (TaintUntolerated) was evicted again"),
+            "{}",
+            told.message
+        );
+        assert_eq!(told.count, None);
+        assert!(told.log.as_ref().is_some_and(|l| l.warn));
     }
 
     /// A cluster of a random fleet: Ready long ago, `pods` free, a NoExecute taint if asked.

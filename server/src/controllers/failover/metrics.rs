@@ -2,7 +2,9 @@
 //! manager, application failover) and the graceful eviction controller, so that
 //! "why did my app move, and how long did it take" can be read from `/metrics`; and the
 //! eviction brake's (controllers/failover/brake.rs): its state and rate per region and the
-//! evictions it held; and failback's (controllers/failover/failback.rs).
+//! evictions it held; and failback's (controllers/failover/failback.rs). The evictions',
+//! their latencies, application failover's holds and the failbacks are counted by the one
+//! effect path those controllers share (controllers/failover/effects.rs).
 
 use chrono::{DateTime, Utc};
 use prometheus::{

@@ -22,6 +22,7 @@
 
 pub mod application_failover;
 pub mod brake;
+pub mod effects;
 pub mod failback;
 pub mod fencing;
 pub mod graceful_eviction;

@@ -4,7 +4,8 @@
 //! (`status.aggregatedStatus[].status` of that cluster, reflected through the interpreter) at
 //! eviction time; the results go into the eviction task's `preservedLabelState`, and the binding
 //! controller injects them into the new cluster's manifest (binding_works, §10.3). Cluster
-//! failover (the taint manager) and application failover call the same [`preserve`].
+//! failover (the taint manager) and application failover call the same [`preserve`], and the
+//! failover wing's one effect path (`effects.rs`) makes the same [`report`] after each eviction.
 //!
 //! Flotilla's decisions, where Karmada is silent or silently wrong:
 //! - A rule must give exactly **one** non-empty value that is a valid label value (≤63

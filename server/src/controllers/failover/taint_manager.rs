@@ -11,20 +11,22 @@
 //! the cluster leaves `spec.clusters`, so the ordinary scheduler places the evicted replicas
 //! elsewhere. With graceful eviction switched off the cluster is removed without a task, as in
 //! the failover guide. Everything here is a pure function of (binding, clusters' taints,
-//! settings, now); the controller only feeds it and writes the result back.
+//! settings, now): [`decide`] says what to evict, [`outcome`] what is written and told; the
+//! controller only feeds them and hands the outcome to the failover wing's one effect path
+//! ([`Effects::carry_out`]), which application failover and failback use too.
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
-use crate::controllers::failover::history;
-use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
-use crate::controllers::failover::state_preservation::{preserve, report, Preservation};
+use crate::controllers::failover::effects::{evict, Effects, Evicted, Outcome, Since};
+use crate::controllers::failover::metrics::FailoverMetrics;
+use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::TaintManagerSettings;
 use crate::controllers::shared::binding_keys::{
     decode, live_binding, status_or_default, LiveBinding,
 };
 use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
-use crate::events::{EventRecorder, EventType};
+use crate::events::EventRecorder;
 use crate::store::Store;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -61,6 +63,13 @@ pub enum EvictionCause {
 }
 
 impl EvictionCause {
+    /// The taint that evicts.
+    pub fn taint(&self) -> &Taint {
+        match self {
+            EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,
+        }
+    }
+
     /// The sentence an Event and the task's message carry.
     pub fn message(&self, cluster: &str) -> String {
         match self {
@@ -211,18 +220,61 @@ pub fn decide<'t>(
 pub fn apply(spec: &mut ResourceBindingSpec, decision: &Decision, now: DateTime<Utc>) {
     for e in &decision.evictions {
         match &e.task {
-            Some(opts) => {
-                spec.graceful_evict_cluster(&e.cluster, opts.clone());
-                if let Some(task) = spec
-                    .graceful_eviction_tasks
-                    .iter_mut()
-                    .find(|t| t.from_cluster == e.cluster && t.creation_timestamp.is_none())
-                {
-                    task.creation_timestamp = Some(Time::new(now));
-                }
-            }
+            Some(opts) => evict(spec, &e.cluster, opts.clone(), now),
             None => spec.clusters.retain(|c| c.name != e.cluster),
         }
+    }
+}
+
+/// What the controller writes and tells for `decision` (the one effect path,
+/// [`Effects::carry_out`]): the binding as read (`read`, whose spec is `spec`) with the
+/// decision applied ([`apply`]), each eviction's history entry, and how each is reported.
+/// `None` when nothing is evicted.
+pub fn outcome(
+    read: &serde_json::Value,
+    mut spec: ResourceBindingSpec,
+    decision: &Decision,
+    now: DateTime<Utc>,
+) -> Option<Outcome> {
+    if decision.evictions.is_empty() {
+        return None;
+    }
+    apply(&mut spec, decision, now);
+    let evicted = decision.evictions.iter().map(evicted).collect();
+    Some(Outcome::evicting(
+        read,
+        read.clone(),
+        &spec,
+        evicted,
+        Vec::new(),
+        now,
+    ))
+}
+
+/// How one eviction is reported: its Event says why and what becomes of the old copy; the
+/// taint's `timeAdded` starts its latency.
+fn evicted(e: &Eviction) -> Evicted {
+    let cause = e.cause.message(&e.cluster);
+    let how = match &e.task {
+        Some(t) => format!(
+            "an eviction task with purge mode {} keeps the old copy as that mode says",
+            t.purge_mode.unwrap_or(PurgeMode::Graciously).as_str()
+        ),
+        None => "graceful eviction is off: the cluster is removed at once".to_string(),
+    };
+    Evicted {
+        cluster: e.cluster.clone(),
+        producer: EVICTION_PRODUCER_TAINT_MANAGER.into(),
+        reason: EVICTION_REASON_TAINT_UNTOLERATED,
+        event: format!("Evicted from cluster {}: {cause}; {how}", e.cluster),
+        cause,
+        purge_mode: e.task.as_ref().and_then(|t| t.purge_mode),
+        since: e
+            .cause
+            .taint()
+            .time_added
+            .map(|t| Since::Taint(t.as_datetime())),
+        preservation: e.preservation.clone(),
     }
 }
 
@@ -323,7 +375,7 @@ impl Reconciler for TaintManagerController {
         let Some(LiveBinding { rt, object }) = live_binding(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
         };
-        let mut spec: ResourceBindingSpec = decode(&object["spec"], key)?;
+        let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
         // A status the scheduler will rebuild does not stop an eviction: it only loses the
         // state to preserve.
         let status = status_or_default(&object, key);
@@ -340,80 +392,15 @@ impl Reconciler for TaintManagerController {
         let held = hold_evictions(&mut decision, self.brake.as_ref(), &clusters, key, now);
         decision.requeue_after = earliest(decision.requeue_after, &held);
         report_stops(self.brake.as_ref(), &self.events, &object, key, &held).await;
-        if !decision.evictions.is_empty() {
-            apply(&mut spec, &decision, now);
-            let mut updated = serde_json::Value::clone(&object);
-            crate::controllers::shared::binding_keys::set_placement(&mut updated, &spec);
-            let evicted: Vec<_> = decision
-                .evictions
-                .iter()
-                .map(|e| history::Evicted {
-                    cluster: &e.cluster,
-                    reason: EVICTION_REASON_TAINT_UNTOLERATED,
-                    producer: EVICTION_PRODUCER_TAINT_MANAGER,
-                    message: e.cause.message(&e.cluster),
-                })
-                .collect();
-            let entries = history::entries_for(&evicted, &object, &spec, now);
-            history::stage_evictions(&object, &mut updated, &entries);
+        if let Some(outcome) = outcome(&object, spec, &decision, now) {
             // The eviction and its history entries in one write; a conflict retries the
             // whole decision on the new binding.
-            let written = self.store.update_with_status(&rt, updated).await?;
-            for e in &decision.evictions {
-                let taint = match &e.cause {
-                    EvictionCause::Untolerated(t) | EvictionCause::ToleranceExpired(t) => t,
-                };
-                tracing::info!(binding = key, cluster = %e.cluster, taint = %taint, "evicted");
-                self.metrics
-                    .evictions
-                    .with_label_values(&[
-                        EVICTION_PRODUCER_TAINT_MANAGER,
-                        EVICTION_REASON_TAINT_UNTOLERATED,
-                    ])
-                    .inc();
-                if let Some(added) = &taint.time_added {
-                    let age = seconds_since(added.as_datetime(), now);
-                    self.metrics
-                        .taint_to_eviction
-                        .with_label_values(&[EVICTION_PRODUCER_TAINT_MANAGER])
-                        .observe(age);
-                }
-                let how = match &e.task {
-                    Some(t) => format!(
-                        "an eviction task with purge mode {} keeps the old copy as that mode says",
-                        t.purge_mode.unwrap_or(PurgeMode::Graciously).as_str()
-                    ),
-                    None => "graceful eviction is off: the cluster is removed at once".to_string(),
-                };
-                self.events
-                    .record(
-                        &object,
-                        EventType::Warning,
-                        "EvictWorkloadFromCluster",
-                        &format!(
-                            "Evicted from cluster {}: {}; {how}",
-                            e.cluster,
-                            e.cause.message(&e.cluster)
-                        ),
-                    )
-                    .await;
-                if let Some(p) = &e.preservation {
-                    // The eviction is written; a failed status write only loses the report.
-                    if let Err(err) = report(
-                        self.store.as_ref(),
-                        &self.events,
-                        &rt,
-                        &written,
-                        p,
-                        e.task.as_ref().and_then(|t| t.purge_mode),
-                        now,
-                    )
-                    .await
-                    {
-                        tracing::warn!(binding = key, cluster = %e.cluster, error = %err, "writing the StatePreserved condition failed");
-                    }
-                }
-            }
+            let effects = Effects {
+                store: self.store.as_ref(),
+                events: &self.events,
+                metrics: &self.metrics,
+            };
+            effects.carry_out(key, &rt, &object, outcome, now).await?;
         }
         Ok(decision
             .requeue_after
@@ -723,6 +710,104 @@ mod tests {
         assert_eq!(d.requeue_after, Some(Duration::from_secs(100)));
         let d = decide(&spec, &status, taints, &settings, at(400));
         assert_eq!(d.evictions.len(), 2);
+    }
+
+    /// What the controller hands to the one effect path: the binding with the decision
+    /// applied, one history entry per eviction, and how each eviction is reported.
+    #[test]
+    fn the_outcome_evicts_opens_the_entry_and_says_how_it_is_reported() {
+        use crate::controllers::failover::effects::Since;
+        use crate::controllers::failover::history::HistoryStep;
+        let spec = binding(Some(PurgeMode::Gracefully), vec![]);
+        let read = json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
+            "spec": serde_json::to_value(&spec).unwrap()});
+        let status = ResourceBindingStatus::default();
+        // (what, graceful eviction, the taint's timeAdded, the report's purge mode and
+        //  latency start, what the Event says of the old copy, the entry still open)
+        let cases = [
+            (
+                "a task",
+                true,
+                Some(0),
+                Some(PurgeMode::Gracefully),
+                Some(Since::Taint(at(0))),
+                "an eviction task with purge mode Gracefully",
+                true,
+            ),
+            (
+                "a taint without timeAdded: no latency",
+                true,
+                None,
+                Some(PurgeMode::Gracefully),
+                None,
+                "an eviction task with purge mode Gracefully",
+                true,
+            ),
+            (
+                "graceful eviction off: removed at once, the entry closed",
+                false,
+                Some(0),
+                None,
+                Some(Since::Taint(at(0))),
+                "graceful eviction is off",
+                false,
+            ),
+        ];
+        for (what, graceful, added, purge_mode, since, how, open) in cases {
+            let dead = vec![taint(NOT_READY, TaintEffect::NoExecute, added)];
+            let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
+            let settings = TaintManagerSettings {
+                graceful_eviction: graceful,
+                ..TaintManagerSettings::default()
+            };
+            let d = decide(&spec, &status, taints, &settings, at(10));
+            let o = outcome(&read, spec.clone(), &d, at(10)).expect("an eviction");
+            assert_eq!(
+                o.binding["spec"]["clusters"],
+                json!([{"name": "member2", "replicas": 2}]),
+                "{what}"
+            );
+            assert_eq!(
+                o.binding["spec"]["gracefulEvictionTasks"]
+                    .as_array()
+                    .map(Vec::len),
+                Some(usize::from(graceful)),
+                "{what}"
+            );
+            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
+                panic!("{what}: one entry: {:?}", o.history);
+            };
+            assert_eq!(entry.from_cluster, "member1", "{what}");
+            assert_eq!(entry.is_open(), open, "{what}");
+            let [e] = o.evicted.as_slice() else {
+                panic!("{what}: one eviction: {:?}", o.evicted);
+            };
+            assert_eq!(e.cluster, "member1", "{what}");
+            assert_eq!(e.producer, EVICTION_PRODUCER_TAINT_MANAGER, "{what}");
+            assert_eq!(e.reason, EVICTION_REASON_TAINT_UNTOLERATED, "{what}");
+            assert_eq!(e.cause, d.evictions[0].cause.message("member1"), "{what}");
+            assert_eq!(e.purge_mode, purge_mode, "{what}");
+            assert_eq!(e.since, since, "{what}");
+            assert!(
+                e.event.starts_with("Evicted from cluster member1: "),
+                "{what}"
+            );
+            assert!(
+                e.event.contains(NOT_READY) && e.event.contains(how),
+                "{what}: {}",
+                e.event
+            );
+            assert!(o.notes.is_empty(), "{what}");
+        }
+        // Nothing evicted: nothing to write.
+        let d = decide(
+            &spec,
+            &status,
+            |_| None,
+            &TaintManagerSettings::default(),
+            at(10),
+        );
+        assert_eq!(outcome(&read, spec.clone(), &d, at(10)), None);
     }
 
     #[test]
