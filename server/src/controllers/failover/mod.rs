@@ -9,14 +9,15 @@
 //!
 //! | step | file | pure function |
 //! |---|---|---|
-//! | a cluster's NoExecute taint outlasts a binding's toleration: evict it there | [`taint_manager`] | [`taint_manager::verdict`], [`taint_manager::decide`], [`taint_manager::apply`] |
-//! | a workload stays unhealthy on a Ready cluster: evict it there | [`application_failover`] | [`application_failover::decide`], [`application_failover::apply`] |
+//! | a cluster's NoExecute taint outlasts a binding's toleration: evict it there | [`taint_manager`] | [`taint_manager::verdict`], [`taint_manager::decide`], [`taint_manager::outcome`] |
+//! | a workload stays unhealthy on a Ready cluster: evict it there | [`application_failover`] | [`application_failover::decide`], [`application_failover::report`], [`application_failover::outcome`] |
 //! | every eviction asks the partition brake of its region first | [`brake`] | [`brake::state_of`], [`brake::pace_of`], [`brake::admit_in`] |
 //! | the evicted cluster's state is carried to the new placement | [`state_preservation`] | [`state_preservation::preserve`], [`state_preservation::condition`] |
 //! | an exactly-once workload's new copy waits until the old member has fenced itself | [`fencing`] | [`fencing::fence_wait`], [`fencing::unfenced_candidates`] |
 //! | an eviction task ends once the new placement is Healthy, or its grace period ran out | [`graceful_eviction`] | [`graceful_eviction::assess`] |
-//! | the workload returns to a recovered cluster after its stabilization window (opt-in) | [`failback`] | [`failback::decide`], [`failback::abort`] |
-//! | every step above leaves its mark in the binding's `status.failoverHistory` | [`history`] | [`history::entries_for`], [`history::stage_evictions`] |
+//! | the workload returns to a recovered cluster after its stabilization window (opt-in) | [`failback`] | [`failback::decide`], [`failback::abort`], [`failback::move_back`], [`failback::undo`] |
+//! | every step above leaves its mark in the binding's `status.failoverHistory` | [`history`] | [`history::entries_for`], [`history::stage`] |
+//! | an outcome of any of the three deciders is written once, then its metrics, Events and state-preservation reports follow | [`effects`] | [`effects::evict`]; the one shell [`effects::Effects::carry_out`] |
 //! | application failover can act only where the kind has a health rule | [`preconditions`] | [`preconditions::application_failover_condition`] |
 //! | what the deciders count | [`metrics`] | — |
 
