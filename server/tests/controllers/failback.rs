@@ -177,28 +177,7 @@ async fn waits_out_the_window_through_a_flap_then_moves_back_gracefully() {
         Some(2)
     );
     let b = get().await;
-    store
-        .create(
-            &well_known::works(),
-            json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                "metadata": {"name": "app", "namespace": "karmada-es-m1",
-                    "annotations": {"flotilla.io/assigned-replicas": "2"},
-                    "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
-                        "kind": "ResourceBinding", "name": "app-deployment",
-                        "uid": b["metadata"]["uid"], "controller": true}]},
-                "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": "app", "namespace": "default"}, "spec": {"replicas": 2}}]}}}),
-        )
-        .await
-        .unwrap();
-    let mut w = store
-        .get(&well_known::works(), Some("karmada-es-m1"), "app")
-        .await
-        .unwrap();
-    w["status"] = json!({"conditions": [{"type": "Applied", "status": "True",
-        "reason": "AppliedSuccessful", "message": "", "lastTransitionTime": "2026-01-01T00:05:21Z"}],
-        "manifestStatuses": [{"identifier": {"ordinal": 0}, "status": {"readyReplicas": 2}}]});
-    store.update_status(&well_known::works(), w).await.unwrap();
+    super::healthy_work(store.as_ref(), &b, "m1", "app", "2026-01-01T00:05:21Z").await;
     clock.advance(chrono::Duration::seconds(5));
     ge.reconcile(KEY).await.unwrap();
     let b = get().await;

@@ -199,28 +199,14 @@ async fn evict_reschedule_healthy_drop_fills_one_entry() {
 
     // The new copy reports Healthy: the task ends and the entry is complete.
     let b = get().await;
-    store
-        .create(
-            &well_known::works(),
-            json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                "metadata": {"name": "nginx", "namespace": "karmada-es-member2",
-                    "annotations": {"flotilla.io/assigned-replicas": "2"},
-                    "ownerReferences": [{"apiVersion": "work.karmada.io/v1alpha2",
-                        "kind": "ResourceBinding", "name": "nginx-deployment",
-                        "uid": b["metadata"]["uid"], "controller": true}]},
-                "spec": {"workload": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 2}}]}}}),
-        )
-        .await
-        .unwrap();
-    let mut w = store
-        .get(&well_known::works(), Some("karmada-es-member2"), "nginx")
-        .await
-        .unwrap();
-    w["status"] = json!({"conditions": [{"type": "Applied", "status": "True",
-        "reason": "AppliedSuccessful", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        "manifestStatuses": [{"identifier": {"ordinal": 0}, "status": {"readyReplicas": 2}}]});
-    store.update_status(&well_known::works(), w).await.unwrap();
+    super::healthy_work(
+        store.as_ref(),
+        &b,
+        "member2",
+        "nginx",
+        "2026-01-01T00:00:00Z",
+    )
+    .await;
     clock.advance(chrono::Duration::seconds(20));
     ge.reconcile(KEY).await.unwrap();
     let b = get().await;
