@@ -173,7 +173,7 @@ pub fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) ->
     Ok(())
 }
 
-/// Where a write to `target` goes, for [`authz::check_write`].
+/// Where a write to `target` goes, for [`super::authz::check_write`].
 pub fn place(target: &Target) -> Place<'_> {
     Place {
         rt: &target.rt,

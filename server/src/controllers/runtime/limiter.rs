@@ -1,6 +1,6 @@
 //! A token bucket that several workers (or several controllers) share: at most `burst` actions
 //! at once, refilled at `per_second`. The runtime makes a controller's workers take a token
-//! before each reconcile when its [`super::ControllerConfig::limiter`] is set; the eviction
+//! before each reconcile when its [`super::controller::ControllerConfig::limiter`] is set; the eviction
 //! brake of the failover controllers shares one bucket between them. Time is tokio's
 //! [`Instant`], so tests drive it with paused time; the arithmetic is the pure
 //! [`TokenBucket::try_take_at`].
