@@ -385,11 +385,16 @@ pub struct RegionForecast {
     /// `Normal`, `PartialDisruption`, `FullDisruption` or `StartupGrace`: the last of
     /// `states`.
     pub state: String,
-    /// `0.5/s`, `unlimited` or `stopped`.
+    /// How fast the region lets failed clusters out (once out, all of a cluster's bindings
+    /// may go): `0.1 clusters/s`, `unlimited` or `stopped`.
     pub rate: String,
-    /// The rate when evictions are paced.
+    /// The rate when failed clusters are paced.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub evictions_per_second: Option<f64>,
+    pub clusters_per_second: Option<f64>,
+    /// The `--resource-eviction-rate` ceiling on the evictions of failed clusters, when the
+    /// server sets one: `0.5 evictions/s`, `unlimited` or `stopped`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_eviction_rate: Option<String>,
     /// Clusters of the region.
     pub clusters: usize,
     /// Of which not Ready once the failure is seen.
@@ -414,7 +419,7 @@ pub struct RegionStateChange {
     pub after_seconds: i64,
     /// The state.
     pub state: String,
-    /// Its rate: `0.5/s`, `unlimited` or `stopped`.
+    /// Its rate: `0.1 clusters/s`, `unlimited` or `stopped`.
     pub rate: String,
 }
 
@@ -424,8 +429,10 @@ pub struct RegionStateChange {
 pub struct EvictionDelay {
     /// The evicted cluster's region.
     pub region: String,
-    /// Why it waited, in order: `StartupGrace`, `RateLimited` (a paced region: one eviction
-    /// per `1/rate`), or a stop that ended (`FullDisruption`, `RateZero`).
+    /// Why it waited, in order: `StartupGrace`, `RateLimited` (its cluster waited for its
+    /// turn: a paced region lets one failed cluster out per `1/rate`), `ResourceRateLimited`
+    /// (the `--resource-eviction-rate` ceiling), or a stop that ended (`FullDisruption`,
+    /// `RateZero`).
     pub reasons: Vec<String>,
     /// Seconds after the failure at which the controller wanted to evict.
     pub due_after_seconds: i64,

@@ -11,6 +11,7 @@ pub mod feature_gates;
 pub mod interpreter;
 pub mod kinds;
 pub mod probes;
+pub mod profile;
 pub mod scheduler;
 pub mod simulation;
 pub mod store;

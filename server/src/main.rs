@@ -10,6 +10,7 @@ use clap::{Parser, ValueEnum};
 use flotilla_server::app::{
     self, ControllerSettings, Engine, ServerConfig, Tls, DEFAULT_MIN_FLUSH_INTERVAL,
 };
+use flotilla_server::profile::{Detection, DetectionFlags};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -93,23 +94,32 @@ struct Flags {
     /// A True probe must last this long before Ready turns True.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
     cluster_success_threshold: Duration,
-    /// Pull members' leases are checked this often.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
-    cluster_monitor_period: Duration,
-    /// A pull member silent this long turns Ready Unknown.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "40s")]
-    cluster_monitor_grace_period: Duration,
-    /// Like --cluster-monitor-grace-period, for members that never posted a status.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
-    cluster_startup_grace_period: Duration,
+    /// Second-scale failure detection for demos and tests: monitor period 300ms, grace
+    /// periods 2s (startup 5s), eviction timeout 1s, default tolerations 0 s, eviction
+    /// startup grace 2s. NOT FOR PRODUCTION: a member that misses two seconds of lease
+    /// renewals is failed over. Timing flags given explicitly still win.
+    #[arg(long)]
+    fast_failover: bool,
+    /// Pull members' leases are checked this often [default: 5s; 300ms with --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_monitor_period: Option<Duration>,
+    /// A pull member silent this long turns Ready Unknown; agents without timing flags renew
+    /// their leases within a quarter of it [default: 40s; 2s with --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_monitor_grace_period: Option<Duration>,
+    /// Like --cluster-monitor-grace-period, for members that never posted a status
+    /// [default: 60s; 5s with --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_startup_grace_period: Option<Duration>,
     /// Self-fencing: an exactly-once binding's replacement waits until the failed member's last
     /// lease renewal plus this long. Must be at least the agents' `--fence-after` plus the clock
     /// offset allowed between server and agents (docs/failover.md, "Safety: self-fencing").
     #[arg(long, value_parser = humantime::parse_duration, default_value = "45s")]
     member_fence_after: Duration,
-    /// A member not Ready this long gets the NoExecute taint.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
-    failover_eviction_timeout: Duration,
+    /// A member not Ready this long gets the NoExecute taint [default: 5m; 1s with
+    /// --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    failover_eviction_timeout: Option<Duration>,
     /// Add NoExecute taints automatically (false leaves them to ClusterTaintPolicies and users;
     /// the NoSchedule taints stay).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -144,14 +154,24 @@ struct Flags {
     /// it stays where it is and the binding says so (0: no bound).
     #[arg(long, default_value_t = 3)]
     application_failover_max_moves: u32,
-    /// Partition brake: evictions per second in a region that is Normal (Karmada's flag and
-    /// default; 0 stops them).
-    #[arg(long, default_value_t = 0.5, value_parser = parse_rate)]
-    resource_eviction_rate: f64,
-    /// Partition brake: evictions per second in a region with more than
-    /// --unhealthy-cluster-threshold of its clusters (or of the fleet's) not Ready.
+    /// Eviction brake: failed clusters let out per second in a region that is Normal; once
+    /// out, all of a cluster's bindings go, each at its own toleration (0 stops them). The
+    /// first failed cluster goes at once.
     #[arg(long, default_value_t = 0.1, value_parser = parse_rate)]
-    secondary_resource_eviction_rate: f64,
+    cluster_eviction_rate: f64,
+    /// Eviction brake: failed clusters let out per second in a region with more than
+    /// --unhealthy-cluster-threshold of its clusters (or of the fleet's) not Ready.
+    #[arg(long, default_value_t = 0.01, value_parser = parse_rate)]
+    secondary_cluster_eviction_rate: f64,
+    /// Eviction brake: an optional ceiling, in evictions (bindings) per second per region, on
+    /// the evictions of failed clusters: Karmada's pacing on top of the clusters' (unset: no
+    /// ceiling; 0 stops them).
+    #[arg(long, value_parser = parse_rate)]
+    resource_eviction_rate: Option<f64>,
+    /// Eviction brake: the --resource-eviction-rate ceiling in a partially disrupted region
+    /// (unset: --resource-eviction-rate's).
+    #[arg(long, value_parser = parse_rate, requires = "resource_eviction_rate")]
+    secondary_resource_eviction_rate: Option<f64>,
     /// Partition brake: the share of not-Ready clusters above which a region (or the fleet)
     /// is partially disrupted (at least 3 clusters not Ready).
     #[arg(long, default_value_t = 0.55, value_parser = parse_share)]
@@ -201,12 +221,14 @@ struct Flags {
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
-    /// tolerationSeconds of the not-ready NoExecute toleration added to policies.
-    #[arg(long, default_value_t = 300)]
-    default_not_ready_toleration_seconds: i64,
-    /// tolerationSeconds of the unreachable NoExecute toleration added to policies.
-    #[arg(long, default_value_t = 300)]
-    default_unreachable_toleration_seconds: i64,
+    /// tolerationSeconds of the not-ready NoExecute toleration added to policies [default:
+    /// 300; 0 with --fast-failover].
+    #[arg(long)]
+    default_not_ready_toleration_seconds: Option<i64>,
+    /// tolerationSeconds of the unreachable NoExecute toleration added to policies [default:
+    /// 300; 0 with --fast-failover].
+    #[arg(long)]
+    default_unreachable_toleration_seconds: Option<i64>,
 }
 
 fn parse_purge_mode(s: &str) -> Result<flotilla_api::policy::PurgeMode, String> {
@@ -218,9 +240,7 @@ fn parse_purge_mode(s: &str) -> Result<flotilla_api::policy::PurgeMode, String> 
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
-        _ => Err(format!(
-            "{s:?}: expected a number of evictions per second, 0 or more"
-        )),
+        _ => Err(format!("{s:?}: expected a number per second, 0 or more")),
     }
 }
 
@@ -275,6 +295,20 @@ async fn terminated() {
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     init_logging(flags.log_format);
+    let detection = Detection::profile(flags.fast_failover).with(DetectionFlags {
+        monitor_period: flags.cluster_monitor_period,
+        monitor_grace: flags.cluster_monitor_grace_period,
+        startup_grace: flags.cluster_startup_grace_period,
+        eviction_timeout: flags.failover_eviction_timeout,
+        not_ready_toleration_seconds: flags.default_not_ready_toleration_seconds,
+        unreachable_toleration_seconds: flags.default_unreachable_toleration_seconds,
+    });
+    if flags.fast_failover {
+        tracing::warn!(
+            ?detection,
+            "--fast-failover: second-scale failure detection, for demos and tests only"
+        );
+    }
     let mut config = ServerConfig::new(flags.data_dir.clone());
     config.listen = flags.listen;
     config.engine = match flags.store {
@@ -299,8 +333,8 @@ async fn main() -> anyhow::Result<()> {
     config.limits.header_read_timeout = Duration::from_secs(flags.header_read_timeout_seconds);
     config.limits.body_read_timeout = Duration::from_secs(flags.body_read_timeout_seconds);
     config.limits.max_connections = flags.max_connections;
-    config.defaulting.not_ready_toleration_seconds = flags.default_not_ready_toleration_seconds;
-    config.defaulting.unreachable_toleration_seconds = flags.default_unreachable_toleration_seconds;
+    config.defaulting.not_ready_toleration_seconds = detection.not_ready_toleration_seconds;
+    config.defaulting.unreachable_toleration_seconds = detection.unreachable_toleration_seconds;
     config.controllers = if flags.no_controllers {
         None
     } else {
@@ -309,10 +343,10 @@ async fn main() -> anyhow::Result<()> {
         c.health.status_update_frequency = chrono(flags.cluster_status_update_frequency);
         c.health.thresholds.failure = chrono(flags.cluster_failure_threshold);
         c.health.thresholds.success = chrono(flags.cluster_success_threshold);
-        c.health.monitor_period = chrono(flags.cluster_monitor_period);
-        c.health.grace.monitor = chrono(flags.cluster_monitor_grace_period);
-        c.health.grace.startup = chrono(flags.cluster_startup_grace_period);
-        c.taints.eviction_timeout = chrono(flags.failover_eviction_timeout);
+        c.health.monitor_period = chrono(detection.monitor_period);
+        c.health.grace.monitor = chrono(detection.monitor_grace);
+        c.health.grace.startup = chrono(detection.startup_grace);
+        c.taints.eviction_timeout = chrono(detection.eviction_timeout);
         c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
         c.probe_timeout = flags.member_probe_timeout;
         c.push_status_period = flags.push_status_period;
@@ -330,14 +364,16 @@ async fn main() -> anyhow::Result<()> {
         c.application_failover.max_moves = flags.application_failover_max_moves;
         c.eviction_brake = flotilla_server::controllers::settings::BrakeSettings {
             rate_limit: flags.enable_eviction_rate_limit,
-            primary_rate: flags.resource_eviction_rate,
-            secondary_rate: flags.secondary_resource_eviction_rate,
+            cluster_rate: flags.cluster_eviction_rate,
+            secondary_cluster_rate: flags.secondary_cluster_eviction_rate,
+            resource_rate: flags.resource_eviction_rate,
+            secondary_resource_rate: flags.secondary_resource_eviction_rate,
             unhealthy_threshold: flags.unhealthy_cluster_threshold,
             large_fleet_size: flags.large_fleet_size,
             large_fleet_threshold: flags.large_fleet_partition_threshold,
             startup_grace: flags
                 .eviction_startup_grace_period
-                .unwrap_or(flags.cluster_monitor_grace_period),
+                .unwrap_or(detection.monitor_grace),
         };
         Some(c)
     };

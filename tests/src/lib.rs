@@ -399,28 +399,15 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
     )
 }
 
-/// Server flags for second-scale failure detection of pull members: a member silent for 2 s
-/// turns Ready Unknown, 1 s later it gets the NoExecute taint, and the default tolerations of
-/// 0 s evict at once.
-pub const FAST_PULL_FAILOVER: &[&str] = &[
-    "--cluster-monitor-period",
-    "300ms",
-    "--cluster-monitor-grace-period",
-    "2s",
-    "--cluster-startup-grace-period",
-    "5s",
-    "--failover-eviction-timeout",
-    "1s",
-    "--default-not-ready-toleration-seconds",
-    "0",
-    "--default-unreachable-toleration-seconds",
-    "0",
-];
+/// Server flags for second-scale failure detection of pull members: the server's
+/// `--fast-failover` profile (a member silent for 2 s turns Ready Unknown, 1 s later it gets
+/// the NoExecute taint, and the default tolerations of 0 s evict at once).
+pub const FAST_PULL_FAILOVER: &[&str] = &["--fast-failover"];
 
-/// Server flags that take the partition brake's pacing and startup wait out of tests that are
-/// not about it (a default server waits one `--cluster-monitor-grace-period`, 40 s, after its
-/// start before it evicts anything, then evicts 0.5 per second per region). The brake's stop
-/// of a fully disrupted fleet stays.
+/// Server flags that take the eviction brake's pacing and startup wait out of tests that are
+/// not about it (a default server waits one `--cluster-monitor-grace-period` after its start
+/// before it evicts anything, then lets one failed cluster out every 10 s per region). The
+/// brake's stop of a fully disrupted fleet stays.
 pub const NO_EVICTION_PACING: &[&str] = &[
     "--enable-eviction-rate-limit=false",
     "--eviction-startup-grace-period",

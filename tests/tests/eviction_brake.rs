@@ -1,95 +1,50 @@
-//! The partition brake end to end, with the real server and two real agent processes on
-//! 127.0.0.1 and second-scale timings: region-a (a1..a3, one agent process) and region-b
-//! (b1, b2, another). Two Deployments are Duplicated on all five members with purge mode
-//! Never, so every eviction leaves a task (with its creationTimestamp) that stays.
+//! The eviction brake end to end, with the real server at its default brake settings (only
+//! `--fast-failover` given, for second-scale detection) and five real agent processes on
+//! 127.0.0.1, one member each. Twelve Deployments are Duplicated on all five members with
+//! purge mode Never, so every eviction leaves a task (with its creationTimestamp) that stays.
 //!
-//! - Region A's agent is SIGKILLed: its three members go not Ready at once, region A (and the
-//!   fleet, 3 of 5) is PartialDisruption, and the six evictions (2 bindings × 3 clusters) go
-//!   at the secondary rate (1/s here, against a primary of 10/s): their tasks' timestamps
-//!   span at least 4 s; the evictionbrakes API, kubectl and /metrics say so.
-//! - Both agents are SIGKILLed: the whole fleet is not Ready, the brake stops evictions; the
+//! - One member's agent is SIGKILLed: the brake lets that cluster out at once, and all twelve
+//!   of its bindings leave it within seconds (Karmada's pacing of 0.5 bindings/s would take
+//!   24 s); the evictionbrakes API, kubectl and /metrics say so.
+//! - Four of five are SIGKILLed at once: the region is PartialDisruption, one cluster is let
+//!   out, the other three wait for their turns 100 s apart (0.01 clusters/s), so in the first
+//!   20 s at most one cluster's bindings are evicted; the EvictionBrake object names the
+//!   waiting clusters and their turns.
+//! - All five are SIGKILLed: the whole fleet is not Ready, the brake stops evictions; the
 //!   EvictionHeld Event on a binding says why (the positive signal that the taint manager
 //!   looked), and no binding has an eviction task.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::{events_about, eventually, Agent, ApiClient, Server, FAST_PULL_FAILOVER};
+use flotilla_tests::{
+    events_about, eventually, pull_agent, Agent, ApiClient, Server, FAST_PULL_FAILOVER,
+};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 const RBS: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings";
 const BRAKES: &str = "/apis/flotilla.io/v1alpha1/evictionbrakes";
-const APPS: [&str; 2] = ["web-1", "web-2"];
-
-/// [`FAST_PULL_FAILOVER`] with the NoExecute taint 3 s after Ready turns Unknown (so all
-/// members of a killed agent are not Ready before the first taint, whatever the phase of
-/// their last lease renewal) and fast brake rates.
-fn server_flags() -> Vec<&'static str> {
-    let mut flags: Vec<&'static str> = Vec::new();
-    let mut it = FAST_PULL_FAILOVER.iter();
-    while let Some(f) = it.next() {
-        flags.push(f);
-        if *f == "--failover-eviction-timeout" {
-            it.next();
-            flags.push("3s");
-        }
-    }
-    flags.extend([
-        "--resource-eviction-rate",
-        "10",
-        "--secondary-resource-eviction-rate",
-        "1",
-    ]);
-    flags
-}
-
-/// One agent process hosting `n` simulated members `<prefix>1..` in `region`.
-fn region_agent(server: &Server, data: &Path, prefix: &str, n: usize, region: &str) -> Agent {
-    let dir = data.join(prefix).display().to_string();
-    let ca = server.data_dir.join("tls.crt").display().to_string();
-    let token = server.data_dir.join("join.token").display().to_string();
-    let n = n.to_string();
-    Agent::start(&[
-        "--server",
-        &server.url,
-        "--token-file",
-        &token,
-        "--ca-file",
-        &ca,
-        "--data-dir",
-        &dir,
-        "--sim-members",
-        &n,
-        "--member-prefix",
-        prefix,
-        "--region",
-        region,
-        "--lease-renew-interval-ms",
-        "300",
-        "--cluster-status-update-frequency-ms",
-        "300",
-        "--pod-startup-delay-ms",
-        "100",
-    ])
-    .unwrap()
-}
+const APPS: usize = 12;
+const MEMBERS: [&str; 5] = ["member1", "member2", "member3", "member4", "member5"];
 
 struct Fleet {
     server: Server,
     api: ApiClient,
-    a: Agent,
-    b: Agent,
+    agents: Vec<Agent>,
     _data: tempfile::TempDir,
 }
 
-/// The server, both regions Ready, and both Deployments placed on all five members.
+/// The server at its default brake settings, five members Ready, and every Deployment placed
+/// on all five.
 fn fleet() -> Fleet {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(&data.path().join("server"), &server_flags()).unwrap();
+    let server = Server::start(&data.path().join("server"), FAST_PULL_FAILOVER).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    let a = region_agent(&server, data.path(), "a", 3, "region-a");
-    let b = region_agent(&server, data.path(), "b", 2, "region-b");
-    flotilla_tests::wait_members_ready(&api, 5);
+    let agents = MEMBERS
+        .iter()
+        .map(|m| pull_agent(&server, m, data.path()))
+        .collect();
+    flotilla_tests::wait_members_ready(&api, MEMBERS.len());
     let policy = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
         "metadata": {"name": "web", "namespace": "default"},
         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
@@ -104,7 +59,8 @@ fn fleet() -> Fleet {
         )
         .unwrap();
     assert_eq!(code, 201, "{body}");
-    for app in APPS {
+    for i in 0..APPS {
+        let app = format!("web-{i}");
         let d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": app, "namespace": "default", "labels": {"tier": "web"}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": app}},
@@ -120,38 +76,52 @@ fn fleet() -> Fleet {
         assert_eq!(code, 201, "{body}");
     }
     eventually(
-        "both bindings on all five members",
+        "every binding on all five members",
         Duration::from_secs(60),
         || {
-            APPS.iter()
-                .all(|app| {
-                    flotilla_tests::placement_of(&api, &binding(app)).is_some_and(|p| p.len() == 5)
+            (0..APPS)
+                .all(|i| {
+                    flotilla_tests::placement_of(&api, &binding(i))
+                        .is_some_and(|p| p.len() == MEMBERS.len())
                 })
                 .then_some(())
         },
     );
+    // The startup grace (one monitor grace period, 2 s) is over.
+    eventually("the brake Normal", Duration::from_secs(30), || {
+        let b = brake(&api);
+        (b["status"]["state"] == "Normal").then_some(())
+    });
     Fleet {
         server,
         api,
-        a,
-        b,
+        agents,
         _data: data,
     }
 }
 
-fn binding(app: &str) -> String {
-    format!("{RBS}/{app}-deployment")
+fn binding(i: usize) -> String {
+    format!("{RBS}/web-{i}-deployment")
 }
 
-/// Every eviction task of both bindings.
+/// Every eviction task of every binding.
 fn tasks(api: &ApiClient) -> Vec<Value> {
-    APPS.iter()
-        .flat_map(|app| flotilla_tests::eviction_tasks(api, &binding(app)))
+    (0..APPS)
+        .flat_map(|i| flotilla_tests::eviction_tasks(api, &binding(i)))
         .collect()
 }
 
-fn brake(api: &ApiClient, name: &str) -> Value {
-    api.get(&format!("{BRAKES}/{name}")).unwrap()
+/// The clusters evicted from some binding so far.
+fn evicted_clusters(api: &ApiClient) -> BTreeSet<String> {
+    tasks(api)
+        .iter()
+        .filter_map(|t| t["fromCluster"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The brake of the clusters without a region.
+fn brake(api: &ApiClient) -> Value {
+    api.get(&format!("{BRAKES}/no-region")).unwrap()
 }
 
 /// The value of the sample of `name` whose labels include every one of `labels` (`k="v"`) in
@@ -176,73 +146,62 @@ fn metric(server: &Server, name: &str, labels: &[&str]) -> f64 {
         .unwrap_or(0.0)
 }
 
-#[test]
-fn a_region_that_goes_down_at_once_is_evicted_at_the_secondary_rate() {
-    let mut f = fleet();
-    // The startup grace (one monitor grace period, 2 s) ends; region A is Normal at 10/s.
-    eventually("region-a Normal at 10/s", Duration::from_secs(30), || {
-        let a = brake(&f.api, "region-a");
-        (a["status"]["state"] == "Normal" && a["status"]["rate"] == "10/s").then_some(())
-    });
+fn names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
-    f.a.process.kill();
+#[test]
+fn one_killed_member_of_five_is_evacuated_at_once() {
+    let mut f = fleet();
+    f.agents[0].process.kill();
+    // Detection takes about 3.3 s (2 s grace, 300 ms monitor, 1 s to the taint, toleration
+    // 0); Karmada's 0.5 bindings/s would then need 24 s more for twelve bindings.
     let all = eventually(
-        "six eviction tasks (2 bindings × a1..a3)",
-        Duration::from_secs(60),
+        "every binding evicted from member1",
+        Duration::from_secs(20),
         || {
             let t = tasks(&f.api);
-            (t.len() == 6).then_some(t)
+            (t.len() == APPS).then_some(t)
         },
     );
+    assert!(all.iter().all(|t| t["fromCluster"] == "member1"), "{all:?}");
     let mut stamps: Vec<chrono::DateTime<chrono::FixedOffset>> = all
         .iter()
         .map(|t| {
-            assert!(
-                t["fromCluster"].as_str().unwrap_or("").starts_with('a'),
-                "{t}"
-            );
             chrono::DateTime::parse_from_rfc3339(t["creationTimestamp"].as_str().unwrap()).unwrap()
         })
         .collect();
     stamps.sort();
-    let span = (stamps[5] - stamps[0]).num_seconds();
-    // Six at 1/s (burst 1) take at least 5 s; at the primary 10/s they would take 0.5 s.
-    // Timestamps are whole seconds, hence 4.
-    assert!(span >= 4, "the evictions spanned {span} s: {stamps:?}");
+    // All at once: within two whole-second stamps (Karmada's pacing: 22 s apart).
+    let span = (stamps[APPS - 1] - stamps[0]).num_seconds();
+    assert!(span <= 2, "the evictions spanned {span} s: {stamps:?}");
 
-    let a = brake(&f.api, "region-a");
-    assert_eq!(a["status"]["state"], "PartialDisruption", "{a}");
-    assert_eq!(a["status"]["rate"], "1/s", "{a}");
-    assert_eq!(a["status"]["notReadyClusters"], 3, "{a}");
-    assert!(
-        a["status"]["heldEvictions"].as_u64().unwrap_or(0) > 0,
-        "{a}"
-    );
-    assert!(
-        a["status"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("3 of 3 clusters of region region-a are not Ready"),
-        "{a}"
-    );
-    // Region B keeps its clusters; the fleet (3 of 5 down) slows it too.
-    let b = brake(&f.api, "region-b");
-    assert_eq!(b["status"]["state"], "PartialDisruption", "{b}");
-    assert_eq!(b["status"]["notReadyClusters"], 0, "{b}");
-    assert!(
+    let b = brake(&f.api);
+    assert_eq!(b["status"]["state"], "Normal", "{b}");
+    assert_eq!(b["status"]["rate"], "0.1 clusters/s", "{b}");
+    assert_eq!(names(&b["status"]["releasedClusters"]), ["member1"], "{b}");
+    assert_eq!(b["status"]["notReadyClusters"], 1, "{b}");
+    assert_eq!(
         metric(
             &f.server,
-            "flotilla_evictions_held_total",
-            &[r#"reason="RateLimited""#, r#"region="region-a""#]
-        ) > 0.0
+            "flotilla_eviction_brake_clusters_released_total",
+            &[r#"region="(none)""#]
+        ),
+        1.0
     );
     assert_eq!(
         metric(
             &f.server,
-            "flotilla_eviction_brake_state",
-            &[r#"region="region-a""#, r#"state="PartialDisruption""#]
+            "flotilla_eviction_brake_rate",
+            &[r#"region="(none)""#]
         ),
-        1.0
+        0.1
     );
     // Read-only: computed on read, nothing to write.
     let (code, answer) = f
@@ -256,32 +215,101 @@ fn a_region_that_goes_down_at_once_is_evicted_at_the_secondary_rate() {
     let out = k.run(&["get", "evictionbrakes"]).unwrap();
     let row = out
         .lines()
-        .find(|l| l.starts_with("region-a "))
-        .unwrap_or_else(|| panic!("no region-a row: {out}"));
+        .find(|l| l.starts_with("no-region "))
+        .unwrap_or_else(|| panic!("no no-region row: {out}"));
     assert!(
-        row.contains("PartialDisruption") && row.contains("1/s"),
+        row.contains("Normal") && row.contains("0.1 clusters/s"),
         "{out}"
     );
     let yaml = k
-        .run(&["get", "evictionbrake", "region-b", "-o", "yaml"])
+        .run(&["get", "evictionbrake", "no-region", "-o", "yaml"])
         .unwrap();
     assert!(yaml.contains("kind: EvictionBrake"), "{yaml}");
-    assert!(yaml.contains("state: PartialDisruption"), "{yaml}");
-    drop(f.b);
+    assert!(yaml.contains("releasedClusters:"), "{yaml}");
+}
+
+#[test]
+fn four_of_five_killed_at_once_let_out_one_cluster_in_the_first_20_seconds() {
+    let mut f = fleet();
+    let wall_killed = chrono::Utc::now();
+    for a in &mut f.agents[1..] {
+        a.process.kill();
+    }
+    // The positive signal: one cluster let out, the three others queued for their turns.
+    let b = eventually(
+        "one cluster released and three queued",
+        Duration::from_secs(30),
+        || {
+            let b = brake(&f.api);
+            if names(&b["status"]["releasedClusters"]).len() == 1
+                && names(&b["status"]["queuedClusters"]).len() == 3
+            {
+                Ok(b)
+            } else {
+                Err(b)
+            }
+        },
+    );
+    assert_eq!(b["status"]["state"], "PartialDisruption", "{b}");
+    assert_eq!(b["status"]["rate"], "0.01 clusters/s", "{b}");
+    assert_eq!(b["status"]["notReadyClusters"], 4, "{b}");
+    // The brake's queue is the evidence that nothing else moves for a while: the next turn
+    // comes 100 s after the first release, well past 20 s after the kill.
+    let turns: Vec<chrono::DateTime<chrono::Utc>> = b["status"]["queuedClusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| flotilla_tests::time_at(c, "/turnAt"))
+        .collect();
+    assert!(
+        turns
+            .iter()
+            .all(|t| *t > wall_killed + chrono::Duration::seconds(20)),
+        "{b}"
+    );
+    let released = names(&b["status"]["releasedClusters"]);
+    eventually(
+        "all bindings evicted from the released cluster",
+        Duration::from_secs(20),
+        || (tasks(&f.api).len() == APPS).then_some(()),
+    );
+    let evicted = evicted_clusters(&f.api);
+    assert_eq!(evicted.iter().collect::<Vec<_>>(), [&released[0]]);
+    // Checked before the next turn, so the check means something.
+    assert!(
+        turns.iter().all(|t| chrono::Utc::now() < *t),
+        "checked after a turn came: {turns:?}"
+    );
+    assert!(
+        metric(
+            &f.server,
+            "flotilla_evictions_held_total",
+            &[r#"reason="RateLimited""#, r#"region="(none)""#]
+        ) > 0.0
+    );
+    assert_eq!(
+        metric(
+            &f.server,
+            "flotilla_eviction_brake_clusters_queued",
+            &[r#"region="(none)""#]
+        ),
+        3.0
+    );
 }
 
 #[test]
 fn when_the_whole_fleet_goes_down_nothing_is_evicted_and_an_event_says_why() {
     let mut f = fleet();
-    f.a.process.kill();
-    f.b.process.kill();
+    for a in &mut f.agents {
+        a.process.kill();
+    }
     // The positive signal: the taint manager wanted to evict and the brake held it.
     let event = eventually(
         "an EvictionHeld Event on a binding",
         Duration::from_secs(60),
         || {
-            APPS.iter()
-                .flat_map(|app| events_about(&f.api, "default", &format!("{app}-deployment")))
+            (0..APPS)
+                .flat_map(|i| events_about(&f.api, "default", &format!("web-{i}-deployment")))
                 .find(|e| e["reason"] == "EvictionHeld")
         },
     );
@@ -293,30 +321,22 @@ fn when_the_whole_fleet_goes_down_nothing_is_evicted_and_an_event_says_why() {
     );
     assert_eq!(event["type"], "Warning");
     assert!(tasks(&f.api).is_empty(), "{:?}", tasks(&f.api));
-    for app in APPS {
+    for i in 0..APPS {
         assert_eq!(
-            flotilla_tests::placement_of(&f.api, &binding(app)).map(|p| p.len()),
-            Some(5),
-            "{app} keeps all five clusters"
+            flotilla_tests::placement_of(&f.api, &binding(i)).map(|p| p.len()),
+            Some(MEMBERS.len()),
+            "web-{i} keeps all five clusters"
         );
     }
-    for region in ["region-a", "region-b"] {
-        let b = brake(&f.api, region);
-        assert_eq!(b["status"]["state"], "FullDisruption", "{b}");
-        assert_eq!(b["status"]["rate"], "stopped", "{b}");
-    }
-    // Both regions hold evictions; the Event seen first may be about a binding of region-b,
-    // whose hold was counted before region-a's.
-    eventually(
-        "an eviction held in region-a for FullDisruption",
-        Duration::from_secs(30),
-        || {
-            (metric(
-                &f.server,
-                "flotilla_evictions_held_total",
-                &[r#"reason="FullDisruption""#, r#"region="region-a""#],
-            ) > 0.0)
-                .then_some(())
-        },
+    let b = brake(&f.api);
+    assert_eq!(b["status"]["state"], "FullDisruption", "{b}");
+    assert_eq!(b["status"]["rate"], "stopped", "{b}");
+    assert!(names(&b["status"]["releasedClusters"]).is_empty(), "{b}");
+    assert!(
+        metric(
+            &f.server,
+            "flotilla_evictions_held_total",
+            &[r#"reason="FullDisruption""#, r#"region="(none)""#],
+        ) > 0.0
     );
 }

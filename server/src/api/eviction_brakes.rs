@@ -1,14 +1,17 @@
-//! `GET /apis/flotilla.io/v1alpha1/evictionbrakes[/<region>]`: the partition brake's state per
+//! `GET /apis/flotilla.io/v1alpha1/evictionbrakes[/<region>]`: the eviction brake's state per
 //! region (controllers/failover/brake.rs), read-only and computed on read from the clusters
 //! as they are now and the brake the controllers share — nothing is stored. One object per
-//! region, named after it (`no-region` for the clusters without one); `kubectl get
-//! evictionbrakes` prints the state, the rate and the counts, `-o yaml` the reason too. Any
-//! other verb answers 405 (the registry of computed kinds, [`super::computed`], serves it).
+//! region, named after it (`no-region` for the clusters without one). The brake's unit is a
+//! failed cluster: the object says how fast the region lets failed clusters out, which it let
+//! out (all their bindings may go) and which wait for their turn, and when. `kubectl get
+//! evictionbrakes` prints the state, the rate and the counts, `-o yaml` the reason and the
+//! clusters too. Any other verb answers 405 (the registry of computed kinds,
+//! [`super::computed`], serves it).
 
 use super::error::{ApiError, ApiResult};
 use super::table::{age_column, name_column, text, Column};
 use super::ApiState;
-use crate::controllers::failover::brake::{Pace, RegionReport, NO_REGION};
+use crate::controllers::failover::brake::{Pace, RegionReport, CLUSTERS, EVICTIONS, NO_REGION};
 use crate::controllers::shared::cluster_cache;
 use chrono::{DateTime, SecondsFormat, Utc};
 use flotilla_api::kinds::FLOTILLA_GROUP;
@@ -41,16 +44,21 @@ pub fn object(
     let mut status = json!({
         "region": v.region,
         "state": v.state.as_str(),
-        "rate": v.pace.describe(),
+        "rate": v.pace.describe(CLUSTERS),
         "clusters": v.counts.clusters,
         "notReadyClusters": v.counts.not_ready,
         "fleetClusters": fleet.0,
         "fleetNotReadyClusters": fleet.1,
         "heldEvictions": r.held,
+        "releasedClusters": r.released.iter().map(|t| json!({"name": t.cluster, "releasedAt": stamp(t.at)})).collect::<Vec<_>>(),
+        "queuedClusters": r.queued.iter().map(|t| json!({"name": t.cluster, "turnAt": stamp(t.at)})).collect::<Vec<_>>(),
         "message": v.reason,
     });
     if let Pace::PerSecond(rate) = v.pace {
-        status["evictionsPerSecond"] = json!(rate);
+        status["clustersPerSecond"] = json!(rate);
+    }
+    if let Some(ceiling) = v.ceiling {
+        status["resourceEvictionRate"] = json!(ceiling.describe(EVICTIONS));
     }
     if v.state == crate::controllers::failover::brake::RegionState::StartupGrace {
         status["startupGraceUntil"] = json!(stamp(grace_until));
@@ -87,6 +95,12 @@ pub fn columns() -> Vec<Column> {
     fn count(o: &Value, pointer: &str) -> Value {
         json!(o.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
     }
+    fn len(o: &Value, pointer: &str) -> Value {
+        json!(o
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len))
+    }
     let mut out = vec![name_column()];
     out.push(Column {
         name: "State",
@@ -99,7 +113,7 @@ pub fn columns() -> Vec<Column> {
         name: "Rate",
         kind: "string",
         priority: 0,
-        description: "Evictions the brake allows in the region now.",
+        description: "Failed clusters the brake lets out in the region now; once out, all their bindings may go.",
         cell: |o, _| text(o, "/status/rate"),
     });
     out.push(Column {
@@ -115,6 +129,20 @@ pub fn columns() -> Vec<Column> {
         priority: 0,
         description: "Clusters of the region that are not Ready.",
         cell: |o, _| count(o, "/status/notReadyClusters"),
+    });
+    out.push(Column {
+        name: "Released",
+        kind: "integer",
+        priority: 0,
+        description: "Failed clusters let out: all their bindings may be evicted.",
+        cell: |o, _| len(o, "/status/releasedClusters"),
+    });
+    out.push(Column {
+        name: "Queued",
+        kind: "integer",
+        priority: 0,
+        description: "Failed clusters waiting for their turn.",
+        cell: |o, _| len(o, "/status/queuedClusters"),
     });
     out.push(Column {
         name: "Held",
@@ -138,7 +166,7 @@ pub fn columns() -> Vec<Column> {
 mod tests {
     use super::*;
     use crate::api::table;
-    use crate::controllers::failover::brake::{Counts, RegionState, RegionView};
+    use crate::controllers::failover::brake::{ClusterTurn, Counts, RegionState, RegionView};
     use chrono::TimeZone;
 
     #[test]
@@ -153,12 +181,21 @@ mod tests {
                 },
                 state,
                 pace,
+                ceiling: None,
                 reason: "why".into(),
             },
             held: 4,
+            released: vec![ClusterTurn {
+                cluster: "a1".into(),
+                at: t0,
+            }],
+            queued: vec![ClusterTurn {
+                cluster: "a2".into(),
+                at: t0 + chrono::Duration::seconds(100),
+            }],
         };
         let o = object(
-            &report("a", RegionState::PartialDisruption, Pace::PerSecond(0.1)),
+            &report("a", RegionState::PartialDisruption, Pace::PerSecond(0.01)),
             (5, 3),
             t0,
             t0,
@@ -166,8 +203,17 @@ mod tests {
         assert_eq!(o["metadata"]["name"], "a");
         assert_eq!(o["kind"], "EvictionBrake");
         assert_eq!(o["status"]["state"], "PartialDisruption");
-        assert_eq!(o["status"]["rate"], "0.1/s");
-        assert_eq!(o["status"]["evictionsPerSecond"], 0.1);
+        assert_eq!(o["status"]["rate"], "0.01 clusters/s");
+        assert_eq!(o["status"]["clustersPerSecond"], 0.01);
+        assert_eq!(
+            o["status"]["releasedClusters"],
+            json!([{"name": "a1", "releasedAt": "2026-01-01T00:00:00Z"}])
+        );
+        assert_eq!(
+            o["status"]["queuedClusters"],
+            json!([{"name": "a2", "turnAt": "2026-01-01T00:01:40Z"}])
+        );
+        assert!(o["status"].get("resourceEvictionRate").is_none());
         assert_eq!(o["status"]["notReadyClusters"], 3);
         assert_eq!(o["status"]["fleetClusters"], 5);
         assert_eq!(o["status"]["heldEvictions"], 4);
@@ -182,7 +228,7 @@ mod tests {
         assert_eq!(o["status"]["region"], NO_REGION);
         assert_eq!(o["status"]["rate"], "stopped");
         assert_eq!(o["status"]["startupGraceUntil"], "2026-01-01T00:00:40Z");
-        assert!(o["status"].get("evictionsPerSecond").is_none());
+        assert!(o["status"].get("clustersPerSecond").is_none());
         let t = table::render(&columns(), &[o], 0, None, t0);
         let names: Vec<&str> = t["columnDefinitions"]
             .as_array()
@@ -198,6 +244,8 @@ mod tests {
                 "Rate",
                 "Clusters",
                 "Not-Ready",
+                "Released",
+                "Queued",
                 "Held",
                 "Age",
                 "Message"
@@ -211,6 +259,8 @@ mod tests {
                 "stopped",
                 3,
                 3,
+                1,
+                1,
                 4,
                 "0s",
                 "why"

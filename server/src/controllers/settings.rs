@@ -185,15 +185,22 @@ impl Default for ApplicationFailoverSettings {
     }
 }
 
-/// The brake's flags.
+/// The brake's flags (docs/failover.md, "Safety: the eviction brake", gives each default its
+/// reason).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrakeSettings {
     /// `--enable-eviction-rate-limit`: false turns pacing off (stops stay).
     pub rate_limit: bool,
-    /// `--resource-eviction-rate`: evictions per second per region when Normal.
-    pub primary_rate: f64,
-    /// `--secondary-resource-eviction-rate`: per second per region when PartialDisruption.
-    pub secondary_rate: f64,
+    /// `--cluster-eviction-rate`: failed clusters let out per second per region when Normal.
+    pub cluster_rate: f64,
+    /// `--secondary-cluster-eviction-rate`: per second per region when PartialDisruption.
+    pub secondary_cluster_rate: f64,
+    /// `--resource-eviction-rate` (Karmada's): an optional ceiling, in bindings per second per
+    /// region, on the evictions of failed clusters (unset: none).
+    pub resource_rate: Option<f64>,
+    /// `--secondary-resource-eviction-rate`: the ceiling when PartialDisruption (unset: the
+    /// `--resource-eviction-rate` one).
+    pub secondary_resource_rate: Option<f64>,
     /// `--unhealthy-cluster-threshold`: the not-Ready share above which a region (or the
     /// fleet) is partially disrupted.
     pub unhealthy_threshold: f64,
@@ -211,8 +218,10 @@ impl Default for BrakeSettings {
     fn default() -> Self {
         Self {
             rate_limit: true,
-            primary_rate: 0.5,
-            secondary_rate: 0.1,
+            cluster_rate: 0.1,
+            secondary_cluster_rate: 0.01,
+            resource_rate: None,
+            secondary_resource_rate: None,
             unhealthy_threshold: 0.55,
             large_fleet_size: 10,
             large_fleet_threshold: 0.7,

@@ -33,11 +33,12 @@
 //! not Ready from the instant the timeline says. So the bindings go through time together: at each
 //! instant the ones due are taken in key order (`crb|…` before `rb|ns|name`), each asking for its
 //! clusters in `spec.clusters` order, taint manager first. That is the order the taint manager's
-//! queue receives them from a cluster's fan-out (sorted by key), so the times of a region's
-//! evictions (one per `1/rate` from the first due) are exact, and which binding gets which is exact
-//! with one worker and approximate with several (the controllers run 16 workers: neighbours
-//! reconciled at once may swap), as it is between the taint manager and application failover
-//! evicting at the same instant. A paced or startup-grace eviction happens later and says by how
+//! queue receives them from a cluster's fan-out (sorted by key), so the times at which a region
+//! lets its failed clusters out (one per `1/rate` from the first due; all of a cluster's
+//! bindings go once it is out) are exact, and which cluster goes first is exact with one worker
+//! and approximate with several (the controllers run 16 workers: bindings of two clusters
+//! reconciled at once may swap the clusters' turns), as it is between the taint manager and
+//! application failover evicting at the same instant. A paced or startup-grace eviction happens later and says by how
 //! much; a stopped one (FullDisruption, a rate of 0) does not happen while the stop lasts, and is
 //! listed as held. The brake's buckets start full (evictions in progress when the dry-run is asked
 //! are not counted).
@@ -57,7 +58,7 @@
 
 use crate::controllers::failover::application_failover::{self as app, FailoverState};
 use crate::controllers::failover::brake::{
-    fleet_view, EvictionBrake, Hold, HoldReason, Member, Pace,
+    fleet_view, EvictionBrake, Hold, HoldReason, Member, Pace, CLUSTERS, EVICTIONS,
 };
 use crate::controllers::failover::taint_manager;
 use crate::controllers::members::cluster_taint_policy;
@@ -634,7 +635,7 @@ fn forecast(
                     region: name,
                     ..Default::default()
                 });
-            let rate = v.pace.describe();
+            let rate = v.pace.describe(CLUSTERS);
             if r.states
                 .last()
                 .is_none_or(|l| l.state != v.state.as_str() || l.rate != rate)
@@ -647,10 +648,11 @@ fn forecast(
             }
             r.state = v.state.as_str().to_string();
             r.rate = rate;
-            r.evictions_per_second = match v.pace {
+            r.clusters_per_second = match v.pace {
                 Pace::PerSecond(p) => Some(p),
                 _ => None,
             };
+            r.resource_eviction_rate = v.ceiling.map(|c| c.describe(EVICTIONS));
             r.clusters = v.counts.clusters;
             r.not_ready_clusters = v.counts.not_ready;
             r.message = v.reason;
@@ -1864,17 +1866,36 @@ mod tests {
             Vec<Vec<(String, String)>>,
         )> = vec![
             (
-                "Normal: one eviction per 2 s (0.5/s) from when they are due, in key order",
+                "Normal: one failed cluster, let out at once: all its bindings go when due",
                 one_of_four.to_vec(),
                 3,
                 BrakeSettings::default(),
                 long_ago,
                 vec![
                     vec![ev("m1", 300, none(), 0)],
-                    vec![ev("m1", 302, rl(), 2)],
-                    vec![ev("m1", 304, rl(), 4)],
+                    vec![ev("m1", 300, none(), 0)],
+                    vec![ev("m1", 300, none(), 0)],
                 ],
                 vec![vec![], vec![], vec![]],
+            ),
+            (
+                "Normal: two failed clusters of a region, the second 10 s (0.1/s) after the first",
+                vec![
+                    ("m1", "", true),
+                    ("m2", "", true),
+                    ("m3", "", false),
+                    ("m4", "", false),
+                    ("m5", "", false),
+                    ("m6", "", false),
+                ],
+                2,
+                BrakeSettings::default(),
+                long_ago,
+                vec![
+                    vec![ev("m1", 300, none(), 0), ev("m2", 310, rl(), 10)],
+                    vec![ev("m1", 300, none(), 0), ev("m2", 310, rl(), 10)],
+                ],
+                vec![vec![], vec![]],
             ),
             (
                 "pacing off: all at once",
@@ -1893,7 +1914,7 @@ mod tests {
                 vec![vec![], vec![], vec![]],
             ),
             (
-                "startup grace: due at 300 s, the server started 10 s before the failure with a grace of 400 s: from 390 s on, paced",
+                "startup grace: due at 300 s, the server started 10 s before the failure with a grace of 400 s: from 390 s on, the cluster and all its bindings",
                 one_of_four.to_vec(),
                 2,
                 BrakeSettings {
@@ -1903,17 +1924,12 @@ mod tests {
                 10,
                 vec![
                     vec![ev("m1", 390, vec!["StartupGrace".into()], 90)],
-                    vec![ev(
-                        "m1",
-                        392,
-                        vec!["StartupGrace".into(), "RateLimited".into()],
-                        92,
-                    )],
+                    vec![ev("m1", 390, vec!["StartupGrace".into()], 90)],
                 ],
                 vec![vec![], vec![]],
             ),
             (
-                "a region over the threshold: its evictions at the secondary rate (0.1/s), the other region's at the primary",
+                "a region over the threshold: its clusters let out at the secondary rate (0.01/s), each with all its bindings",
                 vec![
                     ("a1", "a", true),
                     ("a2", "a", true),
@@ -1929,13 +1945,13 @@ mod tests {
                 vec![
                     vec![
                         ev("a1", 300, none(), 0),
-                        ev("a2", 310, rl(), 10),
-                        ev("a3", 320, rl(), 20),
+                        ev("a2", 400, rl(), 100),
+                        ev("a3", 500, rl(), 200),
                     ],
                     vec![
-                        ev("a1", 330, rl(), 30),
-                        ev("a2", 340, rl(), 40),
-                        ev("a3", 350, rl(), 50),
+                        ev("a1", 300, none(), 0),
+                        ev("a2", 400, rl(), 100),
+                        ev("a3", 500, rl(), 200),
                     ],
                 ],
                 vec![vec![], vec![]],
@@ -1957,7 +1973,7 @@ mod tests {
                 one_of_four.to_vec(),
                 1,
                 BrakeSettings {
-                    primary_rate: 0.0,
+                    cluster_rate: 0.0,
                     ..BrakeSettings::default()
                 },
                 long_ago,
@@ -1992,7 +2008,7 @@ mod tests {
     #[test]
     fn the_answer_tells_each_regions_state_and_what_the_brake_did() {
         // Region a loses all three clusters: PartialDisruption from 40 s (when they turn
-        // Unknown), at 0.1/s.
+        // Unknown), at 0.01 clusters/s.
         let fleet_spec = [
             ("a1", "a", true),
             ("a2", "a", true),
@@ -2024,8 +2040,8 @@ mod tests {
         assert_eq!(
             regions,
             [
-                ("a", "PartialDisruption", "0.1/s", 3, 3, 3, 2),
-                ("b", "Normal", "0.5/s", 4, 0, 0, 0)
+                ("a", "PartialDisruption", "0.01 clusters/s", 3, 3, 3, 2),
+                ("b", "Normal", "0.1 clusters/s", 4, 0, 0, 0)
             ]
         );
         let a = &brake.regions[0];
@@ -2036,14 +2052,15 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(0, "Normal"), (40, "PartialDisruption")]
         );
-        assert_eq!(a.evictions_per_second, Some(0.1));
+        assert_eq!(a.clusters_per_second, Some(0.01));
+        assert_eq!(a.resource_eviction_rate, None);
         assert_eq!(
             a.message,
             "3 of 3 clusters of region a are not Ready (more than 55%)"
         );
         assert_eq!(
             brake.message,
-            "the brake delays 2 of the 3 evictions (the longest by 20 s) and stops 0"
+            "the brake delays 2 of the 3 evictions (the longest by 200 s) and stops 0"
         );
         assert_eq!((status.summary.delayed, status.summary.held), (2, 0));
 
@@ -2104,8 +2121,17 @@ mod tests {
 
     #[test]
     fn paced_evictions_past_the_horizon_are_pending_with_their_delay() {
+        // Two failed clusters of six: m1 is let out when due (300 s), m2 10 s later, past the
+        // horizon (301 s).
         let (_, status) = braked(
-            &[("m1", "", true), ("m2", "", false), ("m3", "", false)],
+            &[
+                ("m1", "", true),
+                ("m2", "", true),
+                ("m3", "", false),
+                ("m4", "", false),
+                ("m5", "", false),
+                ("m6", "", false),
+            ],
             3,
             BrakeSettings::default(),
             3600,
@@ -2126,18 +2152,11 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(
-            got,
-            [
-                (1, 0, None, None),
-                (0, 1, Some(302), Some(2)),
-                (0, 1, Some(304), Some(4))
-            ]
-        );
-        // Not yet evicted at the horizon: they keep m1 then.
+        assert_eq!(got, [(1, 1, Some(310), Some(10)); 3]);
+        // Not yet evicted at the horizon: they keep m2 then.
         assert!(status.bindings[1]
             .clusters_after
             .iter()
-            .any(|c| c.name == "m1"));
+            .any(|c| c.name == "m2"));
     }
 }

@@ -96,18 +96,28 @@ const STARTED_BEFORE_S: i64 = 600;
 fn brake_case() -> impl Strategy<Value = BrakeSettings> {
     (
         prop::bool::weighted(0.8),
-        prop::sample::select(vec![0.5, 0.3, 2.0, 0.0]),
-        prop::sample::select(vec![0.1, 0.25, 0.0]),
+        prop::sample::select(vec![0.1, 0.05, 2.0, 0.0]),
+        prop::sample::select(vec![0.01, 0.25, 0.0]),
+        // The --resource-eviction-rate ceiling: unset, or set.
+        prop::sample::select(vec![None, Some(0.5), Some(3.0)]),
         prop::sample::select(vec![0.55, 0.3]),
         // The grace ends 500 s before the failure, 30 s or 100 s after it.
         prop::sample::select(vec![100u64, 630, 700]),
     )
         .prop_map(
-            |(rate_limit, primary_rate, secondary_rate, unhealthy_threshold, grace)| {
+            |(
+                rate_limit,
+                cluster_rate,
+                secondary_cluster_rate,
+                resource_rate,
+                unhealthy_threshold,
+                grace,
+            )| {
                 BrakeSettings {
                     rate_limit,
-                    primary_rate,
-                    secondary_rate,
+                    cluster_rate,
+                    secondary_cluster_rate,
+                    resource_rate,
                     unhealthy_threshold,
                     startup_grace: std::time::Duration::from_secs(grace),
                     ..BrakeSettings::default()

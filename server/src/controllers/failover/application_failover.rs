@@ -27,7 +27,7 @@
 //! compare-and-swap, then the Events).
 
 use crate::clock::SharedClock;
-use crate::controllers::failover::brake::{hold_back, report_stops, EvictionBrake, Hold};
+use crate::controllers::failover::brake::{hold_back, report_stops, Cause, EvictionBrake, Hold};
 use crate::controllers::failover::effects::{evict, Count, Effects, Evicted, Note, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
@@ -551,6 +551,7 @@ pub fn settle(
         brake,
         clusters,
         look.key,
+        Cause::ApplicationFailure,
         decision.evictions.iter().map(|e| e.cluster.as_str()),
         look.now,
     );

@@ -1,12 +1,14 @@
-//! The partition brake: every eviction of a (binding, cluster), whichever controller produces
-//! it (taint manager, application failover), asks this brake first. It exists because a
-//! control plane cut off from its members sees them all "not Ready" at once, and must not
-//! evict the whole fleet (karmada-io/karmada#5150); Kubernetes' node lifecycle controller
-//! solved the same problem for nodes with zone states, which this module follows for
-//! clusters grouped by `spec.region`.
+//! The eviction brake: every eviction of a (binding, cluster), whichever controller produces
+//! it (taint manager, application failover), asks this brake first. It paces *failure
+//! domains*, not workloads, as Kubernetes' node lifecycle controller paces nodes: a failed
+//! cluster takes one token of its region's bucket, and once it has it every binding on it is
+//! evicted without further pacing, each when its own `tolerationSeconds` runs out. And it stops
+//! a control plane cut off from its members from evicting them all (karmada-io/karmada#5150),
+//! with the zone states Kubernetes uses for nodes, here for clusters grouped by `spec.region`
+//! (docs/semantics.md §1, "the eviction brake").
 //!
-//! The rule, as pure functions of (each cluster's region and Ready, the flags, the server's
-//! start, now) — [`fleet_view`], [`state_of`], [`pace_of`]:
+//! The region's state, as pure functions of (each cluster's region and Ready, the flags, the
+//! server's start, now) — [`fleet_view`], [`state_of`], [`pace_of`], [`ceiling_of`]:
 //! - **StartupGrace**: for one `--cluster-monitor-grace-period` after the server started,
 //!   nothing is evicted (the Ready conditions read at start may be stale).
 //! - **FullDisruption**: every cluster of the fleet is not Ready, or more than
@@ -14,27 +16,46 @@
 //!   (10) clusters: evictions stop everywhere.
 //! - **PartialDisruption**: more than `--unhealthy-cluster-threshold` (0.55) of the region's
 //!   clusters, or of the whole fleet, are not Ready, and at least
-//!   [`MIN_NOT_READY_FOR_DISRUPTION`] of them: evictions in the region are paced at
-//!   `--secondary-resource-eviction-rate` (0.1/s).
-//! - **Normal**: paced at `--resource-eviction-rate` (0.5/s, Karmada's default).
+//!   [`MIN_NOT_READY_FOR_DISRUPTION`] of them: failed clusters are let out at
+//!   `--secondary-cluster-eviction-rate` (0.01/s, one every 100 s).
+//! - **Normal**: failed clusters are let out at `--cluster-eviction-rate` (0.1/s, one every
+//!   10 s; the first at once).
+//!
+//! Which evictions need their cluster's token ([`need_of`]): a cluster failure's (the taint
+//! manager's), and an application failure's on a cluster that is not Ready (in a partition, a
+//! failed cluster's applications must not become a way around the brake). An application that
+//! fails on a Ready cluster is one workload's failure: it moves at once, never queued behind
+//! another cluster's evacuation; only the stops hold it. A cluster keeps its token (it is
+//! *released*) until it is Ready without a NoExecute taint again, or until the fleet is fully
+//! disrupted (as Kubernetes cancels a zone's evictions then): once the partition ends, the
+//! clusters still down queue again.
+//!
+//! Karmada's `--resource-eviction-rate` stays as an optional ceiling, in bindings per second
+//! per region, on the evictions of failed clusters (unset by default; whoever sets it gets
+//! Karmada's pacing on top of the clusters'); `--secondary-resource-eviction-rate` is its
+//! PartialDisruption value.
 //!
 //! Small regions: as Kubernetes does for zones (a zone is partially disrupted only with more
 //! than two not-Ready nodes), one or two failed clusters are never read as a partition, so
 //! a region of one or two clusters that fails is failed over at the normal rate; the
 //! fleet-wide rules still stop a control plane that lost every member.
 //!
-//! A rate of 0 (either flag) stops evictions in that state, as Karmada's 0 (one item per
-//! 1800 s) nearly does; `--enable-eviction-rate-limit=false` turns pacing off (the stops of
-//! StartupGrace and FullDisruption stay), and `--eviction-startup-grace-period` sets the
-//! startup wait apart from the monitor grace period (0s: none).
+//! A rate of 0 stops evictions in that state; `--enable-eviction-rate-limit=false` turns
+//! pacing off (the stops of StartupGrace and FullDisruption stay), and
+//! `--eviction-startup-grace-period` sets the startup wait apart from the monitor grace period
+//! (0s: none).
 //!
-//! The shared part is [`EvictionBrake`]: per region one [`TokenBucket`] (burst 1, as
-//! Kubernetes' eviction limiter), replaced when the region's rate changes (a new bucket holds
-//! its one token, as Kubernetes' swapped limiters do). The buckets run on the server's
-//! injected clock, so tests drive them with a fake one. It lives in the
+//! The shared part is [`EvictionBrake`]: per region one bucket of cluster tokens (burst 1, as
+//! Kubernetes' eviction limiter), and the clusters it released. A region whose rate changes
+//! gets a new bucket; when the old one had no token to give, the new one starts empty
+//! (Kubernetes' `SwapLimiter` drains it), so a region that slides into PartialDisruption just
+//! after letting one cluster out does not let out a second at once. The buckets run on the
+//! server's injected clock, so tests drive them with a fake one. The brake lives in the
 //! controller context, so both producers draw from the same buckets, and the API reads it for
 //! `kubectl get evictionbrakes`. When the brake says wait, a producer writes nothing and
-//! requeues after the time the brake says.
+//! requeues after the time the brake says. The brake's memory is the process's: after a
+//! restart the startup grace holds everything, then the clusters still failed queue again,
+//! the first at once.
 
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::runtime::limiter::{Rate, TokenBucket};
@@ -42,9 +63,10 @@ use crate::controllers::settings::BrakeSettings;
 use crate::controllers::shared::cluster_cache::Clusters;
 use crate::events::{EventRecorder, EventType};
 use chrono::{DateTime, Utc};
+use flotilla_api::cluster::{Cluster, TaintEffect};
 use parking_lot::Mutex;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -64,9 +86,9 @@ const STALE_RESERVATION: Duration = Duration::from_secs(60);
 /// The state of a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum RegionState {
-    /// Evictions at the primary rate.
+    /// Failed clusters are let out at the primary rate.
     Normal,
-    /// Too many clusters not Ready: evictions at the secondary rate.
+    /// Too many clusters not Ready: failed clusters are let out at the secondary rate.
     PartialDisruption,
     /// The fleet looks cut off: no evictions.
     FullDisruption,
@@ -92,9 +114,17 @@ impl RegionState {
             RegionState::StartupGrace => "StartupGrace",
         }
     }
+
+    /// Whether nothing may be evicted in this state.
+    pub fn stops(self) -> bool {
+        matches!(
+            self,
+            RegionState::FullDisruption | RegionState::StartupGrace
+        )
+    }
 }
 
-/// How fast evictions may go.
+/// How fast something may go: failed clusters let out, or (the ceiling) evictions.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pace {
     /// Pacing is off.
@@ -115,15 +145,20 @@ impl Pace {
         }
     }
 
-    /// `0.5/s`, `unlimited`, `stopped`.
-    pub fn describe(self) -> String {
+    /// `0.1 clusters/s`, `unlimited`, `stopped` (`unit`: what is counted).
+    pub fn describe(self, unit: &str) -> String {
         match self {
             Pace::Unlimited => "unlimited".into(),
-            Pace::PerSecond(r) => format!("{r}/s"),
+            Pace::PerSecond(r) => format!("{r} {unit}/s"),
             Pace::Stopped => "stopped".into(),
         }
     }
 }
+
+/// The unit of the brake's rate, as [`Pace::describe`] prints it.
+pub const CLUSTERS: &str = "clusters";
+/// The unit of the `--resource-eviction-rate` ceiling.
+pub const EVICTIONS: &str = "evictions";
 
 /// One cluster as the brake sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,8 +197,11 @@ pub struct RegionView {
     pub counts: Counts,
     /// Its state.
     pub state: RegionState,
-    /// How fast it may evict.
+    /// How fast it lets failed clusters out.
     pub pace: Pace,
+    /// The `--resource-eviction-rate` ceiling on the evictions of failed clusters (`None`:
+    /// not set).
+    pub ceiling: Option<Pace>,
     /// Why, in a sentence (stable while the situation lasts, so repeated Events fold).
     pub reason: String,
 }
@@ -284,13 +322,31 @@ pub fn state_of(
     )
 }
 
-/// How fast a region in `state` may evict.
+/// How fast a region in `state` lets failed clusters out.
 pub fn pace_of(state: RegionState, settings: &BrakeSettings) -> Pace {
     let rate = match state {
         RegionState::StartupGrace | RegionState::FullDisruption => return Pace::Stopped,
-        RegionState::Normal => settings.primary_rate,
-        RegionState::PartialDisruption => settings.secondary_rate,
+        RegionState::Normal => settings.cluster_rate,
+        RegionState::PartialDisruption => settings.secondary_cluster_rate,
     };
+    paced(rate, settings)
+}
+
+/// The `--resource-eviction-rate` ceiling of a region in `state` (`None`: not set).
+pub fn ceiling_of(state: RegionState, settings: &BrakeSettings) -> Option<Pace> {
+    let rate = match state {
+        RegionState::StartupGrace | RegionState::FullDisruption => {
+            return settings.resource_rate.map(|_| Pace::Stopped)
+        }
+        RegionState::Normal => settings.resource_rate?,
+        RegionState::PartialDisruption => settings
+            .secondary_resource_rate
+            .or(settings.resource_rate)?,
+    };
+    Some(paced(rate, settings))
+}
+
+fn paced(rate: f64, settings: &BrakeSettings) -> Pace {
     if !settings.rate_limit {
         Pace::Unlimited
     } else if rate.is_finite() && rate > 0.0 {
@@ -330,6 +386,7 @@ pub fn fleet_view<'a>(
             counts,
             state,
             pace: pace_of(state, settings),
+            ceiling: ceiling_of(state, settings),
             reason,
         }
     };
@@ -345,11 +402,54 @@ pub fn fleet_view<'a>(
     }
 }
 
+/// Why an eviction is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The cluster failed: a NoExecute taint the binding does not tolerate (the taint
+    /// manager).
+    ClusterFailure,
+    /// The application failed on the cluster (application failover).
+    ApplicationFailure,
+}
+
+/// What one eviction needs of its region's brake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Need {
+    /// Its cluster must take a token of the region first (it has none yet).
+    pub cluster_token: bool,
+    /// It counts against the `--resource-eviction-rate` ceiling.
+    pub ceiling: bool,
+}
+
+/// What an eviction for `cause` from a cluster that is `cluster_ready` (or not), and that was
+/// `released` (took its token since it failed) or not, needs of the brake.
+pub fn need_of(cause: Cause, cluster_ready: bool, released: bool) -> Need {
+    let cluster_failed = cause == Cause::ClusterFailure || !cluster_ready;
+    Need {
+        cluster_token: cluster_failed && !released,
+        ceiling: cause == Cause::ClusterFailure,
+    }
+}
+
+/// Whether the brake keeps a released `cluster` released: while it is failed (not Ready, or
+/// tainted NoExecute) and its region is not fully disrupted.
+pub fn stays_released(cluster: &Cluster, state: RegionState) -> bool {
+    let failed = !cluster.is_ready()
+        || cluster
+            .spec
+            .taints
+            .iter()
+            .any(|t| t.effect == TaintEffect::NoExecute);
+    failed && state != RegionState::FullDisruption
+}
+
 /// Why the brake made an eviction wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HoldReason {
-    /// The region's rate allows the next eviction later.
+    /// The cluster waits for its turn at the region's cluster rate.
     RateLimited,
+    /// The `--resource-eviction-rate` ceiling allows the next eviction later.
+    ResourceRateLimited,
     /// The server started less than a grace period ago.
     StartupGrace,
     /// The fleet looks cut off.
@@ -363,6 +463,7 @@ impl HoldReason {
     pub fn as_str(self) -> &'static str {
         match self {
             HoldReason::RateLimited => "RateLimited",
+            HoldReason::ResourceRateLimited => "ResourceRateLimited",
             HoldReason::StartupGrace => "StartupGrace",
             HoldReason::FullDisruption => "FullDisruption",
             HoldReason::RateZero => "RateZero",
@@ -371,7 +472,10 @@ impl HoldReason {
 
     /// Whether evictions stopped (an Event says so) rather than being paced.
     pub fn stops(self) -> bool {
-        !matches!(self, HoldReason::RateLimited)
+        !matches!(
+            self,
+            HoldReason::RateLimited | HoldReason::ResourceRateLimited
+        )
     }
 }
 
@@ -401,13 +505,18 @@ impl Hold {
     }
 }
 
-/// Decides for one eviction in a region from the region's verdict, given what the region's
-/// bucket answers when asked (`take`: `Ok` a token was taken, `Err(wait)` none until then).
+/// Decides for one eviction in a region from the region's verdict and what the eviction
+/// `need`s, given what the region's buckets answer when asked (`cluster_token`: the cluster
+/// takes its token; `ceiling_token`: one of the ceiling's; each `Ok` a token was taken,
+/// `Err(wait)` none until then). The cluster's token is asked for first: a cluster that took
+/// it stays released even when the ceiling then makes this eviction wait.
 pub fn admit_in(
     view: &RegionView,
     grace_until: DateTime<Utc>,
     now: DateTime<Utc>,
-    take: impl FnOnce(f64) -> Result<(), Duration>,
+    need: Need,
+    cluster_token: impl FnOnce(f64) -> Result<(), Duration>,
+    ceiling_token: impl FnOnce(f64) -> Result<(), Duration>,
 ) -> Result<(), Hold> {
     let hold = |reason, wait| Hold {
         region: view.region.clone(),
@@ -415,21 +524,47 @@ pub fn admit_in(
         wait,
         message: view.reason.clone(),
     };
-    match (view.state, view.pace) {
-        (RegionState::StartupGrace, _) => {
+    match view.state {
+        RegionState::StartupGrace => {
             let wait = (grace_until - now).to_std().unwrap_or(Duration::ZERO);
-            Err(hold(
+            return Err(hold(
                 HoldReason::StartupGrace,
                 wait.max(Duration::from_millis(1)),
-            ))
+            ));
         }
-        (RegionState::FullDisruption, _) => Err(hold(HoldReason::FullDisruption, STOPPED_RETRY)),
-        (_, Pace::Stopped) => Err(hold(HoldReason::RateZero, STOPPED_RETRY)),
-        (_, Pace::Unlimited) => Ok(()),
-        (_, Pace::PerSecond(rate)) => {
-            take(rate).map_err(|wait| hold(HoldReason::RateLimited, wait))
+        RegionState::FullDisruption => {
+            return Err(hold(HoldReason::FullDisruption, STOPPED_RETRY));
+        }
+        RegionState::Normal | RegionState::PartialDisruption => {}
+    }
+    if need.cluster_token {
+        match view.pace {
+            Pace::Stopped => return Err(hold(HoldReason::RateZero, STOPPED_RETRY)),
+            Pace::Unlimited => {}
+            Pace::PerSecond(rate) => {
+                cluster_token(rate).map_err(|wait| hold(HoldReason::RateLimited, wait))?
+            }
         }
     }
+    if need.ceiling {
+        match view.ceiling {
+            None | Some(Pace::Unlimited) => {}
+            Some(Pace::Stopped) => return Err(hold(HoldReason::RateZero, STOPPED_RETRY)),
+            Some(Pace::PerSecond(rate)) => {
+                ceiling_token(rate).map_err(|wait| hold(HoldReason::ResourceRateLimited, wait))?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A cluster the brake let out, or one waiting for its turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterTurn {
+    /// The cluster.
+    pub cluster: String,
+    /// When it was let out, or when its turn comes.
+    pub at: DateTime<Utc>,
 }
 
 /// What the API shows of one region.
@@ -439,6 +574,74 @@ pub struct RegionReport {
     pub view: RegionView,
     /// Evictions held in the region since the server started.
     pub held: u64,
+    /// Failed clusters let out (all their bindings may go), in name order.
+    pub released: Vec<ClusterTurn>,
+    /// Failed clusters waiting for their turn, soonest first.
+    pub queued: Vec<ClusterTurn>,
+}
+
+/// Per region, one bucket at the region's rate, and who waits for a token reserved for it
+/// (by key: a cluster, or a binding's eviction). Each waiter is admitted at its own time, so a
+/// thousand held evictions are not all woken for every token.
+#[derive(Default)]
+struct Turns {
+    buckets: BTreeMap<String, (f64, TokenBucket)>,
+    /// Key → (region, when its reserved token is due).
+    waiting: HashMap<String, (String, Instant)>,
+}
+
+impl Turns {
+    /// `key` of `region` asks for a token at `rate` at `at`.
+    fn take(&mut self, region: &str, key: &str, rate: f64, at: Instant) -> Result<(), Duration> {
+        let swapped = match self.buckets.get(region) {
+            Some((old, _)) if *old == rate => None,
+            Some((_, bucket)) => Some(bucket.has_token_at(at)),
+            None => Some(true),
+        };
+        if let Some(had_token) = swapped {
+            // A new region, or a new rate: a new bucket, empty when the old one had no token
+            // to give (Kubernetes' SwapLimiter), and the waits reserved at the old rate go.
+            let r = Rate {
+                per_second: rate,
+                burst: 1,
+            };
+            let bucket = if had_token {
+                TokenBucket::new_at(r, at)
+            } else {
+                TokenBucket::drained_at(r, at)
+            };
+            self.buckets.insert(region.to_string(), (rate, bucket));
+            self.waiting.retain(|_, (r, _)| r != region);
+        }
+        if let Some((_, due)) = self.waiting.get(key) {
+            let due = *due;
+            return if at >= due {
+                self.waiting.remove(key);
+                Ok(())
+            } else {
+                Err(due - at)
+            };
+        }
+        // Reservations nobody came back for (the eviction was no longer needed) go.
+        self.waiting
+            .retain(|_, (_, due)| at.saturating_duration_since(*due) < STALE_RESERVATION);
+        let Some((_, bucket)) = self.buckets.get(region) else {
+            return Ok(());
+        };
+        match bucket.reserve_at(at) {
+            Duration::ZERO => Ok(()),
+            wait => {
+                self.waiting
+                    .insert(key.to_string(), (region.to_string(), at + wait));
+                Err(wait)
+            }
+        }
+    }
+
+    /// Forgets what `key` waited for.
+    fn forget(&mut self, key: &str) {
+        self.waiting.remove(key);
+    }
 }
 
 struct Inner {
@@ -447,14 +650,15 @@ struct Inner {
     /// The wall-clock instant `epoch.0` is the bucket clock's `epoch.1`: buckets run on the
     /// server's (injected) clock.
     epoch: (DateTime<Utc>, Instant),
-    buckets: Mutex<BTreeMap<String, (f64, TokenBucket)>>,
-    /// Paced evictions waiting for the token reserved for them, by ticket (binding and
-    /// cluster), with when it is due: each waiter is admitted at its own time, so a thousand
-    /// held evictions are not all woken for every token.
-    reservations: Mutex<std::collections::HashMap<String, Instant>>,
+    /// Failed clusters' turns, per region.
+    clusters: Mutex<Turns>,
+    /// The `--resource-eviction-rate` ceiling's turns, per region, by ticket.
+    ceiling: Mutex<Turns>,
+    /// Clusters let out: name → (region, when).
+    released: Mutex<BTreeMap<String, (String, DateTime<Utc>)>>,
     /// The stop last told (as an Event) per ticket, so a stop is told once, not on every
     /// look while it lasts; forgotten when the eviction goes.
-    told: Mutex<std::collections::HashMap<String, String>>,
+    told: Mutex<HashMap<String, String>>,
     held: Mutex<BTreeMap<String, u64>>,
     metrics: Option<FailoverMetrics>,
 }
@@ -474,6 +678,17 @@ impl std::fmt::Debug for EvictionBrake {
     }
 }
 
+/// One eviction, as it asks the brake.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask<'a> {
+    /// The binding's key (`rb|ns|name`).
+    pub binding: &'a str,
+    /// The cluster it leaves.
+    pub cluster: &'a str,
+    /// Why.
+    pub cause: Cause,
+}
+
 impl EvictionBrake {
     /// A brake for a server started at `started` (the startup grace counts from it).
     pub fn new(
@@ -486,9 +701,10 @@ impl EvictionBrake {
                 settings,
                 started,
                 epoch: (started, Instant::now()),
-                buckets: Mutex::new(BTreeMap::new()),
-                reservations: Mutex::new(std::collections::HashMap::new()),
-                told: Mutex::new(std::collections::HashMap::new()),
+                clusters: Mutex::new(Turns::default()),
+                ceiling: Mutex::new(Turns::default()),
+                released: Mutex::new(BTreeMap::new()),
+                told: Mutex::new(HashMap::new()),
                 held: Mutex::new(BTreeMap::new()),
                 metrics,
             }),
@@ -505,7 +721,8 @@ impl EvictionBrake {
         self.inner.started
     }
 
-    /// The verdict for `clusters` at `now` (also published as metrics).
+    /// The verdict for `clusters` at `now` (also published as metrics). Clusters that
+    /// recovered, or whose region is fully disrupted, lose their release here.
     pub fn view(&self, clusters: &Clusters, now: DateTime<Utc>) -> FleetView {
         let view = fleet_view(
             clusters.by_name.values().map(|c| Member {
@@ -516,8 +733,31 @@ impl EvictionBrake {
             self.inner.started,
             now,
         );
+        self.forget_recovered(clusters, Some(&view));
         self.publish(&view);
         view
+    }
+
+    /// Forgets the release of the clusters that recovered (and with `view`, of those whose
+    /// region is fully disrupted), and the turns of clusters that recovered while they
+    /// waited. Cheap: it looks only at the clusters the brake remembers, so every look of a
+    /// producer at a binding does it, evictions or not.
+    pub fn forget_recovered(&self, clusters: &Clusters, view: Option<&FleetView>) {
+        let keeps = |name: &str| {
+            clusters.by_name.get(name).is_some_and(|c| {
+                let state = view.map_or(RegionState::Normal, |v| {
+                    v.region(region_name(&c.spec.region)).state
+                });
+                stays_released(c, state)
+            })
+        };
+        self.inner.released.lock().retain(|name, _| keeps(name));
+        // A cluster that recovered while waiting for its turn waits no more.
+        self.inner
+            .clusters
+            .lock()
+            .waiting
+            .retain(|name, _| keeps(name));
     }
 
     /// The region (brake name) of `cluster` (a cluster that is gone counts as region-less).
@@ -530,85 +770,89 @@ impl EvictionBrake {
         )
     }
 
-    /// Asks for one eviction (`ticket`: which binding from which cluster) from a cluster of
-    /// `region` at `now`: `Ok` it may go (a token was taken), `Err` it must wait and nothing
-    /// may be written. A paced eviction that must wait has the next token reserved for it
-    /// and is admitted when it asks again at or after the wait it was given.
+    /// Asks for one eviction at `now`, with `view` the verdict for `clusters`: `Ok` it may go
+    /// (its cluster was let out, now or before, when it needed to be), `Err` it must wait and
+    /// nothing may be written. A cluster that must wait has the region's next token reserved
+    /// for it and takes it when one of its evictions asks again at or after the wait given.
     pub fn admit(
         &self,
         view: &FleetView,
-        region: &str,
-        ticket: &str,
+        clusters: &Clusters,
+        ask: Ask<'_>,
         now: DateTime<Utc>,
     ) -> Result<(), Hold> {
+        let region = Self::region_of(clusters, ask.cluster);
         let region_view = view.region(region);
+        let ready = clusters
+            .by_name
+            .get(ask.cluster)
+            .is_some_and(Cluster::is_ready);
+        let released = self.inner.released.lock().contains_key(ask.cluster);
+        let need = need_of(ask.cause, ready, released);
         let at = self.instant(now);
-        let result = admit_in(&region_view, view.grace_until, now, |rate| {
-            let mut reservations = self.inner.reservations.lock();
-            if let Some(&due) = reservations.get(ticket) {
-                return if at >= due {
-                    reservations.remove(ticket);
-                    Ok(())
-                } else {
-                    Err(due - at)
-                };
-            }
-            // Reservations nobody came back for (the eviction was no longer needed) go.
-            reservations.retain(|_, due| at.saturating_duration_since(*due) < STALE_RESERVATION);
-            let mut buckets = self.inner.buckets.lock();
-            let entry = buckets
-                .entry(region_view.region.clone())
-                .or_insert_with(|| {
-                    (
-                        rate,
-                        TokenBucket::new_at(
-                            Rate {
-                                per_second: rate,
-                                burst: 1,
-                            },
-                            at,
-                        ),
-                    )
-                });
-            if entry.0 != rate {
-                // The region changed state: a bucket at the new rate.
-                *entry = (
-                    rate,
-                    TokenBucket::new_at(
-                        Rate {
-                            per_second: rate,
-                            burst: 1,
-                        },
-                        at,
-                    ),
-                );
-            }
-            match entry.1.reserve_at(at) {
-                Duration::ZERO => Ok(()),
-                wait => {
-                    reservations.insert(ticket.to_string(), at + wait);
-                    Err(wait)
-                }
-            }
-        });
-        if result.is_ok() {
-            self.inner.told.lock().remove(ticket);
+        let ticket = ticket_of(ask.binding, ask.cluster);
+        let result = admit_in(
+            &region_view,
+            view.grace_until,
+            now,
+            need,
+            |rate| {
+                self.inner
+                    .clusters
+                    .lock()
+                    .take(region, ask.cluster, rate, at)?;
+                self.release(region, ask.cluster, now);
+                Ok(())
+            },
+            |rate| self.inner.ceiling.lock().take(region, &ticket, rate, at),
+        );
+        if need.cluster_token && region_view.pace == Pace::Unlimited && !region_view.state.stops() {
+            // Pacing off: the cluster is let out without a token.
+            self.release(region, ask.cluster, now);
         }
-        if let Err(hold) = &result {
-            *self
-                .inner
-                .held
-                .lock()
-                .entry(hold.region.clone())
-                .or_default() += 1;
-            if let Some(m) = &self.inner.metrics {
-                m.evictions_held
-                    .with_label_values(&[hold.region.as_str(), hold.reason.as_str()])
-                    .inc();
+        match &result {
+            Ok(()) => {
+                self.inner.told.lock().remove(&ticket);
             }
-            tracing::debug!(region = %hold.region, reason = hold.reason.as_str(), wait_ms = hold.wait.as_millis() as u64, "eviction held by the brake");
+            Err(hold) => {
+                *self
+                    .inner
+                    .held
+                    .lock()
+                    .entry(hold.region.clone())
+                    .or_default() += 1;
+                if let Some(m) = &self.inner.metrics {
+                    m.evictions_held
+                        .with_label_values(&[hold.region.as_str(), hold.reason.as_str()])
+                        .inc();
+                }
+                tracing::debug!(binding = ask.binding, cluster = ask.cluster, region = %hold.region, reason = hold.reason.as_str(), wait_ms = hold.wait.as_millis() as u64, "eviction held by the brake");
+            }
         }
         result
+    }
+
+    fn release(&self, region: &str, cluster: &str, now: DateTime<Utc>) {
+        let mut released = self.inner.released.lock();
+        if released.contains_key(cluster) {
+            return;
+        }
+        released.insert(cluster.to_string(), (region.to_string(), now));
+        drop(released);
+        self.inner.clusters.lock().forget(cluster);
+        if let Some(m) = &self.inner.metrics {
+            m.clusters_released.with_label_values(&[region]).inc();
+        }
+        tracing::info!(
+            cluster,
+            region,
+            "eviction brake: cluster let out, all its bindings may go"
+        );
+    }
+
+    /// Whether `cluster` was let out (all its evictions may go).
+    pub fn is_released(&self, cluster: &str) -> bool {
+        self.inner.released.lock().contains_key(cluster)
     }
 
     /// Whether the stop `message` is news for `ticket` (not told since it was last held
@@ -622,15 +866,44 @@ impl EvictionBrake {
         true
     }
 
-    /// Every region's verdict and held count, for the API.
+    /// Every region's verdict, held count and clusters, for the API.
     pub fn report(&self, clusters: &Clusters, now: DateTime<Utc>) -> Vec<RegionReport> {
         let view = self.view(clusters, now);
         let held = self.inner.held.lock().clone();
+        let released = self.inner.released.lock().clone();
+        let queued: Vec<(String, String, Instant)> = self
+            .inner
+            .clusters
+            .lock()
+            .waiting
+            .iter()
+            .map(|(c, (r, due))| (c.clone(), r.clone(), *due))
+            .collect();
         view.regions
             .into_values()
-            .map(|v| RegionReport {
-                held: held.get(&v.region).copied().unwrap_or(0),
-                view: v,
+            .map(|v| {
+                let mut waiting: Vec<ClusterTurn> = queued
+                    .iter()
+                    .filter(|(c, r, _)| r == &v.region && clusters.by_name.contains_key(c))
+                    .map(|(c, _, due)| ClusterTurn {
+                        cluster: c.clone(),
+                        at: self.wall(*due),
+                    })
+                    .collect();
+                waiting.sort_by(|a, b| a.at.cmp(&b.at).then(a.cluster.cmp(&b.cluster)));
+                RegionReport {
+                    held: held.get(&v.region).copied().unwrap_or(0),
+                    released: released
+                        .iter()
+                        .filter(|(_, (r, _))| r == &v.region)
+                        .map(|(c, (_, at))| ClusterTurn {
+                            cluster: c.clone(),
+                            at: *at,
+                        })
+                        .collect(),
+                    queued: waiting,
+                    view: v,
+                }
             })
             .collect()
     }
@@ -640,10 +913,24 @@ impl EvictionBrake {
         mono + (now - wall).to_std().unwrap_or(Duration::ZERO)
     }
 
+    fn wall(&self, at: Instant) -> DateTime<Utc> {
+        let (wall, mono) = self.inner.epoch;
+        wall + chrono::Duration::from_std(at.saturating_duration_since(mono))
+            .unwrap_or(chrono::Duration::MAX)
+    }
+
     fn publish(&self, view: &FleetView) {
         let Some(m) = &self.inner.metrics else {
             return;
         };
+        let mut queued: BTreeMap<&str, i64> =
+            view.regions.keys().map(|r| (r.as_str(), 0)).collect();
+        let turns = self.inner.clusters.lock();
+        for (region, _) in turns.waiting.values() {
+            if let Some(n) = queued.get_mut(region.as_str()) {
+                *n += 1;
+            }
+        }
         for (name, r) in &view.regions {
             for s in RegionState::ALL {
                 m.brake_state
@@ -653,6 +940,9 @@ impl EvictionBrake {
             m.brake_rate
                 .with_label_values(&[name.as_str()])
                 .set(r.pace.per_second());
+            m.clusters_queued
+                .with_label_values(&[name.as_str()])
+                .set(queued.get(name.as_str()).copied().unwrap_or(0));
         }
     }
 }
@@ -665,13 +955,14 @@ fn ticket_of(binding: &str, cluster: &str) -> String {
 /// The reason of the Event on a binding whose eviction the brake stopped.
 pub const EVENT_EVICTION_HELD: &str = "EvictionHeld";
 
-/// Asks `brake` (none: everything goes) for the eviction of one binding from each of
-/// `clusters_evicted` at `now`, in order; answers the ones that must wait. Each one that may
-/// go has taken its token.
+/// Asks `brake` (none: everything goes) for the eviction of one binding, for `cause`, from
+/// each of `clusters_evicted` at `now`, in order; answers the ones that must wait. Each one
+/// that may go has had what it needed of the brake.
 pub fn hold_back<'c>(
     brake: Option<&EvictionBrake>,
     clusters: &Clusters,
     binding: &str,
+    cause: Cause,
     clusters_evicted: impl IntoIterator<Item = &'c str>,
     now: DateTime<Utc>,
 ) -> BTreeMap<String, Hold> {
@@ -679,12 +970,16 @@ pub fn hold_back<'c>(
     let Some(brake) = brake else {
         return held;
     };
+    brake.forget_recovered(clusters, None);
     let mut view = None;
     for cluster in clusters_evicted {
         let view = view.get_or_insert_with(|| brake.view(clusters, now));
-        let ticket = ticket_of(binding, cluster);
-        let region = EvictionBrake::region_of(clusters, cluster);
-        if let Err(h) = brake.admit(view, region, &ticket, now) {
+        let ask = Ask {
+            binding,
+            cluster,
+            cause,
+        };
+        if let Err(h) = brake.admit(view, clusters, ask, now) {
             held.insert(cluster.to_string(), h);
         }
     }
@@ -769,8 +1064,8 @@ mod tests {
                 vec![("a", 3, 0), ("b", 2, 0)],
                 100,
                 vec![
-                    ("a", Normal, Pace::PerSecond(0.5)),
-                    ("b", Normal, Pace::PerSecond(0.5)),
+                    ("a", Normal, Pace::PerSecond(0.1)),
+                    ("b", Normal, Pace::PerSecond(0.1)),
                 ],
             ),
             (
@@ -778,8 +1073,8 @@ mod tests {
                 vec![("a", 4, 3), ("b", 6, 0)],
                 100,
                 vec![
-                    ("a", PartialDisruption, Pace::PerSecond(0.1)),
-                    ("b", Normal, Pace::PerSecond(0.5)),
+                    ("a", PartialDisruption, Pace::PerSecond(0.01)),
+                    ("b", Normal, Pace::PerSecond(0.1)),
                 ],
             ),
             (
@@ -787,8 +1082,8 @@ mod tests {
                 vec![("a", 20, 11), ("b", 20, 0)],
                 100,
                 vec![
-                    ("a", Normal, Pace::PerSecond(0.5)),
-                    ("b", Normal, Pace::PerSecond(0.5)),
+                    ("a", Normal, Pace::PerSecond(0.1)),
+                    ("b", Normal, Pace::PerSecond(0.1)),
                 ],
             ),
             (
@@ -796,8 +1091,8 @@ mod tests {
                 vec![("a", 20, 12), ("b", 20, 0)],
                 100,
                 vec![
-                    ("a", PartialDisruption, Pace::PerSecond(0.1)),
-                    ("b", Normal, Pace::PerSecond(0.5)),
+                    ("a", PartialDisruption, Pace::PerSecond(0.01)),
+                    ("b", Normal, Pace::PerSecond(0.1)),
                 ],
             ),
             (
@@ -805,8 +1100,8 @@ mod tests {
                 vec![("a", 3, 3), ("b", 2, 0)],
                 100,
                 vec![
-                    ("a", PartialDisruption, Pace::PerSecond(0.1)),
-                    ("b", PartialDisruption, Pace::PerSecond(0.1)),
+                    ("a", PartialDisruption, Pace::PerSecond(0.01)),
+                    ("b", PartialDisruption, Pace::PerSecond(0.01)),
                 ],
             ),
             (
@@ -814,9 +1109,9 @@ mod tests {
                 vec![("a", 3, 0), ("b", 2, 2), ("c", 3, 0)],
                 100,
                 vec![
-                    ("a", Normal, Pace::PerSecond(0.5)),
-                    ("b", Normal, Pace::PerSecond(0.5)),
-                    ("c", Normal, Pace::PerSecond(0.5)),
+                    ("a", Normal, Pace::PerSecond(0.1)),
+                    ("b", Normal, Pace::PerSecond(0.1)),
+                    ("c", Normal, Pace::PerSecond(0.1)),
                 ],
             ),
             (
@@ -848,8 +1143,8 @@ mod tests {
                 vec![("a", 4, 4), ("b", 4, 2)],
                 100,
                 vec![
-                    ("a", PartialDisruption, Pace::PerSecond(0.1)),
-                    ("b", PartialDisruption, Pace::PerSecond(0.1)),
+                    ("a", PartialDisruption, Pace::PerSecond(0.01)),
+                    ("b", PartialDisruption, Pace::PerSecond(0.01)),
                 ],
             ),
             (
@@ -865,7 +1160,7 @@ mod tests {
                 "the grace ends after one grace period",
                 vec![("a", 3, 0)],
                 40,
-                vec![("a", Normal, Pace::PerSecond(0.5))],
+                vec![("a", Normal, Pace::PerSecond(0.1))],
             ),
         ];
         for (case, spec, after, want) in table {
@@ -890,12 +1185,12 @@ mod tests {
             ..settings()
         };
         let zero = BrakeSettings {
-            primary_rate: 0.0,
+            cluster_rate: 0.0,
             ..settings()
         };
         let table = [
-            (&s, Normal, Pace::PerSecond(0.5)),
-            (&s, PartialDisruption, Pace::PerSecond(0.1)),
+            (&s, Normal, Pace::PerSecond(0.1)),
+            (&s, PartialDisruption, Pace::PerSecond(0.01)),
             (&s, FullDisruption, Pace::Stopped),
             (&s, StartupGrace, Pace::Stopped),
             (&off, Normal, Pace::Unlimited),
@@ -903,7 +1198,7 @@ mod tests {
             (&off, FullDisruption, Pace::Stopped),
             (&off, StartupGrace, Pace::Stopped),
             (&zero, Normal, Pace::Stopped),
-            (&zero, PartialDisruption, Pace::PerSecond(0.1)),
+            (&zero, PartialDisruption, Pace::PerSecond(0.01)),
         ];
         for (settings, state, want) in table {
             assert_eq!(pace_of(state, settings), want, "{state:?} {settings:?}");
@@ -934,69 +1229,182 @@ mod tests {
     }
 
     #[test]
+    fn ceiling_follows_the_flags() {
+        use RegionState::*;
+        let none = settings();
+        let one = BrakeSettings {
+            resource_rate: Some(1.0),
+            ..settings()
+        };
+        let two = BrakeSettings {
+            resource_rate: Some(1.0),
+            secondary_resource_rate: Some(0.2),
+            ..settings()
+        };
+        let off = BrakeSettings {
+            rate_limit: false,
+            ..one.clone()
+        };
+        let table = [
+            (&none, Normal, None),
+            (&none, FullDisruption, None),
+            (&one, Normal, Some(Pace::PerSecond(1.0))),
+            (&one, PartialDisruption, Some(Pace::PerSecond(1.0))),
+            (&one, StartupGrace, Some(Pace::Stopped)),
+            (&two, PartialDisruption, Some(Pace::PerSecond(0.2))),
+            (&off, Normal, Some(Pace::Unlimited)),
+        ];
+        for (settings, state, want) in table {
+            assert_eq!(ceiling_of(state, settings), want, "{state:?} {settings:?}");
+        }
+    }
+
+    #[test]
+    fn what_an_eviction_needs() {
+        use Cause::*;
+        // (cause, cluster Ready, cluster released, needs the cluster's token, counts against
+        // the ceiling)
+        let table = [
+            (ClusterFailure, false, false, true, true),
+            (ClusterFailure, false, true, false, true),
+            // A NoExecute taint on a Ready cluster (a drain) is the cluster's failure too.
+            (ClusterFailure, true, false, true, true),
+            // One application failing on a healthy cluster goes at once.
+            (ApplicationFailure, true, false, false, false),
+            // An application "failing" on a failed cluster needs the cluster's turn: in a
+            // partition it is no way around the brake.
+            (ApplicationFailure, false, false, true, false),
+            (ApplicationFailure, false, true, false, false),
+        ];
+        for (cause, ready, released, token, ceiling) in table {
+            assert_eq!(
+                need_of(cause, ready, released),
+                Need {
+                    cluster_token: token,
+                    ceiling
+                },
+                "{cause:?} ready={ready} released={released}"
+            );
+        }
+    }
+
+    #[test]
     fn admission_per_state() {
         let s = settings();
         let grace = at(40);
         let view = |spec: &[(&'static str, usize, usize)], after| {
             fleet_view(fleet(spec), &s, at(0), at(after))
         };
-        let never = |_| -> Result<(), Duration> { panic!("no bucket for a stop") };
+        let never = |_| -> Result<(), Duration> { panic!("no bucket for this one") };
+        let token = Need {
+            cluster_token: true,
+            ceiling: true,
+        };
         // StartupGrace: wait until the grace ends.
         let v = view(&[("a", 3, 3)], 30);
-        let h = admit_in(&v.region("a"), grace, at(30), never).unwrap_err();
+        let h = admit_in(&v.region("a"), grace, at(30), token, never, never).unwrap_err();
         assert_eq!(
             (h.reason, h.wait),
             (HoldReason::StartupGrace, Duration::from_secs(10))
         );
-        // FullDisruption: look again after the retry.
+        // FullDisruption: look again after the retry, released or not.
         let v = view(&[("a", 3, 3)], 100);
-        let h = admit_in(&v.region("a"), grace, at(100), never).unwrap_err();
-        assert_eq!(
-            (h.reason, h.wait),
-            (HoldReason::FullDisruption, STOPPED_RETRY)
-        );
-        assert!(h.reason.stops());
-        // Paced: the bucket decides, at the region's rate.
+        let released = Need {
+            cluster_token: false,
+            ceiling: true,
+        };
+        for need in [token, released] {
+            let h = admit_in(&v.region("a"), grace, at(100), need, never, never).unwrap_err();
+            assert_eq!(
+                (h.reason, h.wait),
+                (HoldReason::FullDisruption, STOPPED_RETRY)
+            );
+            assert!(h.reason.stops());
+        }
+        // Paced: the cluster's bucket decides, at the region's rate.
         let v = view(&[("a", 3, 3), ("b", 3, 0)], 100);
         let mut asked = None;
-        let h = admit_in(&v.region("a"), grace, at(100), |r| {
-            asked = Some(r);
-            Err(Duration::from_secs(7))
-        })
+        let h = admit_in(
+            &v.region("a"),
+            grace,
+            at(100),
+            token,
+            |r| {
+                asked = Some(r);
+                Err(Duration::from_secs(7))
+            },
+            never,
+        )
         .unwrap_err();
-        assert_eq!(asked, Some(0.1));
+        assert_eq!(asked, Some(0.01));
         assert_eq!(
             (h.reason, h.wait),
             (HoldReason::RateLimited, Duration::from_secs(7))
         );
         assert!(!h.reason.stops());
-        assert!(admit_in(&v.region("b"), grace, at(100), |r| {
-            assert_eq!(r, 0.5);
-            Ok(())
-        })
+        assert!(admit_in(
+            &v.region("b"),
+            grace,
+            at(100),
+            token,
+            |r| {
+                assert_eq!(r, 0.1);
+                Ok(())
+            },
+            never
+        )
         .is_ok());
+        // A released cluster's evictions ask no bucket (no ceiling set).
+        assert!(admit_in(&v.region("a"), grace, at(100), released, never, never).is_ok());
         // Pacing off: no bucket at all.
         let off = BrakeSettings {
             rate_limit: false,
             ..settings()
         };
         let v = fleet_view(fleet(&[("a", 3, 1)]), &off, at(0), at(100));
-        assert!(admit_in(&v.region("a"), grace, at(100), never).is_ok());
+        assert!(admit_in(&v.region("a"), grace, at(100), token, never, never).is_ok());
+        // The ceiling, when set, is asked after the cluster's token.
+        let ceiling = BrakeSettings {
+            resource_rate: Some(2.0),
+            ..settings()
+        };
+        let v = fleet_view(fleet(&[("a", 3, 1)]), &ceiling, at(0), at(100));
+        let h = admit_in(
+            &v.region("a"),
+            grace,
+            at(100),
+            token,
+            |_| Ok(()),
+            |r| {
+                assert_eq!(r, 2.0);
+                Err(Duration::from_millis(500))
+            },
+        )
+        .unwrap_err();
+        assert_eq!(h.reason, HoldReason::ResourceRateLimited);
     }
 
     mod shared {
         use super::*;
         use flotilla_api::cluster::Cluster;
+        use Cause::*;
 
-        fn clusters(spec: &[(&str, &str, bool)]) -> Clusters {
+        /// `spec`: (name, region); `down`: the names that are not Ready and tainted NoExecute.
+        fn clusters(spec: &[(&str, &str)], down: &[&str]) -> Clusters {
             let by_name = spec
                 .iter()
-                .map(|&(name, region, ready)| {
-                    let status = if ready { "True" } else { "Unknown" };
+                .map(|&(name, region)| {
+                    let failed = down.contains(&name);
+                    let status = if failed { "Unknown" } else { "True" };
+                    let taints = if failed {
+                        serde_json::json!([{"key": "cluster.karmada.io/unreachable", "effect": "NoExecute"}])
+                    } else {
+                        serde_json::json!([])
+                    };
                     let c: Cluster = serde_json::from_value(serde_json::json!({
                         "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                         "metadata": {"name": name},
-                        "spec": {"syncMode": "Pull", "region": region},
+                        "spec": {"syncMode": "Pull", "region": region, "taints": taints},
                         "status": {"conditions": [{"type": "Ready", "status": status,
                             "reason": "r", "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]}
                     }))
@@ -1010,130 +1418,369 @@ mod tests {
             }
         }
 
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Want {
+            Go,
+            /// Held for this reason, asked again after about this many ms.
+            Wait(HoldReason, u64),
+        }
+        use Want::*;
+
+        /// At `at` seconds after the start, with `down` failed, the evictions asked (binding,
+        /// cluster, cause) and what each gets.
+        struct Step {
+            at: i64,
+            down: &'static [&'static str],
+            asks: Vec<(&'static str, &'static str, Cause, Want)>,
+        }
+
+        fn five_in_a() -> Vec<(&'static str, &'static str)> {
+            vec![
+                ("a1", "a"),
+                ("a2", "a"),
+                ("a3", "a"),
+                ("a4", "a"),
+                ("a5", "a"),
+            ]
+        }
+
+        fn run(case: &str, settings: BrakeSettings, fleet: &[(&str, &str)], steps: Vec<Step>) {
+            let brake = EvictionBrake::new(settings, at(0), None);
+            for step in steps {
+                let cs = clusters(fleet, step.down);
+                let now = at(step.at);
+                // A producer's look at a binding with nothing to evict.
+                hold_back(Some(&brake), &cs, "rb|x|0", Cause::ClusterFailure, [], now);
+                for (binding, cluster, cause, want) in step.asks {
+                    let got = hold_back(Some(&brake), &cs, binding, cause, [cluster], now)
+                        .remove(cluster)
+                        .map_or(Go, |h| Wait(h.reason, h.wait.as_millis() as u64));
+                    assert_eq!(
+                        got, want,
+                        "{case}: at {}s, {binding} from {cluster} ({cause:?})",
+                        step.at
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn the_brake_paces_failed_clusters_not_bindings() {
+            use HoldReason::*;
+            let s = settings;
+            // (case, settings, fleet, steps)
+            type Fleet = Vec<(&'static str, &'static str)>;
+            let table: Vec<(&str, BrakeSettings, Fleet, Vec<Step>)> = vec![
+                (
+                    "one cluster fails: all its bindings go at once",
+                    s(),
+                    five_in_a(),
+                    vec![Step {
+                        at: 100,
+                        down: &["a1"],
+                        asks: (0..50)
+                            .map(|i| -> (&'static str, &'static str, Cause, Want) {
+                                (Box::leak(format!("rb|x|{i}").into_boxed_str()), "a1", ClusterFailure, Go)
+                            })
+                            .collect(),
+                    }],
+                ),
+                (
+                    "two fail 2 s apart in one region: the second waits its token",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Go)],
+                        },
+                        Step {
+                            at: 102,
+                            down: &["a1", "a2"],
+                            asks: vec![
+                                ("rb|x|2", "a2", ClusterFailure, Wait(RateLimited, 8_000)),
+                                ("rb|x|3", "a2", ClusterFailure, Wait(RateLimited, 8_000)),
+                                // The first one's bindings still go.
+                                ("rb|x|4", "a1", ClusterFailure, Go),
+                            ],
+                        },
+                        Step {
+                            at: 110,
+                            down: &["a1", "a2"],
+                            asks: vec![
+                                ("rb|x|3", "a2", ClusterFailure, Go),
+                                ("rb|x|2", "a2", ClusterFailure, Go),
+                                ("rb|x|5", "a2", ClusterFailure, Go),
+                            ],
+                        },
+                    ],
+                ),
+                (
+                    "another region's failure does not wait",
+                    s(),
+                    vec![("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"), ("b2", "b"), ("b3", "b")],
+                    vec![Step {
+                        at: 100,
+                        down: &["a1", "b1"],
+                        asks: vec![
+                            ("rb|x|1", "a1", ClusterFailure, Go),
+                            ("rb|x|1", "b1", ClusterFailure, Go),
+                        ],
+                    }],
+                ),
+                (
+                    "a region over the threshold lets one cluster out per 100 s",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1", "a2", "a3", "a4"],
+                            asks: vec![
+                                ("rb|x|1", "a1", ClusterFailure, Go),
+                                ("rb|x|2", "a1", ClusterFailure, Go),
+                                ("rb|x|1", "a2", ClusterFailure, Wait(RateLimited, 100_000)),
+                                ("rb|x|1", "a3", ClusterFailure, Wait(RateLimited, 200_000)),
+                                // A cluster that waits keeps its place.
+                                ("rb|x|2", "a2", ClusterFailure, Wait(RateLimited, 100_000)),
+                            ],
+                        },
+                        Step {
+                            at: 200,
+                            down: &["a1", "a2", "a3", "a4"],
+                            asks: vec![
+                                ("rb|x|2", "a2", ClusterFailure, Go),
+                                ("rb|x|1", "a3", ClusterFailure, Wait(RateLimited, 100_000)),
+                            ],
+                        },
+                    ],
+                ),
+                (
+                    "a region sliding into PartialDisruption right after a release lets no second one out at once",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Go)],
+                        },
+                        Step {
+                            at: 101,
+                            down: &["a1", "a2", "a3"],
+                            asks: vec![("rb|x|1", "a2", ClusterFailure, Wait(RateLimited, 100_000))],
+                        },
+                    ],
+                ),
+                (
+                    "the whole fleet down: nothing, released or not; then the clusters queue again",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Go)],
+                        },
+                        Step {
+                            at: 200,
+                            down: &["a1", "a2", "a3", "a4", "a5"],
+                            asks: vec![
+                                ("rb|x|2", "a1", ClusterFailure, Wait(FullDisruption, 10_000)),
+                                ("rb|x|1", "a2", ClusterFailure, Wait(FullDisruption, 10_000)),
+                                ("rb|x|1", "a3", ApplicationFailure, Wait(FullDisruption, 10_000)),
+                            ],
+                        },
+                        Step {
+                            at: 300,
+                            down: &["a1", "a2"],
+                            asks: vec![
+                                ("rb|x|2", "a2", ClusterFailure, Go),
+                                ("rb|x|2", "a1", ClusterFailure, Wait(RateLimited, 10_000)),
+                            ],
+                        },
+                    ],
+                ),
+                (
+                    "a restart: nothing within the startup grace, then the first cluster at once",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 10,
+                            down: &["a1", "a2"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Wait(StartupGrace, 30_000))],
+                        },
+                        Step {
+                            at: 40,
+                            down: &["a1", "a2"],
+                            asks: vec![
+                                ("rb|x|1", "a1", ClusterFailure, Go),
+                                ("rb|x|2", "a1", ClusterFailure, Go),
+                                ("rb|x|1", "a2", ClusterFailure, Wait(RateLimited, 10_000)),
+                            ],
+                        },
+                    ],
+                ),
+                (
+                    "a failed application on a Ready cluster goes at once, never behind an evacuation",
+                    s(),
+                    five_in_a(),
+                    vec![Step {
+                        at: 100,
+                        down: &["a1", "a2"],
+                        asks: vec![
+                            ("rb|x|1", "a1", ClusterFailure, Go),
+                            ("rb|x|1", "a2", ClusterFailure, Wait(RateLimited, 10_000)),
+                            ("rb|x|2", "a3", ApplicationFailure, Go),
+                            ("rb|x|3", "a3", ApplicationFailure, Go),
+                            // On a failed cluster, it is the cluster's turn that counts.
+                            ("rb|x|4", "a2", ApplicationFailure, Wait(RateLimited, 10_000)),
+                            ("rb|x|5", "a1", ApplicationFailure, Go),
+                        ],
+                    }],
+                ),
+                (
+                    "a cluster that recovered queues again when it fails again",
+                    s(),
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Go)],
+                        },
+                        Step {
+                            at: 104,
+                            down: &[],
+                            asks: vec![],
+                        },
+                        Step {
+                            at: 105,
+                            down: &["a1"],
+                            asks: vec![("rb|x|1", "a1", ClusterFailure, Wait(RateLimited, 5_000))],
+                        },
+                    ],
+                ),
+                (
+                    "the --resource-eviction-rate ceiling paces a released cluster's bindings, not applications",
+                    BrakeSettings {
+                        resource_rate: Some(2.0),
+                        ..s()
+                    },
+                    five_in_a(),
+                    vec![Step {
+                        at: 100,
+                        down: &["a1"],
+                        asks: vec![
+                            ("rb|x|1", "a1", ClusterFailure, Go),
+                            ("rb|x|2", "a1", ClusterFailure, Wait(ResourceRateLimited, 500)),
+                            ("rb|x|3", "a1", ClusterFailure, Wait(ResourceRateLimited, 1_000)),
+                            ("rb|x|4", "a3", ApplicationFailure, Go),
+                        ],
+                    }],
+                ),
+                (
+                    "pacing off: every failed cluster at once; the stops stay",
+                    BrakeSettings {
+                        rate_limit: false,
+                        ..s()
+                    },
+                    five_in_a(),
+                    vec![
+                        Step {
+                            at: 100,
+                            down: &["a1", "a2", "a3", "a4"],
+                            asks: vec![
+                                ("rb|x|1", "a1", ClusterFailure, Go),
+                                ("rb|x|1", "a2", ClusterFailure, Go),
+                                ("rb|x|1", "a3", ClusterFailure, Go),
+                            ],
+                        },
+                        Step {
+                            at: 101,
+                            down: &["a1", "a2", "a3", "a4", "a5"],
+                            asks: vec![("rb|x|1", "a4", ClusterFailure, Wait(FullDisruption, 10_000))],
+                        },
+                    ],
+                ),
+                (
+                    "a rate of 0 stops failed clusters, not failed applications on Ready ones",
+                    BrakeSettings {
+                        cluster_rate: 0.0,
+                        ..s()
+                    },
+                    five_in_a(),
+                    vec![Step {
+                        at: 100,
+                        down: &["a1"],
+                        asks: vec![
+                            ("rb|x|1", "a1", ClusterFailure, Wait(RateZero, 10_000)),
+                            ("rb|x|1", "a2", ApplicationFailure, Go),
+                        ],
+                    }],
+                ),
+            ];
+            for (case, settings, fleet, steps) in table {
+                run(case, settings, &fleet, steps);
+            }
+        }
+
         #[tokio::test]
-        async fn one_bucket_per_region_shared_by_clones_at_the_states_rate() {
+        async fn clones_share_the_turns_and_the_report_and_metrics_say_so() {
             let registry = prometheus::Registry::new();
             let metrics = FailoverMetrics::register(&registry).unwrap();
-            let brake = EvictionBrake::new(
-                BrakeSettings {
-                    primary_rate: 10.0,
-                    secondary_rate: 1.0,
-                    ..settings()
-                },
-                at(0),
-                Some(metrics.clone()),
-            );
+            let brake = EvictionBrake::new(settings(), at(0), Some(metrics.clone()));
             let other = brake.clone();
-            let cs = clusters(&[
-                ("a1", "a", false),
-                ("a2", "a", false),
-                ("a3", "a", false),
-                ("b1", "b", true),
-                ("b2", "b", true),
-                ("b3", "b", true),
-                ("b4", "b", true),
-            ]);
-            // Within the startup grace: held, for the rest of it.
-            let now = at(10);
-            let v = brake.view(&cs, now);
-            let h = brake.admit(&v, "a", "rb|x|1@a1", now).unwrap_err();
-            assert_eq!(
-                (h.reason, h.wait),
-                (HoldReason::StartupGrace, Duration::from_secs(30))
-            );
-            // After it: region a (3 of 3 down) at 1/s, region b at 10/s, each its own bucket,
-            // shared by both clones (both producers).
+            let fleet = five_in_a();
+            let cs = clusters(&fleet, &["a1", "a2"]);
             let now = at(100);
+            let ask = |cluster, cause| Ask {
+                binding: "rb|x|1",
+                cluster,
+                cause,
+            };
             let v = brake.view(&cs, now);
-            assert_eq!(EvictionBrake::region_of(&cs, "a2"), "a");
-            assert!(brake.admit(&v, "a", "rb|x|1@a1", now).is_ok());
-            let h = other.admit(&v, "a", "rb|x|2@a1", now).unwrap_err();
+            assert!(brake.admit(&v, &cs, ask("a1", ClusterFailure), now).is_ok());
+            let h = other
+                .admit(&v, &cs, ask("a2", ClusterFailure), now)
+                .unwrap_err();
             assert_eq!(h.reason, HoldReason::RateLimited);
-            assert!(
-                h.wait.abs_diff(Duration::from_secs(1)) < Duration::from_millis(1),
-                "{:?}",
-                h.wait
-            );
-            assert!(other.admit(&v, "b", "rb|x|1@b1", now).is_ok());
-            let h = brake.admit(&v, "b", "rb|x|2@b1", now).unwrap_err();
-            assert!(
-                h.wait.abs_diff(Duration::from_millis(100)) < Duration::from_millis(1),
-                "{:?}",
-                h.wait
-            );
-            // The injected clock drives the buckets. The token due in 1 s is reserved for the
-            // eviction that was told to wait: another one asking first waits behind it, and
-            // the waiter, back at its time, goes (the held ones are not all woken per token).
-            let soon = now + chrono::Duration::milliseconds(500);
-            let h = brake.admit(&v, "a", "rb|x|3@a1", soon).unwrap_err();
-            assert!(
-                h.wait.abs_diff(Duration::from_millis(1500)) < Duration::from_millis(1),
-                "{:?}",
-                h.wait
-            );
-            let later = now + chrono::Duration::milliseconds(1000);
-            assert!(brake.admit(&v, "a", "rb|x|2@a1", later).is_ok());
-            let h = brake.admit(&v, "a", "rb|x|3@a1", later).unwrap_err();
-            assert!(
-                h.wait.abs_diff(Duration::from_millis(1000)) < Duration::from_millis(1),
-                "{:?}",
-                h.wait
-            );
-            // Metrics and the report say so.
+            assert!(other.is_released("a1") && !brake.is_released("a2"));
+            let report = brake.report(&cs, now);
+            let a = report.iter().find(|r| r.view.region == "a").unwrap();
             assert_eq!(
-                metrics
-                    .brake_state
-                    .with_label_values(&["a", "PartialDisruption"])
-                    .get(),
-                1
+                a.released,
+                vec![ClusterTurn {
+                    cluster: "a1".into(),
+                    at: now
+                }]
             );
             assert_eq!(
-                metrics
-                    .brake_state
-                    .with_label_values(&["a", "Normal"])
-                    .get(),
-                0
+                a.queued,
+                vec![ClusterTurn {
+                    cluster: "a2".into(),
+                    at: now + chrono::Duration::seconds(10)
+                }]
             );
-            assert_eq!(metrics.brake_rate.with_label_values(&["b"]).get(), 10.0);
+            assert_eq!(a.held, 1);
+            assert_eq!(metrics.brake_rate.with_label_values(&["a"]).get(), 0.1);
+            assert_eq!(metrics.clusters_released.with_label_values(&["a"]).get(), 1);
+            assert_eq!(metrics.clusters_queued.with_label_values(&["a"]).get(), 1);
             assert_eq!(
                 metrics
                     .evictions_held
                     .with_label_values(&["a", "RateLimited"])
                     .get(),
-                3
-            );
-            assert_eq!(
-                metrics
-                    .evictions_held
-                    .with_label_values(&["a", "StartupGrace"])
-                    .get(),
                 1
             );
-            let report = brake.report(&cs, later);
+            // a2 recovers while it waits: it waits no more, and a1 recovers: it is no longer out.
+            let healthy = clusters(&fleet, &[]);
+            let report = brake.report(&healthy, now);
             let a = report.iter().find(|r| r.view.region == "a").unwrap();
-            assert_eq!(a.held, 4);
-            assert_eq!(
-                a.view.counts,
-                Counts {
-                    clusters: 3,
-                    not_ready: 3
-                }
-            );
-            // Region b's clusters go too: the whole fleet is down, nothing goes.
-            let all_down = clusters(&[("a1", "a", false), ("b1", "b", false)]);
-            let v = brake.view(&all_down, later);
-            let h = brake.admit(&v, "b", "rb|x|2@b1", later).unwrap_err();
-            assert_eq!(h.reason, HoldReason::FullDisruption);
-            assert!(h
-                .event_message("b1")
-                .contains("all 2 clusters of the fleet are not Ready"));
-            assert_eq!(
-                metrics
-                    .brake_state
-                    .with_label_values(&["b", "FullDisruption"])
-                    .get(),
-                1
-            );
+            assert!(a.released.is_empty() && a.queued.is_empty(), "{a:?}");
+            assert_eq!(metrics.clusters_queued.with_label_values(&["a"]).get(), 0);
         }
     }
 }

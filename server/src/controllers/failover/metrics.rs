@@ -35,11 +35,19 @@ pub struct FailoverMetrics {
     /// `flotilla_eviction_brake_state{region,state}`: 1 for the state each region is in, 0
     /// for the others (Normal, PartialDisruption, FullDisruption, StartupGrace).
     pub brake_state: IntGaugeVec,
-    /// `flotilla_eviction_brake_rate{region}`: evictions per second the brake allows in each
-    /// region now (0: stopped; +Inf: pacing off).
+    /// `flotilla_eviction_brake_rate{region}`: failed clusters per second the brake lets out
+    /// in each region now (0: stopped; +Inf: pacing off).
     pub brake_rate: GaugeVec,
+    /// `flotilla_eviction_brake_clusters_released_total{region}`: failed clusters that took
+    /// their region's token, after which all their bindings may go.
+    pub clusters_released: IntCounterVec,
+    /// `flotilla_eviction_brake_clusters_queued{region}`: failed clusters waiting for their
+    /// region's token now.
+    pub clusters_queued: IntGaugeVec,
     /// `flotilla_evictions_held_total{region,reason}`: evictions the brake made wait
-    /// (`RateLimited`, `StartupGrace`, `FullDisruption`, `RateZero`), counted per attempt.
+    /// (`RateLimited`: the cluster waits its turn; `ResourceRateLimited`: the
+    /// `--resource-eviction-rate` ceiling; `StartupGrace`, `FullDisruption`, `RateZero`),
+    /// counted per attempt.
     pub evictions_held: IntCounterVec,
     /// `flotilla_failbacks_total{cluster}`: workloads moved back to a recovered cluster
     /// (controllers/failover/failback.rs).
@@ -111,14 +119,28 @@ impl FailoverMetrics {
         let brake_rate = GaugeVec::new(
             Opts::new(
                 "flotilla_eviction_brake_rate",
-                "Evictions per second the eviction brake allows in each region (0: stopped, +Inf: pacing off).",
+                "Failed clusters per second the eviction brake lets out in each region (0: stopped, +Inf: pacing off); once let out, all of a cluster's bindings may go.",
+            ),
+            &["region"],
+        )?;
+        let clusters_released = IntCounterVec::new(
+            Opts::new(
+                "flotilla_eviction_brake_clusters_released_total",
+                "Failed clusters that took their region's eviction token, after which all their bindings may be evicted.",
+            ),
+            &["region"],
+        )?;
+        let clusters_queued = IntGaugeVec::new(
+            Opts::new(
+                "flotilla_eviction_brake_clusters_queued",
+                "Failed clusters waiting for their region's eviction token.",
             ),
             &["region"],
         )?;
         let evictions_held = IntCounterVec::new(
             Opts::new(
                 "flotilla_evictions_held_total",
-                "Evictions the eviction brake made wait, by region and why (RateLimited, StartupGrace, FullDisruption, RateZero).",
+                "Evictions the eviction brake made wait, by region and why (RateLimited: the cluster waits its turn, ResourceRateLimited, StartupGrace, FullDisruption, RateZero).",
             ),
             &["region", "reason"],
         )?;
@@ -134,6 +156,8 @@ impl FailoverMetrics {
         registry.register(Box::new(brake_state.clone()))?;
         registry.register(Box::new(brake_rate.clone()))?;
         registry.register(Box::new(evictions_held.clone()))?;
+        registry.register(Box::new(clusters_released.clone()))?;
+        registry.register(Box::new(clusters_queued.clone()))?;
         registry.register(Box::new(tasks_dropped.clone()))?;
         registry.register(Box::new(tasks_pending.clone()))?;
         registry.register(Box::new(taint_to_eviction.clone()))?;
@@ -150,6 +174,8 @@ impl FailoverMetrics {
             application_failovers_held,
             brake_state,
             brake_rate,
+            clusters_released,
+            clusters_queued,
             evictions_held,
             failbacks,
         })

@@ -16,7 +16,9 @@
 //! ([`Effects::carry_out`]), which application failover and failback use too.
 
 use crate::clock::SharedClock;
-use crate::controllers::failover::brake::{earliest, hold_back, report_stops, EvictionBrake, Hold};
+use crate::controllers::failover::brake::{
+    earliest, hold_back, report_stops, Cause, EvictionBrake, Hold,
+};
 use crate::controllers::failover::effects::{evict, Effects, Evicted, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
@@ -293,6 +295,7 @@ pub fn hold_evictions(
         brake,
         clusters,
         key,
+        Cause::ClusterFailure,
         decision.evictions.iter().map(|e| e.cluster.as_str()),
         now,
     );
@@ -1032,12 +1035,13 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn the_brake_stops_evictions_while_every_cluster_is_down_and_paces_them_after() {
+        async fn the_brake_stops_evictions_while_every_cluster_is_down_and_lets_the_cluster_out_after(
+        ) {
             use crate::controllers::failover::brake::{
                 EvictionBrake, EVENT_EVICTION_HELD, STOPPED_RETRY,
             };
             use crate::controllers::settings::BrakeSettings;
-            let (store, clock, tm) = world(serde_json::json!([])).await;
+            let (store, _clock, tm) = world(serde_json::json!([])).await;
             let brake = EvictionBrake::new(
                 BrakeSettings {
                     startup_grace: Duration::ZERO,
@@ -1088,7 +1092,8 @@ mod tests {
                 "{}",
                 events[0]
             );
-            // member2 turns Ready: the first binding goes, the second waits its turn (0.5/s).
+            // member2 turns Ready: member1 takes its region's token, and all its bindings go
+            // at once (the brake paces clusters, not bindings).
             let mut m2 = store
                 .get(&well_known::clusters(), None, "member2")
                 .await
@@ -1099,41 +1104,17 @@ mod tests {
                 .update_status(&well_known::clusters(), m2)
                 .await
                 .unwrap();
-            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(&rbs, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
-            assert_eq!(
-                b["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
-                "member1"
-            );
-            assert!(matches!(
-                tm.reconcile("rb|default|other-deployment").await,
-                Ok(Action::RequeueAfter(d)) if d.abs_diff(Duration::from_secs(2)) < Duration::from_millis(1)
-            ));
-            let other = store
-                .get(&rbs, Some("default"), "other-deployment")
-                .await
-                .unwrap();
-            assert!(
-                other["spec"].get("gracefulEvictionTasks").is_none(),
-                "{other}"
-            );
-            assert_eq!(held_events().await.len(), 1, "pacing leaves no Event");
-            clock.advance(chrono::Duration::seconds(2));
-            assert!(matches!(
-                tm.reconcile("rb|default|other-deployment").await,
-                Ok(Action::Done)
-            ));
-            let other = store
-                .get(&rbs, Some("default"), "other-deployment")
-                .await
-                .unwrap();
-            assert_eq!(
-                other["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
-                "member1"
-            );
+            for key in [KEY, "rb|default|other-deployment"] {
+                assert!(matches!(tm.reconcile(key).await, Ok(Action::Done)), "{key}");
+            }
+            for name in ["nginx-deployment", "other-deployment"] {
+                let b = store.get(&rbs, Some("default"), name).await.unwrap();
+                assert_eq!(
+                    b["spec"]["gracefulEvictionTasks"][0]["fromCluster"], "member1",
+                    "{name}"
+                );
+            }
+            assert_eq!(held_events().await.len(), 1, "no Event but the stop's");
         }
 
         #[tokio::test]

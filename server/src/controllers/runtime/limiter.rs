@@ -52,6 +52,21 @@ impl TokenBucket {
         }
     }
 
+    /// An empty bucket as of `now`: its first token comes after `1 / per_second` (what
+    /// Kubernetes' `SwapLimiter` does to a new limiter while the old one had none to give).
+    pub fn drained_at(rate: Rate, now: Instant) -> Self {
+        let bucket = Self::new_at(rate, now);
+        bucket.state.lock().tokens = 0.0;
+        bucket
+    }
+
+    /// Whether a token could be taken at `now` (takes none).
+    pub fn has_token_at(&self, now: Instant) -> bool {
+        let b = self.state.lock();
+        let elapsed = now.saturating_duration_since(b.last).as_secs_f64();
+        (b.tokens + elapsed * self.rate.per_second).min(f64::from(self.rate.burst)) >= 1.0
+    }
+
     /// A full bucket as of tokio's now.
     pub fn new(rate: Rate) -> Self {
         Self::new_at(rate, Instant::now())
@@ -137,6 +152,23 @@ mod tests {
         // A taker finds no token before the reserved ones are due.
         assert_eq!(bucket.try_take_at(t0 + ms(1000)), Err(ms(500)));
         assert_eq!(bucket.try_take_at(t0 + ms(1500)), Ok(()));
+    }
+
+    #[test]
+    fn a_drained_bucket_gives_its_first_token_after_one_interval() {
+        let t0 = Instant::now();
+        let rate = Rate {
+            per_second: 2.0,
+            burst: 1,
+        };
+        let bucket = TokenBucket::drained_at(rate, t0);
+        assert!(!bucket.has_token_at(t0));
+        assert!(!bucket.has_token_at(t0 + ms(499)));
+        assert!(bucket.has_token_at(t0 + ms(500)));
+        assert_eq!(bucket.reserve_at(t0), ms(500));
+        assert!(!bucket.has_token_at(t0 + ms(900)));
+        let full = TokenBucket::new_at(rate, t0);
+        assert!(full.has_token_at(t0));
     }
 
     fn ms(n: u64) -> Duration {
