@@ -85,18 +85,21 @@ struct Flags {
     /// controllers' many reads of a hot object do not parse it again; 0 keeps none.
     #[arg(long, default_value_t = flotilla_server::store::object_cache::DEFAULT_BUDGET)]
     store_object_cache_bytes: usize,
-    /// Push members are probed this often.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
-    cluster_status_update_frequency: Duration,
-    /// A not-True probe must last this long before Ready turns False.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
-    cluster_failure_threshold: Duration,
-    /// A True probe must last this long before Ready turns True.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
-    cluster_success_threshold: Duration,
+    /// Push members are probed this often [default: 10s; 500ms with --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_status_update_frequency: Option<Duration>,
+    /// A not-True probe must last this long before Ready turns False [default: 30s; 2s with
+    /// --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_failure_threshold: Option<Duration>,
+    /// A True probe must last this long before Ready turns True [default: 30s; 1s with
+    /// --fast-failover].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    cluster_success_threshold: Option<Duration>,
     /// Second-scale failure detection for demos and tests: monitor period 300ms, grace
     /// periods 2s (startup 5s), eviction timeout 1s, default tolerations 0 s, eviction
-    /// startup grace 2s. NOT FOR PRODUCTION: a member that misses two seconds of lease
+    /// startup grace 2s; push members probed every 500ms, failure threshold 2s, success
+    /// threshold 1s. NOT FOR PRODUCTION: a member that misses two seconds of lease
     /// renewals is failed over. Timing flags given explicitly still win.
     #[arg(long)]
     fast_failover: bool,
@@ -296,6 +299,9 @@ async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     init_logging(flags.log_format);
     let detection = Detection::profile(flags.fast_failover).with(DetectionFlags {
+        probe_period: flags.cluster_status_update_frequency,
+        failure_threshold: flags.cluster_failure_threshold,
+        success_threshold: flags.cluster_success_threshold,
         monitor_period: flags.cluster_monitor_period,
         monitor_grace: flags.cluster_monitor_grace_period,
         startup_grace: flags.cluster_startup_grace_period,
@@ -340,9 +346,9 @@ async fn main() -> anyhow::Result<()> {
     } else {
         let chrono = |d: Duration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
         let mut c = ControllerSettings::default();
-        c.health.status_update_frequency = chrono(flags.cluster_status_update_frequency);
-        c.health.thresholds.failure = chrono(flags.cluster_failure_threshold);
-        c.health.thresholds.success = chrono(flags.cluster_success_threshold);
+        c.health.status_update_frequency = chrono(detection.probe_period);
+        c.health.thresholds.failure = chrono(detection.failure_threshold);
+        c.health.thresholds.success = chrono(detection.success_threshold);
         c.health.monitor_period = chrono(detection.monitor_period);
         c.health.grace.monitor = chrono(detection.monitor_grace);
         c.health.grace.startup = chrono(detection.startup_grace);

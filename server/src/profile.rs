@@ -7,6 +7,13 @@ use std::time::Duration;
 /// When a failed member is noticed, tainted and evicted from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Detection {
+    /// `--cluster-status-update-frequency`: how often push members are probed.
+    pub probe_period: Duration,
+    /// `--cluster-failure-threshold`: a not-True probe lasts this long before Ready turns
+    /// False.
+    pub failure_threshold: Duration,
+    /// `--cluster-success-threshold`: a True probe lasts this long before Ready turns True.
+    pub success_threshold: Duration,
     /// `--cluster-monitor-period`: how often pull members' leases are checked.
     pub monitor_period: Duration,
     /// `--cluster-monitor-grace-period`: a pull member silent this long turns Ready Unknown
@@ -29,6 +36,9 @@ impl Detection {
     /// member's death to its workloads' eviction, which rides out restarts and short network
     /// trouble.
     pub const STANDARD: Detection = Detection {
+        probe_period: Duration::from_secs(10),
+        failure_threshold: Duration::from_secs(30),
+        success_threshold: Duration::from_secs(30),
         monitor_period: Duration::from_secs(5),
         monitor_grace: Duration::from_secs(40),
         startup_grace: Duration::from_secs(60),
@@ -37,11 +47,15 @@ impl Detection {
         unreachable_toleration_seconds: 300,
     };
 
-    /// `--fast-failover`: a member silent for 2 s turns Unknown, 1 s later it is tainted, and
-    /// default tolerations of 0 s evict at once — a failover within seconds, for demos and
+    /// `--fast-failover`: a pull member silent for 2 s turns Unknown (a push member failing
+    /// its probes for 2 s, False), 1 s later it is tainted, and default tolerations of 0 s
+    /// evict at once — a failover within seconds, for demos and
     /// tests. Not for production: a member that misses two seconds of lease renewals (a GC
     /// pause, a slow network) is failed over.
     pub const FAST_FAILOVER: Detection = Detection {
+        probe_period: Duration::from_millis(500),
+        failure_threshold: Duration::from_secs(2),
+        success_threshold: Duration::from_secs(1),
         monitor_period: Duration::from_millis(300),
         monitor_grace: Duration::from_secs(2),
         startup_grace: Duration::from_secs(5),
@@ -62,6 +76,9 @@ impl Detection {
     /// This profile with the flags given explicitly (`Some`) in its place.
     pub fn with(self, given: DetectionFlags) -> Detection {
         Detection {
+            probe_period: given.probe_period.unwrap_or(self.probe_period),
+            failure_threshold: given.failure_threshold.unwrap_or(self.failure_threshold),
+            success_threshold: given.success_threshold.unwrap_or(self.success_threshold),
             monitor_period: given.monitor_period.unwrap_or(self.monitor_period),
             monitor_grace: given.monitor_grace.unwrap_or(self.monitor_grace),
             startup_grace: given.startup_grace.unwrap_or(self.startup_grace),
@@ -79,6 +96,12 @@ impl Detection {
 /// The detection flags as given on the command line (`None`: not given).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DetectionFlags {
+    /// `--cluster-status-update-frequency`.
+    pub probe_period: Option<Duration>,
+    /// `--cluster-failure-threshold`.
+    pub failure_threshold: Option<Duration>,
+    /// `--cluster-success-threshold`.
+    pub success_threshold: Option<Duration>,
     /// `--cluster-monitor-period`.
     pub monitor_period: Option<Duration>,
     /// `--cluster-monitor-grace-period`.
