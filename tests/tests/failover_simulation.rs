@@ -430,7 +430,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                 events_about(&api, "default", binding)
                     .iter()
                     .find(|e| {
-                        e["reason"] == "EvictWorkloadFromCluster"
+                        e["reason"] == "EvictWorkloadFromClusterSucceed"
                             && e["message"]
                                 .as_str()
                                 .is_some_and(|m| m.contains(cluster.as_str()))
@@ -438,7 +438,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                     .cloned()
             },
         );
-        assert_eq!(evicted["type"], "Warning", "{evicted}");
+        assert_eq!(evicted["type"], "Normal", "{evicted}");
     }
     // The brake paced them as predicted: one per 2 s (the order may differ from the answer's:
     // the taint manager's workers take the three bindings at once; Events are stamped in
@@ -448,7 +448,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         .map(|(binding, _, _)| {
             events_about(&api, "default", binding)
                 .iter()
-                .find(|e| e["reason"] == "EvictWorkloadFromCluster")
+                .find(|e| e["reason"] == "EvictWorkloadFromClusterSucceed")
                 .and_then(|e| e["firstTimestamp"].as_str())
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&chrono::Utc))
@@ -472,7 +472,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         .filter(|b| {
             events_about(&api, "default", b)
                 .iter()
-                .any(|e| e["reason"] == "EvictWorkloadFromCluster")
+                .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed")
         })
         .collect();
     assert_eq!(
