@@ -62,7 +62,7 @@ pub struct FailoverHistoryItem {
     /// The eviction task's reason (`TaintUntolerated`, `ApplicationFailure`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub eviction_reason: String,
-    /// The eviction's message (the same as the `EvictWorkloadFromCluster` Event's cause).
+    /// The eviction's message (the same as the `EvictWorkloadFromClusterSucceed` Event's cause).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// The controller that evicted.

@@ -50,6 +50,11 @@ async fn public_endpoints_need_no_token_and_everything_else_does() {
         ("/api/v1/namespaces/default/configmaps", None),
         ("/apis", Some("Bearer wrong")),
         ("/metrics", Some("Basic abc")),
+        // A token that is sent is checked on the probes too, as kube-apiserver does.
+        ("/healthz", Some("Bearer wrong")),
+        ("/readyz", Some("Bearer wrong")),
+        ("/livez", Some("Bearer wrong")),
+        ("/version", Some("Bearer wrong")),
     ] {
         let mut req = axum::http::Request::get(path);
         if let Some(a) = auth {

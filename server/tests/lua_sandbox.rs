@@ -339,8 +339,8 @@ async fn work_sizes(api: &Api, binding: &str) -> Vec<(String, Value)> {
 }
 
 /// A replicaRevision script that fails never sends the template's full count to a member: the
-/// cluster gets no Work, the binding one SyncFailed Event naming the error (not one per
-/// retry), and once the script is fixed each member gets its share.
+/// cluster gets no Work, the binding and the template one SyncWorkFailed Event each naming the
+/// error (not one per retry), and once the script is fixed each member gets its share.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_replica_revision_sends_no_full_size_manifest() {
     let (api, _dir) = start().await;
@@ -367,13 +367,17 @@ async fn a_failing_replica_revision_sends_no_full_size_manifest() {
                                                                 {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
     )
     .await;
-    let failed = eventually("a SyncFailed Event on the binding", WAIT, || {
-        event(&api, "ResourceBinding", "gadget1-gadget", "SyncFailed")
-    })
-    .await;
-    let message = failed["message"].as_str().unwrap();
-    assert!(message.contains("no revision today"), "{message}");
-    assert_eq!(failed["type"], "Warning");
+    for (kind, name) in [("ResourceBinding", "gadget1-gadget"), ("Gadget", "gadget1")] {
+        let failed = eventually(
+            &format!("a SyncWorkFailed Event on the {kind}"),
+            WAIT,
+            || event(&api, kind, name, "SyncWorkFailed"),
+        )
+        .await;
+        let message = failed["message"].as_str().unwrap();
+        assert!(message.contains("no revision today"), "{kind}: {message}");
+        assert_eq!(failed["type"], "Warning", "{kind}");
+    }
     // The binding is retried (a resync passes every 2 s) and still no Work goes out, and the
     // failure is reported once.
     let b = api
@@ -413,8 +417,8 @@ async fn a_failing_replica_revision_sends_no_full_size_manifest() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["reason"] == "SyncFailed")
+        .filter(|e| e["reason"] == "SyncWorkFailed")
         .count();
-    assert_eq!(reported, 1, "one Event, not one per retry");
+    assert_eq!(reported, 2, "one Event on each object, not one per retry");
     api.server.shutdown().await.unwrap();
 }

@@ -310,7 +310,7 @@ fn a_workload_unhealthy_everywhere_moves_a_bounded_number_of_times() {
     );
     let evictions: i64 = events_about(&api, "default", "nginx-deployment")
         .iter()
-        .filter(|e| e["reason"] == "EvictWorkloadFromCluster")
+        .filter(|e| e["reason"] == "EvictWorkloadFromClusterSucceed")
         .map(|e| e["count"].as_i64().unwrap_or(1))
         .sum();
     assert_eq!(evictions, 2, "exactly the two moves the bound allows");

@@ -50,6 +50,22 @@ fn event_reasons(api: &ApiClient) -> Vec<String> {
     .collect()
 }
 
+/// The (type, reason) of each Event about the object of `kind` named `name` in `default`.
+fn events_of(api: &ApiClient, kind: &str, name: &str) -> Vec<(String, String)> {
+    api.get(&format!(
+        "{EVENTS}?fieldSelector=involvedObject.kind%3D{kind},involvedObject.name%3D{name}"
+    ))
+    .ok()
+    .and_then(|l| l["items"].as_array().cloned())
+    .unwrap_or_default()
+    .iter()
+    .map(|e| {
+        let field = |f: &str| e[f].as_str().unwrap_or("").to_string();
+        (field("type"), field("reason"))
+    })
+    .collect()
+}
+
 fn nginx_replicas_on(agent: &Agent) -> Option<i64> {
     let url = format!(
         "{}/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
@@ -100,10 +116,19 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
         tasks.is_empty().then_some(())
     });
     let reasons = event_reasons(&api);
-    assert!(
-        reasons.iter().any(|r| r == "EvictWorkloadFromCluster"),
-        "{reasons:?}"
+    // Karmada's eviction Event, as Karmada records it: Normal, on the binding and on the
+    // Deployment it propagates.
+    let evicted = (
+        "Normal".to_string(),
+        "EvictWorkloadFromClusterSucceed".to_string(),
     );
+    for (kind, name) in [
+        ("ResourceBinding", "nginx-deployment"),
+        ("Deployment", "nginx"),
+    ] {
+        let events = events_of(&api, kind, name);
+        assert!(events.contains(&evicted), "{kind} {name}: {events:?}");
+    }
     assert!(
         reasons.iter().any(|r| r == "EvictionTaskDoneHealthy"),
         "{reasons:?}"

@@ -265,7 +265,7 @@ fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it
         Duration::from_secs(30),
         || {
             let r = reasons(&api);
-            (r.iter().any(|r| r == "EvictWorkloadFromCluster")
+            (r.iter().any(|r| r == "EvictWorkloadFromClusterSucceed")
                 && r.iter().any(|r| r == "EvictionTaskDoneHealthy"))
             .then_some(())
         },

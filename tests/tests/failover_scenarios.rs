@@ -187,7 +187,7 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
         "{kept}'s Work was never touched"
     );
     let reasons: Vec<String> = events(&api).into_iter().map(|(r, _)| r).collect();
-    for want in ["EvictWorkloadFromCluster", "EvictionTaskDoneHealthy"] {
+    for want in ["EvictWorkloadFromClusterSucceed", "EvictionTaskDoneHealthy"] {
         assert!(reasons.iter().any(|r| r == want), "{want}: {reasons:?}");
     }
 

@@ -425,7 +425,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                 events_about(&api, "default", binding)
                     .iter()
                     .find(|e| {
-                        e["reason"] == "EvictWorkloadFromCluster"
+                        e["reason"] == "EvictWorkloadFromClusterSucceed"
                             && e["message"]
                                 .as_str()
                                 .is_some_and(|m| m.contains(cluster.as_str()))
@@ -433,7 +433,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
                     .cloned()
             },
         );
-        assert_eq!(evicted["type"], "Warning", "{evicted}");
+        assert_eq!(evicted["type"], "Normal", "{evicted}");
     }
     // The brake let them go together, as predicted (Events are stamped in whole seconds).
     let mut stamps: Vec<chrono::DateTime<chrono::Utc>> = evictions
@@ -441,7 +441,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         .map(|(binding, _, _)| {
             events_about(&api, "default", binding)
                 .iter()
-                .find(|e| e["reason"] == "EvictWorkloadFromCluster")
+                .find(|e| e["reason"] == "EvictWorkloadFromClusterSucceed")
                 .and_then(|e| e["firstTimestamp"].as_str())
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&chrono::Utc))
@@ -465,7 +465,7 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         .filter(|b| {
             events_about(&api, "default", b)
                 .iter()
-                .any(|e| e["reason"] == "EvictWorkloadFromCluster")
+                .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed")
         })
         .collect();
     assert_eq!(

@@ -214,7 +214,7 @@ fn a_cluster_taint_policy_on_a_custom_condition_moves_the_workload() {
         "the eviction Event naming member1",
         Duration::from_secs(30),
         || {
-            events(&api, "nginx-deployment", "EvictWorkloadFromCluster")
+            events(&api, "nginx-deployment", "EvictWorkloadFromClusterSucceed")
                 .iter()
                 .any(|m| m.contains("member1"))
                 .then_some(())

@@ -217,16 +217,25 @@ async fn evict_reschedule_healthy_drop_fills_one_entry() {
     assert_eq!(e["oldCopyGoneReason"], "EvictionTaskDoneHealthy");
     assert_eq!(history(&b).as_array().map(Vec::len), Some(1));
 
-    // The Events tell the same story, on the binding.
+    // The Events tell the same story, on the binding; the eviction's, Karmada's, also on the
+    // Deployment.
     let events = world.stored_events().await;
-    let said = |reason: &str, needle: &str| {
+    let said_on = |object: &str, reason: &str, needle: &str| {
         events.iter().any(|e| {
             e["reason"] == reason
-                && e["involvedObject"]["name"] == "nginx-deployment"
+                && e["involvedObject"]["name"] == object
                 && e["message"].as_str().unwrap_or("").contains(needle)
         })
     };
-    assert!(said("EvictWorkloadFromCluster", "member1"), "{events:?}");
+    let said = |reason: &str, needle: &str| said_on("nginx-deployment", reason, needle);
+    assert!(
+        said("EvictWorkloadFromClusterSucceed", "member1"),
+        "{events:?}"
+    );
+    assert!(
+        said_on("nginx", "EvictWorkloadFromClusterSucceed", "member1"),
+        "{events:?}"
+    );
     assert!(said("EvictionTaskDoneHealthy", "member1"), "{events:?}");
     assert!(
         events

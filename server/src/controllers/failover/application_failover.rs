@@ -2141,7 +2141,8 @@ mod tests {
             assert!(
                 events
                     .iter()
-                    .any(|e| e["reason"] == "EvictWorkloadFromCluster"
+                    .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
+                        && e["type"] == "Normal"
                         && e["message"].as_str().unwrap_or("").contains("member1")),
                 "{events:?}"
             );

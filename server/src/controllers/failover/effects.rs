@@ -10,7 +10,8 @@
 //!    resourceVersion read (a conflict fails the reconcile, which decides again on the new
 //!    binding),
 //! 3. for each eviction, counts it (`flotilla_evictions_total` and its latency histogram),
-//!    logs it, records its `EvictWorkloadFromCluster` Event and reports its state
+//!    logs it, records its Normal `EvictWorkloadFromClusterSucceed` Event on the binding and
+//!    on its resource template, as Karmada does (docs/semantics.md §5), and reports its state
 //!    preservation (`state_preservation::report`: a Warning Event per rule that gave no label
 //!    and the `StatePreserved` condition, a status write of its own after the eviction),
 //! 4. records the outcome's other Events, each with the counter it bumps and its log line.
@@ -24,6 +25,7 @@ use crate::controllers::failover::history::{self, HistoryStep};
 use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
 use crate::controllers::failover::state_preservation::{self, Preservation};
 use crate::controllers::shared::binding_keys::set_placement;
+use crate::controllers::shared::template_ref::template_ref;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -33,8 +35,9 @@ use flotilla_api::meta::Time;
 use flotilla_api::policy::PurgeMode;
 use serde_json::Value;
 
-/// The Event reason of every eviction.
-pub const EVENT_EVICTED: &str = "EvictWorkloadFromCluster";
+/// The Event reason of every eviction: Karmada's, a Normal Event on the binding and on its
+/// resource template (docs/semantics.md §5).
+pub const EVENT_EVICTED: &str = "EvictWorkloadFromClusterSucceed";
 
 /// The eviction itself, in the spec: `cluster` leaves `spec.clusters` and its eviction task
 /// (`task`) is added, stamped `now` so that its grace period counts from the eviction (a
@@ -130,7 +133,7 @@ pub struct Evicted {
     pub reason: &'static str,
     /// Why, in words: the log's, and the history entry's when no task carries it.
     pub cause: String,
-    /// The message of its Warning `EvictWorkloadFromCluster` Event.
+    /// The message of its `EvictWorkloadFromClusterSucceed` Events.
     pub event: String,
     /// The purge mode of its task (`None`: no task).
     pub purge_mode: Option<PurgeMode>,
@@ -288,8 +291,8 @@ impl Effects<'_> {
         }
     }
 
-    /// One eviction, written: its counter and latency, its log line, its Event and its state
-    /// preservation.
+    /// One eviction, written: its counter and latency, its log line, its Events (on the binding
+    /// and on its template) and its state preservation.
     async fn report_eviction(
         &self,
         key: &str,
@@ -313,9 +316,15 @@ impl Effects<'_> {
                 .with_label_values(&[e.producer.as_str()])
                 .observe(seconds_since(since, now));
         }
+        // Karmada's reason and type, on the binding and on its template (docs/semantics.md §5).
         self.events
-            .record(written, EventType::Warning, EVENT_EVICTED, &e.event)
+            .record(written, EventType::Normal, EVENT_EVICTED, &e.event)
             .await;
+        if let Some(template) = template_ref(written) {
+            self.events
+                .record(&template, EventType::Normal, EVENT_EVICTED, &e.event)
+                .await;
+        }
         if let Some(p) = &e.preservation {
             // The eviction is written; a failed status write only loses the report.
             if let Err(err) = state_preservation::report(
@@ -532,14 +541,15 @@ mod tests {
                 "no state-preservation rules",
                 None,
                 1,
-                vec!["EvictWorkloadFromCluster", "FailingBack"],
+                vec![EVENT_EVICTED, EVENT_EVICTED, "FailingBack"],
             ),
             (
                 "a rule that gave no label",
                 Some(failed),
                 2,
                 vec![
-                    "EvictWorkloadFromCluster",
+                    EVENT_EVICTED,
+                    EVENT_EVICTED,
                     "FailingBack",
                     "StatePreservationFailed",
                 ],
@@ -576,6 +586,33 @@ mod tests {
             );
             assert_eq!(written["status"]["failoverHistory"][0]["fromCluster"], "m1");
             assert_eq!(reasons(&world).await, events, "{what}");
+            // Karmada's eviction Event: Normal, on the binding and on its template.
+            let evictions: Vec<(String, String, String)> = world
+                .store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .expect("the Events")
+                .items
+                .iter()
+                .filter(|e| e["reason"] == EVENT_EVICTED)
+                .map(|e| {
+                    let field = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or("");
+                    (
+                        field("/type").to_string(),
+                        field("/involvedObject/kind").to_string(),
+                        field("/involvedObject/name").to_string(),
+                    )
+                })
+                .collect();
+            let normal = |kind: &str| ("Normal".to_string(), kind.to_string(), "web".to_string());
+            assert!(
+                evictions.contains(&normal("ResourceBinding")),
+                "{what}: {evictions:?}"
+            );
+            assert!(
+                evictions.contains(&normal("Deployment")),
+                "{what}: {evictions:?}"
+            );
             let m = &world.ctx.failover_metrics;
             assert_eq!(
                 m.evictions

@@ -955,7 +955,8 @@ mod tests {
                 events
                     .items
                     .iter()
-                    .any(|e| e["reason"] == "EvictWorkloadFromCluster"
+                    .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
+                        && e["type"] == "Normal"
                         && e["message"].as_str().unwrap_or("").contains("member1")),
                 "{:?}",
                 events.items

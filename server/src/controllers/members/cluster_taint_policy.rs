@@ -300,7 +300,8 @@ impl Reconciler for ClusterTaintPolicyController {
         for ((policy, added), taints) in by_policy {
             let (kind, reason, verb, why) = if added {
                 (
-                    EventType::Warning,
+                    // Karmada's reason and type (docs/semantics.md §4.2).
+                    EventType::Normal,
                     "TaintClusterSucceed",
                     "added",
                     "addOnConditions",

@@ -241,7 +241,8 @@ impl Reconciler for ClusterTaintsController {
             self.events
                 .cluster(
                     &raw,
-                    EventType::Warning,
+                    // Karmada's reason and type (docs/semantics.md §4.1).
+                    EventType::Normal,
                     "TaintClusterSucceed",
                     &format!("added taints: {}", summary(&added)),
                 )

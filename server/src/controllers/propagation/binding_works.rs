@@ -15,8 +15,8 @@
 //! member has not reached its fence time ([`crate::controllers::failover::fencing`]; a
 //! `WaitingForFence` Event says until when). When a cluster's manifest cannot be revised to its
 //! share (a `replicaRevision` rule failed), that cluster's Work is left as it is — never written
-//! with the template's full count — the binding gets a Warning Event `SyncFailed` naming the
-//! cluster, and it is tried again.
+//! with the template's full count — the binding and its template get a Warning Event
+//! `SyncWorkFailed` (Karmada's reason) naming the cluster, and it is tried again.
 
 use crate::clock::SharedClock;
 use crate::controllers::members::cluster_taints::lease_renew_time;
@@ -26,6 +26,7 @@ use crate::controllers::shared::binding_keys::{decode, live_binding, owned_works
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::controllers::shared::json_edit::set_path;
+use crate::controllers::shared::template_ref::template_ref;
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
@@ -55,6 +56,9 @@ pub const PRESERVED_LABELS_ANNOTATION: &str = "flotilla.io/preserved-labels";
 pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
 /// How long to wait before looking again at a gated dispatch.
 pub const PURGE_GATE_RETRY: Duration = Duration::from_secs(5);
+/// The Warning Event of Works that could not be written as planned: Karmada's binding
+/// controller's reason, recorded on the binding and on its template.
+pub const EVENT_SYNC_WORK_FAILED: &str = "SyncWorkFailed";
 
 /// The Work name of a template (stable, distinct per kind/namespace/name).
 pub fn work_name(kind: &str, namespace: &str, name: &str) -> String {
@@ -646,14 +650,17 @@ impl Reconciler for BindingWorksController {
             let first = self.warned.lock().insert(key.to_string(), message.clone())
                 != Some(message.clone());
             if first {
-                self.events
-                    .record(
-                        &binding,
-                        EventType::Warning,
-                        "SyncFailed",
-                        &format!("revising the manifest's replicas failed, Works left as they are: {message}"),
-                    )
-                    .await;
+                // Karmada's binding controller: SyncWorkFailed, on the binding and its template.
+                let text = format!(
+                    "revising the manifest's replicas failed, Works left as they are: {message}"
+                );
+                let binding = Value::clone(&binding);
+                let template = template_ref(&binding);
+                for object in std::iter::once(&binding).chain(template.as_ref()) {
+                    self.events
+                        .record(object, EventType::Warning, EVENT_SYNC_WORK_FAILED, &text)
+                        .await;
+                }
             }
             return Err(ReconcileError::Other(format!(
                 "revising replicas failed: {message}"

@@ -3,7 +3,8 @@
 //! replicas changed, a target removed by eviction, reschedule requested, a target cluster
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
 //! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision is an
-//! Event on the binding; what to write is decided by the pure
+//! Event on the binding and on its resource template, as Karmada's; what to write is decided by
+//! the pure
 //! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
 //! reaches the bindings that name it at once through the cluster-to-bindings index; a short resync
 //! brings new members to bindings that could not be placed. Bindings without a placement (attached
@@ -15,8 +16,12 @@ use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler
 use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::json_edit::set_path;
+use crate::controllers::shared::template_ref::template_ref;
 use crate::events::{EventRecorder, EventType};
-use crate::scheduler::decision::{decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step};
+use crate::scheduler::decision::{
+    decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step, EVENT_SCHEDULE_FAILED,
+    EVENT_SCHEDULE_SUCCEEDED,
+};
 use crate::scheduler::{needs_scheduling, schedule, ScheduleInput, ScheduleOptions};
 use crate::store::Store;
 use async_trait::async_trait;
@@ -100,6 +105,15 @@ impl SchedulerController {
             self.events
                 .record(&current, kind, event.reason, &event.message)
                 .await;
+            // Karmada records its scheduling results on the template too (docs/semantics.md
+            // §8); Flotilla's own reasons stay on the binding.
+            let karmadas = [EVENT_SCHEDULE_SUCCEEDED, EVENT_SCHEDULE_FAILED];
+            let template = template_ref(&current).filter(|_| karmadas.contains(&event.reason));
+            if let Some(template) = template {
+                self.events
+                    .record(&template, kind, event.reason, &event.message)
+                    .await;
+            }
         }
         Ok(current)
     }
@@ -673,12 +687,21 @@ mod tests {
             "{message}"
         );
         let events = world.stored_events().await;
+        // One on the binding and, as Karmada's, one on its template.
         let failed: Vec<&Value> = events
             .iter()
             .filter(|e| e["reason"] == "ScheduleBindingFailed")
             .collect();
-        assert_eq!(failed.len(), 1, "{failed:?}");
-        assert_eq!(failed[0]["message"], message);
+        let on_binding = failed
+            .iter()
+            .filter(|e| e["involvedObject"]["kind"] == "ResourceBinding")
+            .count();
+        assert_eq!(
+            (on_binding, failed.len() - on_binding),
+            (1, 1),
+            "{failed:?}"
+        );
+        assert!(failed.iter().all(|e| e["message"] == message), "{failed:?}");
 
         // m2 recovers: the move completes, the task stays for the graceful eviction controller.
         fake.advance(chrono::Duration::seconds(30));
