@@ -1,10 +1,12 @@
 //! Failover benchmark (plain `main`, not a test): 1,000 bindings on one member that is killed,
-//! tolerations of 0 s, no eviction rate limit (`--enable-eviction-rate-limit=false`). It measures the time from the moment the
+//! tolerations of 0 s, at the server's default eviction brake (it lets the failed cluster out
+//! at once, then all its bindings go; `BRAKE=off` adds `--enable-eviction-rate-limit=false`,
+//! the figure with pacing off). It measures the time from the moment the
 //! NoExecute taint appears on the dead member to the moment every binding reports all its
 //! replicas Healthy on the other members, and the phases in between.
 //!
-//! One release `flotilla-server` (sled store in a temp dir, HTTPS on 127.0.0.1, second-scale
-//! cluster monitoring, `--default-{not-ready,unreachable}-toleration-seconds 0`) and three
+//! One release `flotilla-server` (sled store in a temp dir, HTTPS on 127.0.0.1,
+//! `--fast-failover`: second-scale cluster monitoring, default tolerations of 0 s) and three
 //! `flotilla-agent` processes, one per simulated member (member1..member3), joined in pull mode.
 //! One PropagationPolicy selects every Deployment `app-<i>` (label `bench=failover`) with
 //! cluster affinity member1..member3 and Divided static weights naming member1 alone: while
@@ -23,7 +25,8 @@
 //!
 //! Run: `cargo bench -p flotilla-tests --bench failover`. Knobs (environment):
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
-//! pods' startup delay, 0: the figure is the control plane's), `STORE` (`sled`; `memory` to
+//! pods' startup delay, 0: the figure is the control plane's), `BRAKE` (`default`; `off`: no
+//! pacing), `STORE` (`sled`; `memory` to
 //! compare), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file:
 //! `perf record --call-graph dwarf` of the server from the taint to the end; with
 //! `PERF_AGENTS=1` the surviving agents too). It prints the figure, the per-stage table, the
@@ -293,25 +296,18 @@ fn main() {
     let startup_ms = env_or("POD_STARTUP_MS", 0);
 
     let dir = tempfile::tempdir().unwrap();
-    let mut args: Vec<String> = [
-        "--cluster-monitor-period",
-        "300ms",
-        "--cluster-monitor-grace-period",
-        "2s",
-        "--cluster-startup-grace-period",
-        "10s",
-        "--failover-eviction-timeout",
-        "1s",
-        "--default-not-ready-toleration-seconds",
-        "0",
-        "--default-unreachable-toleration-seconds",
-        "0",
-        // "No eviction rate limit": the partition brake paces nothing (its stops stay).
-        "--enable-eviction-rate-limit=false",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args: Vec<String> = ["--fast-failover", "--cluster-startup-grace-period", "10s"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let brake = std::env::var("BRAKE").unwrap_or_else(|_| "default".into());
+    match brake.as_str() {
+        "default" => {}
+        // Pacing off: the eviction brake paces nothing (its stops stay).
+        "off" => args.push("--enable-eviction-rate-limit=false".into()),
+        other => panic!("BRAKE={other}: expected default or off"),
+    }
+    println!("eviction brake: {brake}");
     if let Ok(store) = std::env::var("STORE") {
         args.extend(["--store".to_string(), store]);
     }
