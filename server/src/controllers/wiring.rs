@@ -81,6 +81,25 @@ pub fn cluster_taint_policy(ctx: &ControllerContext) -> Result<Controller, Wirin
     )
 }
 
+/// The cluster removal controller as the server runs it: one key per Cluster, woken when a
+/// Cluster is created, deleted or its finalizers change; a deleted one requeues itself while
+/// it waits.
+pub fn cluster_removal(ctx: &ControllerContext) -> Result<Controller, WiringError> {
+    use crate::controllers::members::cluster_removal::ClusterRemovalController;
+    let reconciler = ClusterRemovalController::new(
+        ctx.store.clone(),
+        ctx.events.for_component("cluster-controller"),
+        &ctx.metrics,
+    )
+    .map_err(WiringError::metrics("cluster-removal"))?;
+    let sources =
+        vec![Source::primary(well_known::clusters()).on_change_of(generation_fingerprint)];
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources).resync(ctx.settings.resync),
+    ))
+}
+
 /// The push execution controller as the server runs it: one key per Work, four workers.
 pub fn push_execution(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     use crate::controllers::members::push_execution::PushExecutionController;

@@ -17,7 +17,9 @@ use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::decision::{decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step};
-use crate::scheduler::{needs_scheduling, schedule, ScheduleInput, ScheduleOptions};
+use crate::scheduler::{
+    leaving_targets, needs_scheduling, schedule, ScheduleInput, ScheduleOptions,
+};
 use crate::store::Store;
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
@@ -218,6 +220,7 @@ impl Reconciler for SchedulerController {
                     status: &status,
                     generation,
                     applied_placement: applied.as_deref(),
+                    leaving: &[],
                     now: self.clock.now(),
                 });
                 if decision.event.is_some() {
@@ -263,6 +266,7 @@ impl Reconciler for SchedulerController {
         let clusters = self.clusters.get().await?;
         let snapshot = &clusters.snapshot;
         let reason = needs_scheduling(&spec, &status, applied.as_deref(), snapshot);
+        let leaving = leaving_targets(&spec, snapshot);
         let blocked = crate::controllers::failover::application_failover::blocked_clusters(
             &binding,
             self.clock.now(),
@@ -289,6 +293,7 @@ impl Reconciler for SchedulerController {
             status: &status,
             generation,
             applied_placement: applied.as_deref(),
+            leaving: &leaving,
             now: self.clock.now(),
         });
         if let Some(label) = decision.result {
