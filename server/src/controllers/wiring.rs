@@ -195,8 +195,9 @@ pub fn dependencies_distributor(ctx: &ControllerContext) -> Result<Controller, W
 }
 
 /// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when
-/// the Cluster changes, through the cluster → bindings index; a short resync for bindings no
-/// cluster fits yet.
+/// the Cluster changes, through the cluster → bindings index, plus the bindings open to a
+/// Cluster that can take new work (a join, a lost taint: `shared/cluster_joins.rs`); a resync
+/// as a safety net.
 pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     use crate::controllers::propagation::scheduler::SchedulerController;
     let reconciler = SchedulerController::new(
@@ -206,10 +207,7 @@ pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
         &ctx.metrics,
     )
     .map_err(WiringError::metrics("scheduler"))?;
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
-        generation_fingerprint,
-        crate::controllers::shared::fan_out::cluster_placement_fingerprint,
-    );
+    let sources = crate::controllers::shared::cluster_joins::scheduler_sources();
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)

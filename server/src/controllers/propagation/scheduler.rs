@@ -4,9 +4,12 @@
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
 //! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision is an
 //! Event on the binding; what to write is decided by the pure
-//! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
-//! reaches the bindings that name it at once through the cluster-to-bindings index; a short resync
-//! brings new members to bindings that could not be placed. Bindings without a placement (attached
+//! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, labels, APIs,
+//! deletion) reaches the bindings that name it at once through the cluster-to-bindings index,
+//! and a cluster that can take new work (it joined, lost a taint) reaches the bindings open to
+//! it ([`crate::controllers::shared::cluster_joins`]); the periodic resync is a safety net.
+//! A target whose Cluster is being deleted or gone leaves `spec.clusters` whatever the result
+//! (docs/semantics.md §8.7). Bindings without a placement (attached
 //! bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
 //! left alone.
 
