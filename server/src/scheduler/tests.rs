@@ -1253,8 +1253,14 @@ fn a_deleted_member_loses_its_replicas_under_every_division() {
         }),
         ..Default::default()
     };
-    // (name, placement, placed, wanted after m3 is deleted)
-    let rows: Vec<(&str, Placement, &[(&str, i32)], &[(&str, i32)])> = vec![
+    /// (name, placement, placed, wanted after m3 is deleted)
+    type Row = (
+        &'static str,
+        Placement,
+        &'static [(&'static str, i32)],
+        &'static [(&'static str, i32)],
+    );
+    let rows: Vec<Row> = vec![
         (
             "Duplicated",
             duplicated,
