@@ -207,6 +207,16 @@ impl ClusterRemovalController {
     }
 
     async fn facts(&self, name: &str, cluster: Option<&Value>) -> Result<RemovalFacts, StoreError> {
+        let deleting = cluster.is_some_and(|c| c.pointer("/metadata/deletionTimestamp").is_some());
+        let held = cluster.is_some_and(|c| has_finalizer(c, CLUSTER_CONTROLLER_FINALIZER));
+        // A live Cluster's plan reads only its finalizer: its Works and bindings are not read.
+        if cluster.is_some() && !deleting {
+            return Ok(RemovalFacts {
+                exists: true,
+                has_finalizer: held,
+                ..RemovalFacts::default()
+            });
+        }
         let ns = execution_namespace(name);
         let works = self
             .store
@@ -222,9 +232,8 @@ impl ClusterRemovalController {
                 })
             })
             .collect();
-        let deleting = cluster.is_some_and(|c| c.pointer("/metadata/deletionTimestamp").is_some());
         let mut bindings = Vec::new();
-        // Only a deleted Cluster waits for its bindings: a live one is not listed against.
+        // Only a deleted Cluster waits for its bindings (a gone one has nothing to wait for).
         if deleting {
             for (rt, prefix) in [
                 (well_known::resource_bindings(), "ResourceBinding "),
@@ -245,7 +254,7 @@ impl ClusterRemovalController {
         Ok(RemovalFacts {
             exists: cluster.is_some(),
             deleting,
-            has_finalizer: cluster.is_some_and(|c| has_finalizer(c, CLUSTER_CONTROLLER_FINALIZER)),
+            has_finalizer: held,
             works,
             bindings,
         })
