@@ -984,5 +984,42 @@ mod tests {
             proptest::prop_assert_eq!(&second.event, &None);
             proptest::prop_assert_eq!(second.status.map(|s| s.conditions), Some(status.conditions.clone()));
         }
+
+        /// Whatever the scheduler found (its successes never name a cluster being deleted),
+        /// the placement written or kept names no cluster that is leaving, and keeps every
+        /// other cluster a failure keeps.
+        #[test]
+        fn a_leaving_cluster_is_never_kept(
+            on in proptest::collection::vec(proptest::bool::ANY, 3),
+            leaving in proptest::collection::vec(proptest::bool::ANY, 3),
+            evicting in proptest::bool::ANY,
+            placed in proptest::collection::vec(proptest::bool::ANY, 3),
+            kind in 0u8..4,
+        ) {
+            let names = ["m1", "m2", "m3"];
+            let current: Vec<(&str, i32)> = names.iter().zip(&on).filter(|(_, o)| **o).map(|(n, _)| (*n, 1)).collect();
+            let gone: Vec<String> = names.iter().zip(&leaving).filter(|(_, l)| **l).map(|(n, _)| n.to_string()).collect();
+            let spec = spec(&current, if evicting { &["m4"] } else { &[] });
+            let result = match kind {
+                0 => ok(&names.iter().zip(&placed).filter(|(n, p)| **p && !gone.contains(&n.to_string())).map(|(n, _)| (*n, 1)).collect::<Vec<_>>()),
+                1 => fit_error(),
+                2 => unschedulable(),
+                _ => Err(ScheduleError::SchedulerError("x".into())),
+            };
+            let d = decide(&DecisionInput {
+                step: Step::Scheduled { spec: &spec, reason: ScheduleReason::TargetClusterDeleting, result: &result },
+                status: &ResourceBindingStatus::default(),
+                generation: 1,
+                applied_placement: Some(&applied()),
+                leaving: &gone,
+                now: at("2026-01-01T00:10:00Z"),
+            });
+            let after = d.spec.map_or(spec.clusters.clone(), |s| s.clusters);
+            proptest::prop_assert!(after.iter().all(|c| !gone.contains(&c.name)), "{after:?}");
+            if kind >= 2 || (kind == 1 && evicting) {
+                let kept: Vec<&TargetCluster> = spec.clusters.iter().filter(|c| !gone.contains(&c.name)).collect();
+                proptest::prop_assert_eq!(after.iter().collect::<Vec<_>>(), kept);
+            }
+        }
     }
 }

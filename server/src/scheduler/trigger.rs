@@ -332,6 +332,13 @@ mod tests {
                 want: Some(TargetClusterDeleting),
             },
             Case {
+                name: "target cluster gone (not in the snapshot)",
+                spec: base(d.clone(), &[("m1", 1), ("m9", 2)], 3),
+                status: Default::default(),
+                applied: Some(json(&d)),
+                want: Some(TargetClusterDeleting),
+            },
+            Case {
                 name: "divided, steady: nothing",
                 spec: base(d.clone(), &[("m1", 3)], 3),
                 status: Default::default(),
