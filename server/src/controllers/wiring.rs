@@ -88,6 +88,8 @@ pub fn cluster_removal(ctx: &ControllerContext) -> Result<Controller, WiringErro
     use crate::controllers::members::cluster_removal::ClusterRemovalController;
     let reconciler = ClusterRemovalController::new(
         ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.settings.member_fence_after,
         ctx.events.for_component("cluster-controller"),
         &ctx.metrics,
     )

@@ -4,18 +4,24 @@
 //! are gone, so that its workloads move instead of being forgotten. It owns that finalizer:
 //! it puts it on every live Cluster, and on a deleted one it lets every Work of the
 //! execution namespace go without contacting the member (the execution finalizer dropped,
-//! the Work deleted), waits for the scheduler to move the bindings off the cluster
+//! the Work deleted; an exactly-once Work only once the member has fenced itself), waits for
+//! the scheduler to move the bindings off the cluster
 //! (§8.1, trigger 5), then removes the finalizer and the Cluster is gone. What to do is the
 //! pure [`plan`]; the reconciler reads, calls it, writes, records an Event per step a user
 //! would ask about, and looks again every [`REMOVAL_RETRY`] while it waits.
 
+use crate::clock::SharedClock;
+use crate::controllers::failover::fencing::{fence_wait, FenceWait};
+use crate::controllers::members::cluster_taints::lease_renew_time;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::cluster::{execution_namespace, CLUSTER_CONTROLLER_FINALIZER};
 use flotilla_api::kinds::well_known;
-use flotilla_api::work::EXECUTION_CONTROLLER_FINALIZER;
+use flotilla_api::work::{
+    EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
+};
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};
@@ -31,6 +37,8 @@ pub const REMOVAL_RETRY: Duration = Duration::from_secs(2);
 pub const EVENT_WORKS_RELEASED: &str = "ClusterWorksReleased";
 /// Event reason: a deleted Cluster waits for bindings to leave it.
 pub const EVENT_REMOVAL_WAITING: &str = "ClusterRemovalWaiting";
+/// Event reason: a deleted Cluster's exactly-once Works wait for the member's fence time.
+pub const EVENT_WAITING_FOR_FENCE: &str = "WaitingForFence";
 /// Event reason: a deleted Cluster's finalizer was removed; the Cluster is gone.
 pub const EVENT_CLUSTER_REMOVED: &str = "ClusterRemoved";
 
@@ -43,6 +51,8 @@ pub struct WorkFacts {
     pub deleting: bool,
     /// It carries the execution finalizer (only the member's side could remove it).
     pub held: bool,
+    /// It is a Work of an exactly-once binding (`flotilla.io/placement-guarantee`).
+    pub exactly_once: bool,
 }
 
 /// What the controller read of one Cluster and its world.
@@ -58,6 +68,9 @@ pub struct RemovalFacts {
     pub works: Vec<WorkFacts>,
     /// Keys of the bindings whose `spec.clusters` lists it, sorted.
     pub bindings: Vec<String>,
+    /// The member may still run an exactly-once copy: its fence time (last lease renewal +
+    /// `--member-fence-after`) is still ahead.
+    pub unfenced: bool,
 }
 
 /// What to write for one Cluster.
@@ -71,6 +84,8 @@ pub struct RemovalPlan {
     pub delete: Vec<String>,
     /// The bindings the removal waits for (they still list the cluster).
     pub waiting_for: Vec<String>,
+    /// Exactly-once Works kept until the member's fence time.
+    pub fencing: Vec<String>,
     /// Remove the Cluster's finalizer: nothing holds it any more.
     pub remove_finalizer: bool,
 }
@@ -78,7 +93,10 @@ pub struct RemovalPlan {
 impl RemovalPlan {
     /// Whether the removal is still under way (look again later).
     pub fn waits(&self) -> bool {
-        !self.waiting_for.is_empty() || !self.release.is_empty() || !self.delete.is_empty()
+        !self.waiting_for.is_empty()
+            || !self.release.is_empty()
+            || !self.delete.is_empty()
+            || !self.fencing.is_empty()
     }
 }
 
@@ -86,7 +104,10 @@ impl RemovalPlan {
 /// - live: it gets the finalizer if it lacks it; nothing else;
 /// - being deleted, or gone: every Work of its execution namespace goes without the member
 ///   being called (execution finalizer dropped, Work deleted) — the member may be down for
-///   good, and its agent's credential was revoked with the delete;
+///   good, and its agent's credential was revoked with the delete — except the Works of
+///   exactly-once bindings while the member has not fenced itself: they stay until its fence
+///   time, so that binding-works' fence gate keeps their replacements back (Part 1,
+///   "Self-fencing and failback");
 /// - being deleted: the finalizer goes once no binding lists the cluster and no Work is left
 ///   (Works released in this pass are checked on the next one, as binding-works may write a
 ///   Work again for a binding the scheduler has not moved yet).
@@ -101,14 +122,16 @@ pub fn plan(facts: &RemovalFacts) -> RemovalPlan {
             ..RemovalPlan::default()
         };
     }
-    let release = facts
+    let (fencing, going): (Vec<&WorkFacts>, Vec<&WorkFacts>) = facts
         .works
+        .iter()
+        .partition(|w| w.exactly_once && facts.unfenced);
+    let release = going
         .iter()
         .filter(|w| w.held)
         .map(|w| w.name.clone())
         .collect();
-    let delete = facts
-        .works
+    let delete = going
         .iter()
         .filter(|w| !w.deleting)
         .map(|w| w.name.clone())
@@ -117,6 +140,7 @@ pub fn plan(facts: &RemovalFacts) -> RemovalPlan {
         add_finalizer: false,
         release,
         delete,
+        fencing: fencing.iter().map(|w| w.name.clone()).collect(),
         waiting_for: if facts.exists {
             facts.bindings.clone()
         } else {
@@ -175,17 +199,24 @@ fn bindings_listing(items: &[Value], prefix: &str, cluster: &str) -> Vec<String>
 /// The controller.
 pub struct ClusterRemovalController {
     store: Arc<dyn Store>,
+    clock: SharedClock,
+    member_fence_after: Duration,
     events: EventRecorder,
     steps: IntCounterVec,
     /// The last waiting message recorded per cluster, so a wait is one Event, not one a pass.
     last_wait: Mutex<HashMap<String, String>>,
+    /// The same for the fence wait.
+    last_fence: Mutex<HashMap<String, String>>,
 }
 
 impl ClusterRemovalController {
     /// A controller over `store`; its metric `flotilla_cluster_removal_steps_total` goes into
-    /// `registry`.
+    /// `registry`. `member_fence_after` is the server's `--member-fence-after`: how long after
+    /// its last lease renewal a pull member has fenced its exactly-once copies.
     pub fn new(
         store: Arc<dyn Store>,
+        clock: SharedClock,
+        member_fence_after: Duration,
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
@@ -200,22 +231,34 @@ impl ClusterRemovalController {
         registry.register(Box::new(steps.clone()))?;
         Ok(Self {
             store,
+            clock,
+            member_fence_after,
             events,
             steps,
             last_wait: Mutex::new(HashMap::new()),
+            last_fence: Mutex::new(HashMap::new()),
         })
     }
 
-    async fn facts(&self, name: &str, cluster: Option<&Value>) -> Result<RemovalFacts, StoreError> {
+    /// What [`plan`] reads, and the member's fence wait when it has exactly-once Works whose
+    /// fence time is ahead.
+    async fn facts(
+        &self,
+        name: &str,
+        cluster: Option<&Value>,
+    ) -> Result<(RemovalFacts, Option<FenceWait>), StoreError> {
         let deleting = cluster.is_some_and(|c| c.pointer("/metadata/deletionTimestamp").is_some());
         let held = cluster.is_some_and(|c| has_finalizer(c, CLUSTER_CONTROLLER_FINALIZER));
         // A live Cluster's plan reads only its finalizer: its Works and bindings are not read.
         if cluster.is_some() && !deleting {
-            return Ok(RemovalFacts {
-                exists: true,
-                has_finalizer: held,
-                ..RemovalFacts::default()
-            });
+            return Ok((
+                RemovalFacts {
+                    exists: true,
+                    has_finalizer: held,
+                    ..RemovalFacts::default()
+                },
+                None,
+            ));
         }
         let ns = execution_namespace(name);
         let works = self
@@ -229,9 +272,26 @@ impl ClusterRemovalController {
                     name: w.pointer("/metadata/name")?.as_str()?.to_string(),
                     deleting: w.pointer("/metadata/deletionTimestamp").is_some(),
                     held: has_finalizer(w, EXECUTION_CONTROLLER_FINALIZER),
+                    exactly_once: w
+                        .pointer(&format!(
+                            "/metadata/annotations/{}",
+                            PLACEMENT_GUARANTEE_ANNOTATION.replace('/', "~1")
+                        ))
+                        .and_then(Value::as_str)
+                        == Some(EXACTLY_ONCE),
                 })
             })
-            .collect();
+            .collect::<Vec<WorkFacts>>();
+        let fence = if works.iter().any(|w| w.exactly_once) {
+            let renewed = lease_renew_time(self.store.as_ref(), name).await?;
+            fence_wait(
+                &[(name.to_string(), renewed)],
+                self.clock.now(),
+                self.member_fence_after,
+            )
+        } else {
+            None
+        };
         let mut bindings = Vec::new();
         // Only a deleted Cluster waits for its bindings (a gone one has nothing to wait for).
         if deleting {
@@ -251,13 +311,17 @@ impl ClusterRemovalController {
             }
             bindings.sort();
         }
-        Ok(RemovalFacts {
-            exists: cluster.is_some(),
-            deleting,
-            has_finalizer: held,
-            works,
-            bindings,
-        })
+        Ok((
+            RemovalFacts {
+                exists: cluster.is_some(),
+                deleting,
+                has_finalizer: held,
+                works,
+                bindings,
+                unfenced: fence.is_some(),
+            },
+            fence,
+        ))
     }
 
     /// Drops the execution finalizer of the Works named in `release` and deletes those in
@@ -313,7 +377,7 @@ impl Reconciler for ClusterRemovalController {
             Err(StoreError::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let facts = self.facts(key, cluster.as_ref()).await?;
+        let (facts, fence) = self.facts(key, cluster.as_ref()).await?;
         let plan = plan(&facts);
         if plan.add_finalizer {
             if let Some(c) = &cluster {
@@ -345,8 +409,39 @@ impl Reconciler for ClusterRemovalController {
                 .record(&subject, EventType::Normal, EVENT_WORKS_RELEASED, &message)
                 .await;
         }
+        if let Some(wait) = &fence {
+            let message = format!(
+                "{} exactly-once Work(s) kept until {}, when the member has fenced itself (last \
+                 lease renewal {} + --member-fence-after)",
+                plan.fencing.len(),
+                wait.until.to_rfc3339(),
+                wait.renewed.to_rfc3339()
+            );
+            let new = self
+                .last_fence
+                .lock()
+                .insert(key.to_string(), message.clone())
+                != Some(message.clone());
+            if new {
+                tracing::info!(cluster = key, until = %wait.until.to_rfc3339(), "exactly-once Works of a deleted cluster wait for its fence time");
+                let subject = cluster.clone().unwrap_or_else(|| json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": key}}));
+                self.events
+                    .record(
+                        &subject,
+                        EventType::Normal,
+                        EVENT_WAITING_FOR_FENCE,
+                        &message,
+                    )
+                    .await;
+            }
+            let remaining = wait.remaining(self.clock.now());
+            return Ok(Action::RequeueAfter(
+                remaining.clamp(Duration::from_millis(10), REMOVAL_RETRY),
+            ));
+        }
         let Some(cluster) = cluster else {
             self.last_wait.lock().remove(key);
+            self.last_fence.lock().remove(key);
             return Ok(Action::Done);
         };
         if !plan.waiting_for.is_empty() {
@@ -428,6 +523,14 @@ mod tests {
             name: name.into(),
             deleting,
             held,
+            exactly_once: false,
+        }
+    }
+
+    fn exactly_once(name: &str) -> WorkFacts {
+        WorkFacts {
+            exactly_once: true,
+            ..work(name, false, true)
         }
     }
 
@@ -506,6 +609,32 @@ mod tests {
                 RemovalPlan::default(),
             ),
             (
+                "deleted, an exactly-once Work before the member's fence time: it stays",
+                RemovalFacts {
+                    works: vec![exactly_once("eo"), work("a", false, true)],
+                    unfenced: true,
+                    ..deleting.clone()
+                },
+                RemovalPlan {
+                    release: vec!["a".into()],
+                    delete: vec!["a".into()],
+                    fencing: vec!["eo".into()],
+                    ..RemovalPlan::default()
+                },
+            ),
+            (
+                "deleted, an exactly-once Work after the fence time: it goes",
+                RemovalFacts {
+                    works: vec![exactly_once("eo")],
+                    ..deleting.clone()
+                },
+                RemovalPlan {
+                    release: vec!["eo".into()],
+                    delete: vec!["eo".into()],
+                    ..RemovalPlan::default()
+                },
+            ),
+            (
                 "gone, Works left behind: they go too",
                 RemovalFacts {
                     works: vec![work("a", true, true)],
@@ -540,7 +669,14 @@ mod tests {
     }
 
     fn controller(world: &TestWorld) -> ClusterRemovalController {
-        ClusterRemovalController::new(world.store.clone(), world.events(), &world.metrics).unwrap()
+        ClusterRemovalController::new(
+            world.store.clone(),
+            world.shared_clock.clone(),
+            Duration::from_secs(45),
+            world.events(),
+            &world.metrics,
+        )
+        .unwrap()
     }
 
     async fn binding_on(world: &TestWorld, clusters: Value) -> Value {
@@ -649,5 +785,87 @@ mod tests {
             text.contains("flotilla_cluster_removal_steps_total{step=\"finalizer_removed\"} 1"),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_exactly_once_work_stays_until_the_member_has_fenced_itself() {
+        let world = TestWorld::new();
+        let c = controller(&world);
+        world
+            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
+            .await;
+        c.reconcile("m1").await.unwrap();
+        let renewed = world.now();
+        world
+            .store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "m1", "namespace": "karmada-cluster"},
+                       "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40,
+                                "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}}),
+            )
+            .await
+            .unwrap();
+        world
+            .store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       "metadata": {"name": "db", "namespace": "karmada-es-m1",
+                                    "annotations": {PLACEMENT_GUARANTEE_ANNOTATION: EXACTLY_ONCE},
+                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
+                       "spec": {"workload": {"manifests": []}}}),
+            )
+            .await
+            .unwrap();
+        world
+            .store
+            .delete(
+                &well_known::clusters(),
+                None,
+                "m1",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        let works = || async {
+            world
+                .store
+                .list(
+                    &well_known::works(),
+                    Some("karmada-es-m1"),
+                    &ListOptions::default(),
+                )
+                .await
+                .unwrap()
+                .items
+                .len()
+        };
+        // Before the fence time (renewal + 45 s) the Work stays, and the wait is said once.
+        for _ in 0..2 {
+            assert_eq!(
+                c.reconcile("m1").await.unwrap(),
+                Action::RequeueAfter(REMOVAL_RETRY)
+            );
+            world.clock.advance(chrono::Duration::seconds(10));
+        }
+        assert_eq!(works().await, 1, "kept until the member has fenced itself");
+        let fence_events = world
+            .stored_events()
+            .await
+            .iter()
+            .filter(|e| e["reason"] == EVENT_WAITING_FOR_FENCE)
+            .count();
+        assert_eq!(fence_events, 1);
+        // Past it, the Work goes and then the Cluster.
+        world.clock.advance(chrono::Duration::seconds(30));
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(works().await, 0);
+        assert_eq!(c.reconcile("m1").await.unwrap(), Action::Done);
+        assert!(matches!(
+            world.store.get(&well_known::clusters(), None, "m1").await,
+            Err(StoreError::NotFound { .. })
+        ));
     }
 }

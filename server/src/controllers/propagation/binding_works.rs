@@ -535,8 +535,10 @@ impl Reconciler for BindingWorksController {
         });
         // Exactly-once: nothing is dispatched before the old member's fence time.
         let candidates =
+            // A cluster being deleted counts as not Ready: its agent's credential is revoked,
+            // so it fences on its own clock whatever it last reported.
             crate::controllers::failover::fencing::unfenced_candidates(&spec, &existing, &|c| {
-                clusters.is_ready(c)
+                clusters.is_ready(c) && !clusters.is_deleting(c)
             });
         if let Some(wait) = self.fence_gate(key, &binding, candidates).await? {
             plan.apply.clear();
