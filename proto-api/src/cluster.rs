@@ -30,6 +30,9 @@ pub const CONDITION_COMPLETE_API_ENABLEMENTS: &str = "CompleteAPIEnablements";
 pub const EXECUTION_NAMESPACE_PREFIX: &str = "karmada-es-";
 /// Namespace of pull clusters' leases.
 pub const CLUSTER_LEASE_NAMESPACE: &str = "karmada-cluster";
+/// Finalizer that keeps a deleted Cluster until its bindings left it and its Works are gone
+/// (Karmada's cluster controller's name for it).
+pub const CLUSTER_CONTROLLER_FINALIZER: &str = "karmada.io/cluster-controller";
 
 /// The execution namespace that holds a cluster's Works.
 pub fn execution_namespace(cluster: &str) -> String {

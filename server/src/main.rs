@@ -221,6 +221,10 @@ struct Flags {
     /// How often the status of Works on push members is read back from the member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     push_status_period: Duration,
+    /// How often the scheduler looks at every binding again. Cluster changes (a join, a lost
+    /// taint, a deletion) reach the bindings they concern at once; this pass is a safety net.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    scheduler_resync_period: Duration,
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
@@ -356,6 +360,7 @@ async fn main() -> anyhow::Result<()> {
         c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
         c.probe_timeout = flags.member_probe_timeout;
         c.push_status_period = flags.push_status_period;
+        c.scheduler_resync = flags.scheduler_resync_period;
         c.taint_manager.enabled = flags.enable_taint_manager
             && flags.enable_no_execute_taint_eviction
             && flags.feature_gates.failover;

@@ -13,6 +13,8 @@ mod dry_run;
 mod failback;
 #[path = "controllers/failover_chain.rs"]
 mod failover_chain;
+#[path = "controllers/members_lifecycle.rs"]
+mod members_lifecycle;
 #[path = "controllers/propagation.rs"]
 mod propagation;
 

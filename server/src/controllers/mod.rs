@@ -70,6 +70,12 @@ pub const CONTROLLERS: &[ControllerEntry] = &[
         build: wiring::cluster_taint_policy,
     },
     ControllerEntry {
+        name: "cluster-removal",
+        wing: Wing::Members,
+        description: "keeps a deleted Cluster until its bindings left it and its Works are gone (its finalizer)",
+        build: wiring::cluster_removal,
+    },
+    ControllerEntry {
         name: "push-execution",
         wing: Wing::Members,
         description: "applies Works to push members and reads their status back",
@@ -153,6 +159,6 @@ mod tests {
             assert!(names.insert(entry.name), "{} is listed twice", entry.name);
             assert!(!entry.description.is_empty());
         }
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 15);
     }
 }

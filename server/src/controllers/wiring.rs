@@ -81,6 +81,27 @@ pub fn cluster_taint_policy(ctx: &ControllerContext) -> Result<Controller, Wirin
     )
 }
 
+/// The cluster removal controller as the server runs it: one key per Cluster, woken when a
+/// Cluster is created, deleted or its finalizers change; a deleted one requeues itself while
+/// it waits.
+pub fn cluster_removal(ctx: &ControllerContext) -> Result<Controller, WiringError> {
+    use crate::controllers::members::cluster_removal::ClusterRemovalController;
+    let reconciler = ClusterRemovalController::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.settings.member_fence_after,
+        ctx.events.for_component("cluster-controller"),
+        &ctx.metrics,
+    )
+    .map_err(WiringError::metrics("cluster-removal"))?;
+    let sources =
+        vec![Source::primary(well_known::clusters()).on_change_of(generation_fingerprint)];
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources).resync(ctx.settings.resync),
+    ))
+}
+
 /// The push execution controller as the server runs it: one key per Work, four workers.
 pub fn push_execution(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     use crate::controllers::members::push_execution::PushExecutionController;
@@ -176,8 +197,9 @@ pub fn dependencies_distributor(ctx: &ControllerContext) -> Result<Controller, W
 }
 
 /// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when
-/// the Cluster changes, through the cluster → bindings index; a short resync for bindings no
-/// cluster fits yet.
+/// the Cluster changes, through the cluster → bindings index, plus the bindings open to a
+/// Cluster that can take new work (a join, a lost taint: `shared/cluster_joins.rs`); a resync
+/// as a safety net.
 pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     use crate::controllers::propagation::scheduler::SchedulerController;
     let reconciler = SchedulerController::new(
@@ -187,10 +209,7 @@ pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
         &ctx.metrics,
     )
     .map_err(WiringError::metrics("scheduler"))?;
-    let (_, sources) = crate::controllers::shared::fan_out::binding_sources_judging(
-        generation_fingerprint,
-        crate::controllers::shared::fan_out::cluster_placement_fingerprint,
-    );
+    let sources = crate::controllers::shared::cluster_joins::scheduler_sources();
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)

@@ -16,6 +16,9 @@
 //! | capacity short | – | False/Unschedulable | idem |
 //! | other error | – | False/SchedulerError | idem |
 //!
+//! A placement that a failure keeps never keeps a cluster that is being deleted or gone
+//! (`leaving`): it is dropped, so its deletion can finish, even when it was the last copy.
+//!
 //! A binding with eviction tasks is never emptied by a FitError (karmada-io/karmada#7455): its
 //! current clusters and tasks stay, so the old copies stay, and the condition names the
 //! clusters it is being evicted from. When a cluster fits again, the next pass moves it.
@@ -71,6 +74,9 @@ pub struct DecisionInput<'a> {
     pub generation: i64,
     /// The `policy.karmada.io/applied-placement` annotation.
     pub applied_placement: Option<&'a str>,
+    /// Targets whose Cluster is being deleted or gone ([`super::leaving_targets`]): they
+    /// leave `spec.clusters` whatever the scheduler found (docs/semantics.md §8.7).
+    pub leaving: &'a [String],
     /// The time of the decision.
     pub now: DateTime<Utc>,
 }
@@ -285,9 +291,25 @@ fn decide_scheduled(
     let evicting = evicting_from(spec);
     // spec.clusters: the result; empty on a FitError unless the binding is being evicted
     // (never lose the last copy); unchanged otherwise.
+    // A deleted cluster leaves even a placement that is otherwise kept (a user deleting a
+    // Cluster means it): its finalizer waits for that.
     let new_clusters = match result {
         Ok(outcome) => Some(outcome.clusters.clone()),
         Err(ScheduleError::FitError { .. }) if evicting.is_none() => Some(Vec::new()),
+        Err(_)
+            if spec
+                .clusters
+                .iter()
+                .any(|c| input.leaving.contains(&c.name)) =>
+        {
+            Some(
+                spec.clusters
+                    .iter()
+                    .filter(|c| !input.leaving.contains(&c.name))
+                    .cloned()
+                    .collect(),
+            )
+        }
         Err(_) => None,
     };
     if result.is_err() {
@@ -698,6 +720,7 @@ mod tests {
                 status,
                 generation,
                 applied_placement: annotation,
+                leaving: &[],
                 now,
             });
             assert_eq!(summary(&d), want, "{name}: {d:?}");
@@ -721,6 +744,7 @@ mod tests {
                 status: &placed,
                 generation: 2,
                 applied_placement: annotation,
+                leaving: &[],
                 now,
             })
         };
@@ -761,6 +785,7 @@ mod tests {
             status: &placed,
             generation: 3,
             applied_placement: Some(&applied()),
+            leaving: &[],
             now,
         });
         assert_eq!(d.spec, None, "never lose the last copy");
@@ -781,6 +806,80 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_cluster_leaves_even_a_placement_a_failure_keeps() {
+        // (name, targets, eviction tasks, result, clusters leaving, spec.clusters written)
+        type Row = (
+            &'static str,
+            &'static [(&'static str, i32)],
+            &'static [&'static str],
+            Result<ScheduleOutcome, ScheduleError>,
+            &'static [&'static str],
+            Option<&'static [(&'static str, i32)]>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "capacity short: the survivors stay, the deleted cluster goes",
+                &[("m1", 4), ("m2", 3), ("m3", 3)],
+                &[],
+                unschedulable(),
+                &["m3"],
+                Some(&[("m1", 4), ("m2", 3)]),
+            ),
+            (
+                "capacity short, no cluster leaving: kept as it is",
+                &[("m1", 4), ("m2", 3)],
+                &[],
+                unschedulable(),
+                &[],
+                None,
+            ),
+            (
+                "no cluster fits while evicting: the deleted last copy goes anyway",
+                &[("m3", 3)],
+                &["m1"],
+                fit_error(),
+                &["m3"],
+                Some(&[]),
+            ),
+            (
+                "no cluster fits: emptied, as without a deletion",
+                &[("m3", 3)],
+                &[],
+                fit_error(),
+                &["m3"],
+                Some(&[]),
+            ),
+            (
+                "success: the result, which has no deleted cluster",
+                &[("m1", 4), ("m3", 6)],
+                &[],
+                ok(&[("m1", 10)]),
+                &["m3"],
+                Some(&[("m1", 10)]),
+            ),
+        ];
+        for (name, targets, evicting, result, leaving, want) in rows {
+            let spec = spec(targets, evicting);
+            let leaving: Vec<String> = leaving.iter().map(|c| c.to_string()).collect();
+            let d = decide(&DecisionInput {
+                step: Step::Scheduled {
+                    spec: &spec,
+                    reason: ScheduleReason::TargetClusterDeleting,
+                    result: &result,
+                },
+                status: &status_with(REASON_SUCCESS, SUCCESS_MESSAGE, 2),
+                generation: 3,
+                applied_placement: Some(&applied()),
+                leaving: &leaving,
+                now: at("2026-01-01T00:10:00Z"),
+            });
+            let want: Option<Vec<TargetCluster>> =
+                want.map(|w| w.iter().map(|(n, r)| TargetCluster::new(n, *r)).collect());
+            assert_eq!(d.spec.map(|s| s.clusters), want, "{name}");
+        }
+    }
+
+    #[test]
     fn success_after_eviction_says_so_in_the_event() {
         let spec = spec(&[("m2", 2)], &["m1"]);
         let result = ok(&[("m2", 3)]);
@@ -793,6 +892,7 @@ mod tests {
             status: &ResourceBindingStatus::default(),
             generation: 3,
             applied_placement: Some(&applied()),
+            leaving: &[],
             now: at("2026-01-01T00:10:00Z"),
         });
         assert_eq!(
@@ -865,6 +965,7 @@ mod tests {
                 status: &status,
                 generation,
                 applied_placement: annotation.as_deref(),
+                leaving: &[],
                 now,
             });
             if !evicted.is_empty() && kind == 1 {
@@ -876,11 +977,49 @@ mod tests {
                 status: &status,
                 generation,
                 applied_placement: annotation.as_deref(),
+                leaving: &[],
                 now,
             });
             proptest::prop_assert_eq!(&second.spec, &None);
             proptest::prop_assert_eq!(&second.event, &None);
             proptest::prop_assert_eq!(second.status.map(|s| s.conditions), Some(status.conditions.clone()));
+        }
+
+        /// Whatever the scheduler found (its successes never name a cluster being deleted),
+        /// the placement written or kept names no cluster that is leaving, and keeps every
+        /// other cluster a failure keeps.
+        #[test]
+        fn a_leaving_cluster_is_never_kept(
+            on in proptest::collection::vec(proptest::bool::ANY, 3),
+            leaving in proptest::collection::vec(proptest::bool::ANY, 3),
+            evicting in proptest::bool::ANY,
+            placed in proptest::collection::vec(proptest::bool::ANY, 3),
+            kind in 0u8..4,
+        ) {
+            let names = ["m1", "m2", "m3"];
+            let current: Vec<(&str, i32)> = names.iter().zip(&on).filter(|(_, o)| **o).map(|(n, _)| (*n, 1)).collect();
+            let gone: Vec<String> = names.iter().zip(&leaving).filter(|(_, l)| **l).map(|(n, _)| n.to_string()).collect();
+            let spec = spec(&current, if evicting { &["m4"] } else { &[] });
+            let result = match kind {
+                0 => ok(&names.iter().zip(&placed).filter(|(n, p)| **p && !gone.contains(&n.to_string())).map(|(n, _)| (*n, 1)).collect::<Vec<_>>()),
+                1 => fit_error(),
+                2 => unschedulable(),
+                _ => Err(ScheduleError::SchedulerError("x".into())),
+            };
+            let d = decide(&DecisionInput {
+                step: Step::Scheduled { spec: &spec, reason: ScheduleReason::TargetClusterDeleting, result: &result },
+                status: &ResourceBindingStatus::default(),
+                generation: 1,
+                applied_placement: Some(&applied()),
+                leaving: &gone,
+                now: at("2026-01-01T00:10:00Z"),
+            });
+            let after = d.spec.map_or(spec.clusters.clone(), |s| s.clusters);
+            proptest::prop_assert!(after.iter().all(|c| !gone.contains(&c.name)), "{after:?}");
+            if kind >= 2 || (kind == 1 && evicting) {
+                let kept: Vec<&TargetCluster> = spec.clusters.iter().filter(|c| !gone.contains(&c.name)).collect();
+                proptest::prop_assert_eq!(after.iter().collect::<Vec<_>>(), kept);
+            }
         }
     }
 }

@@ -49,7 +49,7 @@ pub use explain::{ClusterExplanation, Explanation};
 pub use filters::Rejection;
 pub use snapshot::{ClusterInfo, ClusterSnapshot};
 use spread::{Candidate, SelectionRules};
-pub use trigger::{needs_scheduling, ScheduleReason};
+pub use trigger::{leaving_targets, needs_scheduling, ScheduleReason};
 
 /// Message of the `Scheduled` condition on success.
 pub const SUCCESS_MESSAGE: &str = "Binding has been scheduled successfully.";

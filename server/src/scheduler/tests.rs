@@ -1223,3 +1223,92 @@ fn application_failover_tasks_and_blocks_keep_a_cluster_out() {
         .cluster("member3")
         .is_some_and(|c| c.rejected.is_none()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A deleted member (docs/semantics.md §2, §8.1 trigger 5)
+
+#[test]
+fn a_deleted_member_loses_its_replicas_under_every_division() {
+    let static_weights = {
+        let mut p = divided(ReplicaDivisionPreference::Weighted, false);
+        p.replica_scheduling.as_mut().unwrap().weight_preference = Some(ClusterPreferences {
+            static_weight_list: ["m1", "m2", "m3"]
+                .iter()
+                .map(|c| StaticClusterWeight {
+                    target_cluster: ClusterAffinity {
+                        cluster_names: vec![c.to_string()],
+                        ..Default::default()
+                    },
+                    weight: 1,
+                })
+                .collect(),
+            dynamic_weight: None,
+        });
+        p
+    };
+    let duplicated = Placement {
+        replica_scheduling: Some(ReplicaSchedulingStrategy {
+            replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    /// (name, placement, placed, wanted after m3 is deleted)
+    type Row = (
+        &'static str,
+        Placement,
+        &'static [(&'static str, i32)],
+        &'static [(&'static str, i32)],
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "Duplicated",
+            duplicated,
+            &[("m1", 10), ("m2", 10), ("m3", 10)],
+            &[("m1", 10), ("m2", 10)],
+        ),
+        (
+            "Divided, static weights",
+            static_weights,
+            &[("m1", 4), ("m2", 3), ("m3", 3)],
+            &[("m1", 5), ("m2", 5)],
+        ),
+        (
+            "Divided, dynamic weight",
+            divided(ReplicaDivisionPreference::Weighted, true),
+            &[("m1", 4), ("m2", 3), ("m3", 3)],
+            // The survivors keep theirs; m3's 3 are divided by room (equal: a tie).
+            &[("m1", 6), ("m2", 4)],
+        ),
+        (
+            "Divided, aggregated",
+            divided(ReplicaDivisionPreference::Aggregated, false),
+            &[("m1", 4), ("m2", 3), ("m3", 3)],
+            &[("m1", 7), ("m2", 3)],
+        ),
+    ];
+    for (name, placement, placed, wanted) in rows {
+        let mut clusters: Vec<Cluster> = (1..=3).map(|i| member(&format!("m{i}"), 100)).collect();
+        clusters[2].metadata.deletion_timestamp =
+            Some(Time::parse("2026-01-01T00:00:00Z").unwrap());
+        let mut spec = deployment(placement, 10);
+        spec.clusters = placed
+            .iter()
+            .map(|(n, r)| TargetCluster::new(n, *r))
+            .collect();
+        let status = ResourceBindingStatus::default();
+        let applied = serde_json::to_string(spec.placement.as_ref().unwrap()).unwrap();
+        let snap = ClusterSnapshot::new(&clusters);
+        let reason = needs_scheduling(&spec, &status, Some(&applied), &snap);
+        assert!(reason.is_some(), "{name}: the deletion schedules");
+        let out = run(&spec, &status, &clusters).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(pairs(&out.clusters), want(wanted), "{name}");
+        // A Cluster gone altogether (its deletion finished before the binding moved)
+        // schedules the binding too, and the same way.
+        let gone: Vec<Cluster> = clusters[..2].to_vec();
+        let reason = needs_scheduling(&spec, &status, Some(&applied), &ClusterSnapshot::new(&gone));
+        assert!(reason.is_some(), "{name}: the gone cluster schedules");
+        let out = run(&spec, &status, &gone).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(pairs(&out.clusters), want(wanted), "{name}, gone");
+    }
+}

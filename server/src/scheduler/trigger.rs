@@ -5,7 +5,7 @@
 //!    Divided: their sum differs — which is how an eviction that removed a cluster shows);
 //! 3. `rescheduleTriggeredAt` is later than `status.lastScheduledTime`;
 //! 4. the binding is not a workload, or is Duplicated: always scheduled;
-//! 5. a target cluster is being deleted.
+//! 5. a target cluster is being deleted, or is gone.
 //!
 //! Otherwise nothing is scheduled (the controller then only sets
 //! `status.schedulerObservedGeneration` to `metadata.generation`). A Divided binding therefore
@@ -133,14 +133,22 @@ pub fn needs_scheduling(
     if !workload || placement.replica_scheduling_type() == ReplicaSchedulingType::Duplicated {
         return Some(ScheduleReason::AlwaysScheduled);
     }
-    if spec
-        .clusters
-        .iter()
-        .any(|t| clusters.get(&t.name).is_some_and(|c| c.deleting))
-    {
+    if !leaving_targets(spec, clusters).is_empty() {
         return Some(ScheduleReason::TargetClusterDeleting);
     }
     None
+}
+
+/// The targets in `spec.clusters` whose Cluster is being deleted or is gone altogether (its
+/// deletion finished before the binding moved, e.g. while an older server without the
+/// cluster finalizer ran, or a user removed the finalizer by hand): they must leave the
+/// placement (trigger 5).
+pub fn leaving_targets(spec: &ResourceBindingSpec, clusters: &ClusterSnapshot) -> Vec<String> {
+    spec.clusters
+        .iter()
+        .filter(|t| clusters.get(&t.name).is_none_or(|c| c.deleting))
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -319,6 +327,13 @@ mod tests {
             Case {
                 name: "target cluster deleting",
                 spec: steady.clone(),
+                status: Default::default(),
+                applied: Some(json(&d)),
+                want: Some(TargetClusterDeleting),
+            },
+            Case {
+                name: "target cluster gone (not in the snapshot)",
+                spec: base(d.clone(), &[("m1", 1), ("m9", 2)], 3),
                 status: Default::default(),
                 applied: Some(json(&d)),
                 want: Some(TargetClusterDeleting),

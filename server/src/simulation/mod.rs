@@ -1083,6 +1083,7 @@ impl<'a> Run<'a> {
             return false;
         };
         let blocked = self.state.blocked(now);
+        let leaving = crate::scheduler::leaving_targets(spec, snapshot);
         let result = schedule(&ScheduleInput {
             spec,
             status: &self.status,
@@ -1099,6 +1100,7 @@ impl<'a> Run<'a> {
             status: &self.status,
             generation: self.input.generation,
             applied_placement: self.applied.as_deref(),
+            leaving: &leaving,
             now,
         });
         self.scheduled = Some(match &result {

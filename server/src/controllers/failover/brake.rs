@@ -5,7 +5,7 @@
 //! evicted without further pacing, each when its own `tolerationSeconds` runs out. And it stops
 //! a control plane cut off from its members from evicting them all (karmada-io/karmada#5150),
 //! with the zone states Kubernetes uses for nodes, here for clusters grouped by `spec.region`
-//! (docs/semantics.md §1, "the eviction brake").
+//! (docs/semantics.md Part 1, "The eviction brake").
 //!
 //! The region's state, as pure functions of (each cluster's region and Ready, the flags, the
 //! server's start, now) — [`fleet_view`], [`state_of`], [`pace_of`], [`ceiling_of`]:

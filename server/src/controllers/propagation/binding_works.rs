@@ -529,10 +529,20 @@ impl Reconciler for BindingWorksController {
             self.interpreter.as_ref(),
             &|c| clusters.is_ready(c),
         );
+        // Nothing is written for a cluster being deleted (Karmada: its execution namespace is
+        // terminating); the scheduler takes it out of the placement (docs/semantics.md §2).
+        plan.apply.retain(|w| {
+            w.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .and_then(cluster_of_execution_namespace)
+                .is_none_or(|c| !clusters.is_deleting(c))
+        });
         // Exactly-once: nothing is dispatched before the old member's fence time.
         let candidates =
+            // A cluster being deleted counts as not Ready: its agent's credential is revoked,
+            // so it fences on its own clock whatever it last reported.
             crate::controllers::failover::fencing::unfenced_candidates(&spec, &existing, &|c| {
-                clusters.is_ready(c)
+                clusters.is_ready(c) && !clusters.is_deleting(c)
             });
         if let Some(wait) = self.fence_gate(key, &binding, candidates).await? {
             plan.apply.clear();

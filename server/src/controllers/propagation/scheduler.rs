@@ -4,10 +4,12 @@
 //! deleting), writes `spec.clusters` and the applied-placement annotation, and the `Scheduled`
 //! condition, `schedulerObservedGeneration` and `lastScheduledTime` in status; each decision is an
 //! Event on the binding and on its resource template, as Karmada's; what to write is decided by
-//! the pure
-//! [`crate::scheduler::decision::decide`]. A change of a cluster (taints, readiness, labels)
-//! reaches the bindings that name it at once through the cluster-to-bindings index; a short resync
-//! brings new members to bindings that could not be placed. Bindings without a placement (attached
+//! the pure [`crate::scheduler::decision::decide`]. A change of a cluster (taints, labels, APIs,
+//! deletion) reaches the bindings that name it at once through the cluster-to-bindings index,
+//! and a cluster that can take new work (it joined, lost a taint) reaches the bindings open to
+//! it ([`crate::controllers::shared::cluster_joins`]); the periodic resync is a safety net.
+//! A target whose Cluster is being deleted or gone leaves `spec.clusters` whatever the result
+//! (docs/semantics.md §8.7). Bindings without a placement (attached
 //! bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
 //! left alone.
 
@@ -22,7 +24,9 @@ use crate::scheduler::decision::{
     decide, Decision, DecisionInput, SpecWrite, StatusWrite, Step, EVENT_SCHEDULE_FAILED,
     EVENT_SCHEDULE_SUCCEEDED,
 };
-use crate::scheduler::{needs_scheduling, schedule, ScheduleInput, ScheduleOptions};
+use crate::scheduler::{
+    leaving_targets, needs_scheduling, schedule, ScheduleInput, ScheduleOptions,
+};
 use crate::store::Store;
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
@@ -232,6 +236,7 @@ impl Reconciler for SchedulerController {
                     status: &status,
                     generation,
                     applied_placement: applied.as_deref(),
+                    leaving: &[],
                     now: self.clock.now(),
                 });
                 if decision.event.is_some() {
@@ -277,6 +282,7 @@ impl Reconciler for SchedulerController {
         let clusters = self.clusters.get().await?;
         let snapshot = &clusters.snapshot;
         let reason = needs_scheduling(&spec, &status, applied.as_deref(), snapshot);
+        let leaving = leaving_targets(&spec, snapshot);
         let blocked = crate::controllers::failover::application_failover::blocked_clusters(
             &binding,
             self.clock.now(),
@@ -303,6 +309,7 @@ impl Reconciler for SchedulerController {
             status: &status,
             generation,
             applied_placement: applied.as_deref(),
+            leaving: &leaving,
             now: self.clock.now(),
         });
         if let Some(label) = decision.result {

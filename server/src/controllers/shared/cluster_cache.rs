@@ -26,6 +26,13 @@ impl Clusters {
     pub fn is_ready(&self, name: &str) -> bool {
         self.by_name.get(name).is_some_and(Cluster::is_ready)
     }
+
+    /// Whether the named cluster is being deleted (false when unknown).
+    pub fn is_deleting(&self, name: &str) -> bool {
+        self.by_name
+            .get(name)
+            .is_some_and(|c| c.metadata.is_deleting())
+    }
 }
 
 /// Reads and digests every cluster now (the cache does this once per change; the explain
