@@ -54,11 +54,13 @@ KILLED_AT=""
 
 now_us() { echo "${EPOCHREALTIME/./}"; }
 
-# seconds_since MICROSECONDS: the time since then, as 12.3.
-seconds_since() {
-  local d=$(($(now_us) - $1))
+# seconds FROM TO: the time from FROM to TO (microseconds), as 12.3.
+seconds() {
+  local d=$(($2 - $1))
   printf '%d.%d' $((d / 1000000)) $((d % 1000000 / 100000))
 }
+# seconds_since MICROSECONDS: the time since then, as 12.3.
+seconds_since() { seconds "$1" "$(now_us)"; }
 
 # say TEXT: one line of the timeline.
 say() {
@@ -148,7 +150,8 @@ trap 'exit 143' TERM
 start() {
   local name=$1
   shift
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  : >"$WORK/$name.out" # before url_of reads it (and so that a restart's old URL is gone)
+  "$@" >>"$WORK/$name.out" 2>"$WORK/$name.log" &
   PID[$name]=$!
 }
 
@@ -171,12 +174,13 @@ url_of() {
 # say how long after it they came.
 sigkill() {
   local name
-  for name in "$@"; do kill -KILL "${PID[$name]}"; done
-  KILLED_AT=$(now_us)
-  for name in "$@"; do
-    { wait "${PID[$name]}" || true; } 2>/dev/null
-    unset "PID[$name]"
-  done
+  {
+    for name in "$@"; do kill -KILL "${PID[$name]}" || fail "$name is not running"; done
+    KILLED_AT=${EPOCHREALTIME/./}
+    # Reaped here, where bash's "Killed" notices go to /dev/null.
+    for name in "$@"; do wait "${PID[$name]}" || true; done
+  } 2>/dev/null
+  for name in "$@"; do unset "PID[$name]"; done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +371,7 @@ note "brake: $(jq -r '.status.brake.message' <<<"$SIM")"
 wait_s=$(((MEMBER1_OUT + 10000000 - $(now_us)) / 1000000 + 1))
 if [ "$wait_s" -gt 0 ]; then
   note "waiting ${wait_s} s: the brake lets one failed cluster out per 10 s, and member1 went at"
-  note "+$(((MEMBER1_OUT - T0) / 1000000)) s; failing member2 now would hold it until then"
+  note "+$(seconds "$T0" "$MEMBER1_OUT")s; failing member2 now would hold it until its turn"
   sleep "$wait_s"
 fi
 say "member2's agent killed (SIGKILL)"
@@ -391,7 +395,7 @@ wait_for 30 "the brake holds: PartialDisruption" brake_holds
 B=$(get "$BRAKE")
 note "why: $(jq -r '.status.message' <<<"$B"), so failed clusters are"
 note "let out at $(jq -r '.status.rate' <<<"$B") instead of one every 10 s: a partition gets minutes to heal"
-note "let out (all their bindings evicted): $(jq -r '[.status.releasedClusters[]?.name]
+note "let out (all its bindings evicted at once): $(jq -r '[.status.releasedClusters[]?.name]
   | join(", ") | if . == "" then "none" else . end' <<<"$B")"
 note "queued, each waiting its turn: $(jq -r '[.status.queuedClusters[]
   | "\(.name) in \((.turnAt | sub("\\.[0-9]+"; "") | fromdateiso8601) - now | floor) s"]
