@@ -233,7 +233,8 @@ tainted() {
 placement() {
   get "${1:-$NGINX}" | jq -r '[.spec.clusters[]? | "\(.name):\(.replicas)"] | join(",")'
 }
-placed_is() { [ "$(placement)" = "$1" ]; }
+# placed_is PLACEMENT [BINDING]: the binding (nginx's by default) is placed so.
+placed_is() { [ "$(placement "${2:-$NGINX}")" = "$1" ]; }
 # settled_without CLUSTER: the scheduler has seen nginx's last change, and CLUSTER is not in it.
 settled_without() {
   get "$NGINX" | jq -e --arg c "$1" '.metadata.generation == .status.schedulerObservedGeneration
@@ -259,6 +260,14 @@ ready_replicas() {
   get /apis/apps/v1/namespaces/default/deployments/nginx | jq -e --argjson n "$1" \
     '.status.readyReplicas == $n'
 }
+# nginx_healthy_on CLUSTER...: Healthy on each, and its 3 replicas ready.
+nginx_healthy_on() {
+  local c
+  for c in "$@"; do healthy_on "$c" || return 1; done
+  ready_replicas 3
+}
+brake_is() { get "$BRAKE" | jq -e --arg s "$1" '.status.state == $s'; }
+back() { ready_is "$1" True && untainted "$1"; }
 
 # ---------------------------------------------------------------------------------------------
 echo "Flotilla failover demo: +seconds since the demo started (and since the kill, once one is)."
@@ -296,7 +305,7 @@ say "member4..member6: push agents started, their Clusters created with spec.syn
 wait_for 60 "6 members Ready" ready_count 6
 show kubectl get clusters
 wait_for 30 "eviction brake Normal: its startup grace (one monitor grace period, 2 s) is over" \
-  eval 'get "$BRAKE" | jq -e ".status.state == \"Normal\""'
+  brake_is Normal
 
 step "2. Scenario 02: nginx, 3 replicas divided 1:2 over member1 and member2"
 kubectl apply -f "$ROOT/examples/02-divided-weighted-failover.yaml" >/dev/null
@@ -324,9 +333,9 @@ YAML
 say "kubectl apply -f examples/02-divided-weighted-failover.yaml (and web, one copy on each of member3..member6)"
 wait_for 60 "nginx placed: member1:1,member2:2" placed_is "member1:1,member2:2"
 wait_for 60 "nginx Healthy on member1 and member2 (3 replicas ready)" \
-  eval 'healthy_on member1 && healthy_on member2 && ready_replicas 3'
+  nginx_healthy_on member1 member2
 wait_for 60 "web placed on member3..member6" \
-  eval '[ "$(placement "$RBS/web-deployment")" = "member3:1,member4:1,member5:1,member6:1" ]'
+  placed_is "member3:1,member4:1,member5:1,member6:1" "$RBS/web-deployment"
 show kubectl get rb nginx-deployment -o wide
 
 step "3. member1 fails"
@@ -341,7 +350,7 @@ MEMBER1_OUT=$(now_us)
 note "$(event EvictWorkloadFromClusterSucceed member1)"
 wait_for 30 "replicas rescheduled: member2:3" placed_is "member2:3"
 wait_for 30 "Healthy on member2 (3 replicas ready)" \
-  eval 'healthy_on member2 && ready_replicas 3'
+  nginx_healthy_on member2
 wait_for 30 "eviction task done (EvictionTaskDoneHealthy): member1's copy may go" no_eviction_tasks
 wait_for 30 "member1's Work waits for it (deletionTimestamp set, its agent is down)" \
   work_waiting member1
@@ -349,7 +358,7 @@ wait_for 30 "member1's Work waits for it (deletionTimestamp set, its agent is do
 step "4. member1 returns"
 pull_agent member1
 say "member1's agent started again, with its data directory"
-wait_for 30 "member1 Ready=True, its taints removed" eval 'ready_is member1 True && untainted member1' 
+wait_for 30 "member1 Ready=True, its taints removed" back member1
 wait_for 30 "member1 back: stale Work removed" no_works member1
 say "nothing moves back: nginx stays $(placement)"
 
@@ -382,7 +391,7 @@ ACTUAL=$(placement)
 say "actual: nginx $ACTUAL, as predicted"
 note "(the eviction was predicted ${PREDICTED_AFTER} s after the failure; the server notices a silent"
 note "member up to one --cluster-monitor-period, 300 ms, late)"
-wait_for 30 "Healthy on member1 (3 replicas ready)" eval 'healthy_on member1 && ready_replicas 3'
+wait_for 30 "Healthy on member1 (3 replicas ready)" nginx_healthy_on member1
 
 step "6. Three more members killed at once: member3 (pull), member4 and member5 (push)"
 say "member3, member4 and member5 killed (SIGKILL): with member2, 4 of 6 clusters are down"
