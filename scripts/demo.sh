@@ -282,6 +282,8 @@ note "flotilla-server --fast-failover: a pull member silent for 2 s turns Unknow
 note "NoExecute taint comes 1 s later, default tolerations are 0 s (a demo profile, not for"
 note "production); the eviction brake keeps its default pacing."
 
+# pull_agent NAME: a pull member's agent. Its lease renewal and status period are explicit: the
+# agents' defaults (10 s) are for the server's default 40 s grace period, not --fast-failover's 2 s.
 pull_agent() {
   start "$1" "$BIN/flotilla-agent" --server "$FLOTILLA" --cluster-name "$1" \
     --token-file "$WORK/server/join.token" --ca-file "$WORK/server/tls.crt" \
