@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the command-line tools the test suite drives besides cargo: kubectl (the kubectl and
 # docs tests), jq (the scheduling page's examples read `explain` output with it) and curl (the
-# docs' examples, and the HTTP/2 refusal test of server/tests/limits.rs). A test
+# docs' examples, and the HTTP/2 refusal test of server/tests/limits.rs); scripts/demo.sh, which
+# tests/tests/demo.rs runs, needs all three. A test
 # whose tool is missing fails loudly; it never skips. Debian's packages only.
 set -euo pipefail
 missing=()
