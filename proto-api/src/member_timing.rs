@@ -87,7 +87,9 @@ pub fn lease_duration_seconds(renew_interval: Duration) -> i64 {
     let millis = renew_interval
         .as_millis()
         .saturating_mul(u128::from(RENEW_FRACTION_DENOMINATOR));
-    i64::try_from(millis.div_ceil(1000)).unwrap_or(i64::MAX).max(1)
+    i64::try_from(millis.div_ceil(1000))
+        .unwrap_or(i64::MAX)
+        .max(1)
 }
 
 /// Whether a lease declaring `lease_duration_seconds` fits a server that turns a silent
@@ -116,7 +118,7 @@ mod tests {
             (ms(2_000), ms(500)),
             (ms(3_000), ms(750)),
             (ms(2_500), ms(625)),
-            (ms(1_001), ms(250)), // whole milliseconds, rounded down
+            (ms(1_001), ms(250)),      // whole milliseconds, rounded down
             (ms(300_000), ms(10_000)), // never slower than the default
             (ms(2), ms(1)),
             (Duration::ZERO, ms(1)), // never zero
@@ -184,7 +186,7 @@ mod tests {
             (ms(10_000), 40, ms(2_000), false),
             (ms(500), 2, ms(2_000), true), // advertised under 2 s
             (ms(750), 3, ms(3_000), true),
-            (ms(625), 3, ms(2_500), true), // rounded up on both sides
+            (ms(625), 3, ms(2_500), true),  // rounded up on both sides
             (ms(800), 4, ms(2_000), false), // slower than a quarter
             (ms(510), 3, ms(2_000), false),
             (ms(1), 1, ms(2), true),

@@ -115,9 +115,9 @@ pub fn router(state: ApiState) -> Router {
         max_body_bytes: state.limits.max_body_bytes,
         body_read_timeout: state.limits.body_read_timeout,
     };
-    let timing = state.member_timing.and_then(|t| {
-        axum::http::HeaderValue::from_str(&t.to_header()).ok()
-    });
+    let timing = state
+        .member_timing
+        .and_then(|t| axum::http::HeaderValue::from_str(&t.to_header()).ok());
     let routes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))

@@ -239,14 +239,17 @@ impl ClusterStatusController {
         if let Some(cond) = change {
             replace_condition(&mut status.conditions, cond);
         }
-        let renewal_changed = renewal.as_ref().filter(|c| !same_condition(stored_renewal, c));
+        let renewal_changed = renewal
+            .as_ref()
+            .filter(|c| !same_condition(stored_renewal, c));
         if let Some(cond) = renewal_changed {
             set_condition(&mut status.conditions, cond.clone(), now);
         }
         if status != cluster.status {
             let stored = self.write(raw, &cluster.status, status).await?;
             if let (Some(stored), Some(cond)) = (stored, renewal_changed) {
-                self.report_renewal(&stored, key, stored_renewal, cond).await;
+                self.report_renewal(&stored, key, stored_renewal, cond)
+                    .await;
             }
         }
         Ok(Action::RequeueAfter(to_std(self.config.monitor_period)))
@@ -256,7 +259,11 @@ impl ClusterStatusController {
     async fn lease(&self, cluster: &str) -> Result<Option<Value>, StoreError> {
         match self
             .store
-            .get(&well_known::leases(), Some(CLUSTER_LEASE_NAMESPACE), cluster)
+            .get(
+                &well_known::leases(),
+                Some(CLUSTER_LEASE_NAMESPACE),
+                cluster,
+            )
             .await
         {
             Ok(lease) => Ok(Some(lease)),
@@ -377,8 +384,8 @@ impl Reconciler for ClusterStatusController {
 mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
-    use crate::controllers::settings::GracePeriods;
     use crate::controllers::runtime::testing::TestWorld;
+    use crate::controllers::settings::GracePeriods;
     use crate::probes::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use chrono::TimeZone;
@@ -704,7 +711,10 @@ mod tests {
             .await
             .unwrap();
         c.reconcile("m1").await.unwrap();
-        assert_eq!(condition(&store, CONDITION_LEASE_RENEWAL_TOO_SLOW).await, None);
+        assert_eq!(
+            condition(&store, CONDITION_LEASE_RENEWAL_TOO_SLOW).await,
+            None
+        );
         assert_eq!(events(&store).await, []);
     }
 }

@@ -85,7 +85,12 @@ mod tests {
     fn too_slow_when_the_lease_outlasts_the_grace_and_false_once_it_fits_again() {
         use ConditionStatus::{False, True};
         // (declared, stored condition, grace, want status and reason)
-        let table: [(Option<i64>, Option<ConditionStatus>, Duration, Option<(ConditionStatus, &str)>); 9] = [
+        let table: [(
+            Option<i64>,
+            Option<ConditionStatus>,
+            Duration,
+            Option<(ConditionStatus, &str)>,
+        ); 9] = [
             // defaults: an agent at 10 s under a 40 s grace fits; nothing is added
             (Some(40), None, s(40), None),
             // the issue: default agents under a 3 s server
@@ -118,7 +123,11 @@ mod tests {
     #[test]
     fn the_message_says_what_was_declared_and_what_the_server_asks() {
         let c = renewal_condition(Some(40), None, s(2)).unwrap();
-        assert!(c.message.contains("leaseDurationSeconds 40"), "{}", c.message);
+        assert!(
+            c.message.contains("leaseDurationSeconds 40"),
+            "{}",
+            c.message
+        );
         assert!(c.message.contains("every 10s"), "{}", c.message);
         assert!(c.message.contains("after 2s"), "{}", c.message);
         assert!(c.message.contains("every 500ms"), "{}", c.message);
