@@ -288,10 +288,10 @@ impl ClusterStatusController {
                 .inc();
         }
         let (kind, reason) = if after.status == ConditionStatus::True {
-            tracing::warn!(cluster, message = %after.message, "pull member renews its lease too slowly");
+            tracing::warn!(cluster, detail = %after.message, "pull member renews its lease too slowly");
             (EventType::Warning, CONDITION_LEASE_RENEWAL_TOO_SLOW)
         } else {
-            tracing::info!(cluster, message = %after.message, "pull member renews its lease in time again");
+            tracing::info!(cluster, detail = %after.message, "pull member renews its lease in time again");
             (EventType::Normal, "LeaseRenewalInTime")
         };
         self.events
