@@ -275,7 +275,9 @@ fn agents_without_timing_flags_never_flap_under_a_two_second_grace_while_1000_bi
                                  "template": {"metadata": {"labels": {"app": format!("load-{i}")}},
                                               "spec": {"containers": [{"name": "c", "image": "nginx",
                                                        "resources": {"requests": {"cpu": "10m"}}}]}}}});
-                    let (code, body) = api.send("POST", DEPLOYMENTS, Some(&deployment)).unwrap();
+                    let (code, body) = api
+                        .send("POST", DEPLOYMENTS, Some(&deployment))
+                        .unwrap_or_else(|e| panic!("creating load-{i}: {e:#}"));
                     assert_eq!(code, 201, "load-{i}: {body}");
                 }
             });
