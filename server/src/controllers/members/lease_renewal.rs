@@ -77,6 +77,14 @@ mod tests {
         Duration::from_secs(n)
     }
 
+    /// (declared leaseDurationSeconds, stored condition, grace, wanted status and reason)
+    type Row = (
+        Option<i64>,
+        Option<ConditionStatus>,
+        Duration,
+        Option<(ConditionStatus, &'static str)>,
+    );
+
     fn existing(status: ConditionStatus) -> Condition {
         Condition::new(CONDITION_LEASE_RENEWAL_TOO_SLOW, status, "r", "m")
     }
@@ -85,12 +93,7 @@ mod tests {
     fn too_slow_when_the_lease_outlasts_the_grace_and_false_once_it_fits_again() {
         use ConditionStatus::{False, True};
         // (declared, stored condition, grace, want status and reason)
-        let table: [(
-            Option<i64>,
-            Option<ConditionStatus>,
-            Duration,
-            Option<(ConditionStatus, &str)>,
-        ); 9] = [
+        let table: [Row; 9] = [
             // defaults: an agent at 10 s under a 40 s grace fits; nothing is added
             (Some(40), None, s(40), None),
             // the issue: default agents under a 3 s server
