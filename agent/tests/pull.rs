@@ -1,6 +1,7 @@
 //! The pull loop against a fake server (tests/support): registration and credential reuse,
 //! lease renewal, cluster status, Works applied and reported, deletion with and without the
-//! finalizer, restart with the same data dir, relist after 410, and HTTPS with --ca-file.
+//! finalizer, restart with the same data dir, relist after 410, HTTPS with --ca-file, and the
+//! periods the server advertises (followed unless a flag says otherwise).
 //! Every wait has a deadline; everything runs on 127.0.0.1 with ports from 0.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -44,8 +45,8 @@ fn config(server: &str, data_dir: &Path) -> AgentConfig {
             ..SimConfig::default()
         },
         timing: PullTiming {
-            lease_renew_interval: Duration::from_millis(100),
-            cluster_status_update_frequency: Duration::from_millis(100),
+            lease_renew_interval: Some(Duration::from_millis(100)),
+            cluster_status_update_frequency: Some(Duration::from_millis(100)),
             work_status_period: Duration::from_millis(100),
             resync_period: Duration::from_millis(500),
             request_timeout: Duration::from_secs(5),
@@ -163,7 +164,8 @@ async fn registers_renews_lease_reports_status_and_reuses_its_credential() {
     // Lease: created, then renewed.
     let lease = eventually("the lease", WAIT, || async { server.lease("member1") }).await;
     assert_eq!(lease["spec"]["holderIdentity"], "member1");
-    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+    // Four renewal periods of 100 ms, in whole seconds.
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 1);
     let first = lease["spec"]["renewTime"].as_str().unwrap().to_string();
     assert_eq!(
         first.len(),
@@ -625,5 +627,81 @@ async fn a_silent_watch_is_reopened_without_a_relist() {
     );
     server.put_work("member1", "w", vec![configmap("late")], false);
     wait_object(&member(&agent), &cm_ref("late"), true).await;
+    agent.shutdown().await;
+}
+
+/// docs/members.md, "One timing for server and agents": without timing flags the agent keeps
+/// the periods the server advertises (not its 10 s default), takes a new one when the server
+/// changes it, learns it again after a restart that reuses its credential, and an explicit
+/// flag still wins.
+#[tokio::test]
+async fn follows_the_timing_the_server_advertises_unless_a_flag_says_otherwise() {
+    let server = FakeServer::new();
+    server.advertise_timing("leaseRenewIntervalMs=100, clusterStatusUpdateFrequencyMs=100");
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("agent");
+    let following = |data: &Path| {
+        let mut c = config(&url, data);
+        c.timing.lease_renew_interval = None;
+        c.timing.cluster_status_update_frequency = None;
+        c
+    };
+    let agent = flotilla_agent::run(following(&data)).await.unwrap();
+    // At the 10 s default, five lease writes and five status reads would take 40 s.
+    eventually(
+        "lease renewals and status passes every 100 ms",
+        WAIT,
+        || async {
+            let inner = server.inner.lock();
+            (inner.lease_writes >= 5 && inner.cluster_reads >= 5).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        server.lease("member1").unwrap()["spec"]["leaseDurationSeconds"],
+        1
+    );
+
+    // The server restarts with a longer grace period: the next answer says 300 ms, and the
+    // lease declares 4 × 300 ms, rounded up.
+    server.advertise_timing("leaseRenewIntervalMs=300, clusterStatusUpdateFrequencyMs=300");
+    eventually("the lease declaring 2 s", WAIT, || async {
+        (server.lease("member1")?["spec"]["leaseDurationSeconds"] == 2).then_some(())
+    })
+    .await;
+    agent.shutdown().await;
+
+    // Restarted with its stored credential: no registration, and the timing is learnt from
+    // the first answers.
+    server.advertise_timing("leaseRenewIntervalMs=200, clusterStatusUpdateFrequencyMs=200");
+    let agent = flotilla_agent::run(following(&data)).await.unwrap();
+    let writes = server.inner.lock().lease_writes;
+    eventually(
+        "renewals after the restart, declaring 4 × 200 ms",
+        WAIT,
+        || async {
+            let declared = server.lease("member1")?["spec"]["leaseDurationSeconds"].clone();
+            (server.inner.lock().lease_writes >= writes + 3 && declared == 1).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        server.inner.lock().registrations,
+        1,
+        "the credential was reused"
+    );
+    agent.shutdown().await;
+
+    // An explicit --lease-renew-interval-ms wins over what the server asks.
+    let mut explicit = config(&url, &dir.path().join("explicit"));
+    explicit.cluster_name = Some("member2".into());
+    explicit.timing.lease_renew_interval = Some(Duration::from_secs(10));
+    let agent = flotilla_agent::run(explicit).await.unwrap();
+    let lease = eventually("member2's lease", WAIT, || async {
+        server.lease("member2")
+    })
+    .await;
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
     agent.shutdown().await;
 }

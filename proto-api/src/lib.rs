@@ -12,6 +12,8 @@
 //! - [`simulation`]: the failover dry-run (`FailoverSimulation`, create only, never stored).
 //! - [`history`]: a binding's bounded failover history (`status.failoverHistory`) and the
 //!   fleet-wide list of recent failovers.
+//! - [`member_timing`]: the lease and status periods a server advertises to its pull agents,
+//!   and whether a member's lease fits the server's grace period.
 
 pub mod admission;
 pub mod affinity;
@@ -21,6 +23,7 @@ pub mod defaulting;
 pub mod event;
 pub mod history;
 pub mod kinds;
+pub mod member_timing;
 pub mod meta;
 pub mod names;
 pub mod policy;

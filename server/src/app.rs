@@ -336,6 +336,11 @@ pub fn api_state(
         dry_run: api::simulation::DryRun::default(),
         shutdown,
         eviction_brake: None,
+        member_timing: config.controllers.as_ref().map(|c| {
+            flotilla_api::member_timing::MemberTiming::for_grace_period(
+                c.health.grace.monitor.to_std().unwrap_or_default(),
+            )
+        }),
     })
 }
 

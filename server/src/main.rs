@@ -211,13 +211,15 @@ struct Flags {
     #[arg(long = "sim-api", value_name = "G/V/KIND")]
     sim_apis: Vec<String>,
     /// How often the simulated members report their Cluster status (resource summary
-    /// included), in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    sim_cluster_status_update_frequency_ms: u64,
-    /// How often the simulated members renew their Leases, in milliseconds (keep it well
-    /// under `--cluster-monitor-grace-period`).
-    #[arg(long, default_value_t = 10_000)]
-    sim_lease_renew_interval_ms: u64,
+    /// included), in milliseconds. Unset, they follow this server: a quarter of
+    /// `--cluster-monitor-grace-period`, at most 10 s (docs/members.md).
+    #[arg(long)]
+    sim_cluster_status_update_frequency_ms: Option<u64>,
+    /// How often the simulated members renew their Leases, in milliseconds. Unset, they follow
+    /// this server: a quarter of `--cluster-monitor-grace-period`, at most 10 s; a value over
+    /// that gives every member the `LeaseRenewalTooSlow` condition.
+    #[arg(long)]
+    sim_lease_renew_interval_ms: Option<u64>,
     /// How often the status of Works on push members is read back from the member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     push_status_period: Duration,
@@ -444,10 +446,6 @@ fn spawn_sim_members(
                 .iter()
                 .flat_map(|api| ["--sim-api", api.as_str()]),
         )
-        .arg("--cluster-status-update-frequency-ms")
-        .arg(flags.sim_cluster_status_update_frequency_ms.to_string())
-        .arg("--lease-renew-interval-ms")
-        .arg(flags.sim_lease_renew_interval_ms.to_string())
         .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--exit-on-stdin-close")
@@ -456,6 +454,15 @@ fn spawn_sim_members(
         .kill_on_drop(true);
     if scheme == "https" {
         cmd.arg("--ca-file").arg(data_dir.join("tls.crt"));
+    }
+    // Only periods given explicitly are handed on: without them the agent takes the ones this
+    // server advertises, like any agent started without timing flags.
+    if let Some(ms) = flags.sim_cluster_status_update_frequency_ms {
+        cmd.arg("--cluster-status-update-frequency-ms")
+            .arg(ms.to_string());
+    }
+    if let Some(ms) = flags.sim_lease_renew_interval_ms {
+        cmd.arg("--lease-renew-interval-ms").arg(ms.to_string());
     }
     let mut child = cmd.spawn()?;
     // The agent prints where its member surface (and fault API) listens: say it again and

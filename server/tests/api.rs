@@ -1054,3 +1054,51 @@ async fn explain_shows_a_cluster_blocked_by_application_failover() {
         "{out}"
     );
 }
+
+/// docs/members.md, "One timing for server and agents": every answer, refusals included,
+/// carries the periods pull agents are asked to keep; a server without controllers watches
+/// no member and advertises nothing.
+#[tokio::test]
+async fn every_answer_advertises_the_member_timing_of_the_grace_period() {
+    use flotilla_server::controllers::settings::ControllerSettings;
+    use tower::ServiceExt;
+    async fn header(api: &TestApi, token: &str, path: &str) -> (StatusCode, Option<String>) {
+        let req = axum::http::Request::builder()
+            .uri(path)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let resp = api.router.clone().oneshot(req).await.unwrap();
+        let value = resp
+            .headers()
+            .get("flotilla-member-timing")
+            .map(|v| v.to_str().unwrap().to_string());
+        (resp.status(), value)
+    }
+    let api = TestApi::with_config(|c| {
+        let mut settings = ControllerSettings::default();
+        settings.health.grace.monitor = chrono::Duration::seconds(2);
+        c.controllers = Some(settings);
+    })
+    .await;
+    let want = Some("leaseRenewIntervalMs=500, clusterStatusUpdateFrequencyMs=500".to_string());
+    assert_eq!(
+        header(&api, common::TOKEN, CLUSTERS).await,
+        (StatusCode::OK, want.clone())
+    );
+    assert_eq!(
+        header(&api, "not-a-token", CLUSTERS).await,
+        (StatusCode::UNAUTHORIZED, want)
+    );
+    let defaults =
+        TestApi::with_config(|c| c.controllers = Some(ControllerSettings::default())).await;
+    assert_eq!(
+        header(&defaults, common::TOKEN, "/version")
+            .await
+            .1
+            .as_deref(),
+        Some("leaseRenewIntervalMs=10000, clusterStatusUpdateFrequencyMs=10000")
+    );
+    let none = TestApi::with_config(|c| c.controllers = None).await;
+    assert_eq!(header(&none, common::TOKEN, "/version").await.1, None);
+}

@@ -109,20 +109,16 @@ struct Args {
     /// at most the server's `--member-fence-after`; `0s` never fences.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s", env = "FLOTILLA_AGENT_FENCE_AFTER")]
     fence_after: Duration,
-    /// Lease renewal period.
-    #[arg(
-        long,
-        default_value_t = 10_000,
-        env = "FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS"
-    )]
-    lease_renew_interval_ms: u64,
-    /// Cluster status reporting period.
-    #[arg(
-        long,
-        default_value_t = 10_000,
-        env = "FLOTILLA_AGENT_CLUSTER_STATUS_UPDATE_FREQUENCY_MS"
-    )]
-    cluster_status_update_frequency_ms: u64,
+    /// Lease renewal period, in milliseconds. Unset, the agent follows the server: the period
+    /// it advertises on every answer (a quarter of its --cluster-monitor-grace-period, at most
+    /// 10 s), and 10 s until it has answered. A period longer than the server asks for makes
+    /// it mark the member LeaseRenewalTooSlow.
+    #[arg(long, env = "FLOTILLA_AGENT_LEASE_RENEW_INTERVAL_MS")]
+    lease_renew_interval_ms: Option<u64>,
+    /// Cluster status reporting period, in milliseconds. Unset, the agent follows the server,
+    /// as for --lease-renew-interval-ms.
+    #[arg(long, env = "FLOTILLA_AGENT_CLUSTER_STATUS_UPDATE_FREQUENCY_MS")]
+    cluster_status_update_frequency_ms: Option<u64>,
     /// Log format.
     #[arg(
         long,
@@ -188,11 +184,13 @@ impl Args {
                 extra_apis,
             },
             timing: PullTiming {
-                lease_renew_interval: Duration::from_millis(self.lease_renew_interval_ms.max(1)),
+                lease_renew_interval: self
+                    .lease_renew_interval_ms
+                    .map(|ms| Duration::from_millis(ms.max(1))),
                 fence_after: (!self.fence_after.is_zero()).then_some(self.fence_after),
-                cluster_status_update_frequency: Duration::from_millis(
-                    self.cluster_status_update_frequency_ms.max(1),
-                ),
+                cluster_status_update_frequency: self
+                    .cluster_status_update_frequency_ms
+                    .map(|ms| Duration::from_millis(ms.max(1))),
                 ..PullTiming::default()
             },
             ..AgentConfig::default()

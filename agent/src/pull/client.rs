@@ -2,7 +2,8 @@
 //! an optional extra CA, connection pooling shared by every hosted member) and one
 //! [`ClusterClient`] per member, which carries that member's credential, registers when it
 //! has none, and registers again once when the server answers 401. Errors keep the server's
-//! Kubernetes `Status` code, reason and message. Tokens are never logged.
+//! Kubernetes `Status` code, reason and message. Tokens are never logged. Every answer's
+//! `Flotilla-Member-Timing` header is kept ([`super::timing`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::timing::AdvertisedTiming;
 use crate::fsutil;
+use flotilla_api::member_timing::MEMBER_TIMING_HEADER;
 
 /// Errors talking to the server.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +145,8 @@ pub struct ServerClient {
     request_timeout: Duration,
     /// Registrations in flight at once (many members starting together queue here).
     registrations: Arc<tokio::sync::Semaphore>,
+    /// The member timing the server advertised last (on any answer).
+    timing: AdvertisedTiming,
 }
 
 /// One event of a watch.
@@ -199,12 +204,18 @@ impl ServerClient {
             base,
             request_timeout,
             registrations: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REGISTRATIONS)),
+            timing: AdvertisedTiming::default(),
         })
     }
 
     /// The server URL.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The member timing the server advertised last.
+    pub fn advertised_timing(&self) -> &AdvertisedTiming {
+        &self.timing
     }
 
     async fn send(
@@ -234,6 +245,11 @@ impl ServerClient {
             url: url.clone(),
             source: source.without_url(),
         })?;
+        self.timing.observe(
+            resp.headers()
+                .get(MEMBER_TIMING_HEADER)
+                .and_then(|v| v.to_str().ok()),
+        );
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -496,6 +512,11 @@ impl ClusterClient {
     /// A client for one member.
     pub fn new(server: ServerClient, creds: Arc<Credentials>) -> Self {
         ClusterClient { server, creds }
+    }
+
+    /// The member timing the server advertised last.
+    pub fn advertised_timing(&self) -> &AdvertisedTiming {
+        self.server.advertised_timing()
     }
 
     /// Makes sure the member has a credential (registering if it has none).

@@ -1,5 +1,6 @@
-//! Reports the member's Cluster status every `cluster_status_update_frequency` (and at once
-//! when the member's faults change): the Ready condition from the runtime's health and, while
+//! Reports the member's Cluster status every status period (the flag's, else the server's:
+//! [`super::timing`]; at once when the member's faults change or the server advertises
+//! another timing): the Ready condition from the runtime's health and, while
 //! healthy, kubernetesVersion, apiEnablements, nodeSummary and resourceSummary. As in Karmada,
 //! an unhealthy member only changes its Ready condition (the other fields keep their last
 //! values), and the status is written only when it changed, with the resourceVersion just
@@ -15,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::backoff::{jittered, Backoff};
-use super::{pause, ClientError, PullContext, Wake};
+use super::{nap, ClientError, PullContext, Wake};
 use crate::runtime::ClusterSummary;
 
 /// Ready reason and message when healthy.
@@ -90,22 +91,22 @@ pub async fn report_once(ctx: &PullContext) -> Result<bool, ClientError> {
 pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
     let mut backoff = Backoff::default();
     let mut faults = ctx.member.faults.subscribe();
+    let mut advertised = ctx.client.advertised_timing().subscribe();
     if super::wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop {
         return;
     }
     loop {
+        let (period, _) = ctx.cluster_status_update_frequency();
         let delay = match report_once(&ctx).await {
             Ok(wrote) => {
                 backoff.reset();
                 if wrote {
                     tracing::debug!(cluster = %ctx.cluster(), "cluster status reported");
                 }
-                jittered(ctx.timing.cluster_status_update_frequency, 0.04)
+                jittered(ctx.cluster_status_update_frequency().0, 0.04)
             }
             Err(e) => {
-                let delay = backoff
-                    .next_delay()
-                    .min(ctx.timing.cluster_status_update_frequency);
+                let delay = backoff.next_delay().min(period);
                 super::log_retry(
                     ctx.cluster(),
                     "cluster status report",
@@ -116,7 +117,13 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                 delay
             }
         };
-        if pause(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+        let wake = tokio::select! {
+            wake = nap(delay, &mut faults, &mut shutdown) => wake,
+            _ = super::timing::changed(&mut advertised) => Wake::Go,
+        };
+        if wake == Wake::Stop
+            || super::wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop
+        {
             return;
         }
     }

@@ -1,6 +1,9 @@
 //! The heartbeat: `coordination.k8s.io/v1` Lease `karmada-cluster/<cluster>` with
-//! `holderIdentity` the cluster name, `leaseDurationSeconds` 40 and `renewTime` now (RFC 3339
-//! with microseconds), created when missing and renewed every `lease_renew_interval`. The lease
+//! `holderIdentity` the cluster name, `leaseDurationSeconds` four renewal periods (40 for the
+//! default 10 s: the silence the member declares acceptable, which the server compares with
+//! its grace period) and `renewTime` now (RFC 3339 with microseconds), created when missing and
+//! renewed every lease renewal period (the flag's, else the server's: [`super::timing`]). The
+//! loop is woken when the server advertises another timing. The lease
 //! last written is kept so a renewal is one PUT; a conflict or a vanished lease refetches.
 //! While the member is unreachable no lease is written: each renewal that falls due is skipped
 //! and counted in the member's [`crate::member::PullCounters`]. Each accepted renewal is told
@@ -13,8 +16,10 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::backoff::{jittered, Backoff};
+use super::timing::{self, Source};
 use super::{nap, ClientError, PullContext, Wake};
 use flotilla_api::cluster::CLUSTER_LEASE_NAMESPACE;
+use flotilla_api::member_timing::lease_duration_seconds;
 
 /// `renewTime` as Kubernetes writes a MicroTime.
 pub fn micro_time(at: DateTime<Utc>) -> String {
@@ -54,7 +59,7 @@ impl LeaseKeeper {
     async fn renew(&mut self, ctx: &PullContext) -> Result<(), ClientError> {
         let cluster = ctx.cluster();
         let item = format!("{}/{cluster}", collection_path());
-        let duration = ctx.timing.lease_duration_seconds;
+        let duration = lease_duration_seconds(ctx.lease_renew_interval().0);
         if let Some(last) = self.last.take() {
             let body = renewed(last, cluster, duration, ctx.clock.now());
             match ctx.client.put(&item, &body).await {
@@ -90,6 +95,8 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
     let mut keeper = LeaseKeeper { last: None };
     let mut backoff = Backoff::default();
     let mut faults = ctx.member.faults.subscribe();
+    let mut advertised = ctx.client.advertised_timing().subscribe();
+    let mut warned_slow = false;
     if super::wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop {
         return;
     }
@@ -101,11 +108,14 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                 // The fence counts from when the accepted renewal started (never later than
                 // the renewTime it wrote).
                 ctx.member.fence.renewed(attempted);
-                tracing::debug!(cluster = %ctx.cluster(), "lease renewed");
-                jittered(ctx.timing.lease_renew_interval, 0.04)
+                let (interval, source) = ctx.lease_renew_interval();
+                tracing::debug!(cluster = %ctx.cluster(), interval_ms = interval.as_millis() as u64,
+                    source = ?source, "lease renewed");
+                warn_if_slower_than_asked(&ctx, interval, source, &mut warned_slow);
+                jittered(interval, 0.04)
             }
             Err(e) => {
-                let delay = backoff.next_delay().min(ctx.timing.lease_renew_interval);
+                let delay = backoff.next_delay().min(ctx.lease_renew_interval().0);
                 super::log_retry(
                     ctx.cluster(),
                     "lease renewal",
@@ -119,15 +129,39 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
         // Until the next renewal; while unreachable, every renewal due is skipped and counted.
         let mut delay = delay;
         loop {
-            if nap(delay, &mut faults, &mut shutdown).await == Wake::Stop {
+            // Another advertised timing renews at once, so a shorter period starts now.
+            let wake = tokio::select! {
+                wake = nap(delay, &mut faults, &mut shutdown) => wake,
+                _ = timing::changed(&mut advertised) => Wake::Go,
+            };
+            if wake == Wake::Stop {
                 return;
             }
             if !faults.borrow_and_update().unreachable {
                 break;
             }
             ctx.member.pull.lease_renewal_skipped();
-            delay = ctx.timing.lease_renew_interval;
+            delay = ctx.lease_renew_interval().0;
         }
+    }
+}
+
+/// Warns once when an explicit `--lease-renew-interval-ms` is slower than the period the
+/// server asks for: the server will say so on the Cluster (`LeaseRenewalTooSlow`).
+fn warn_if_slower_than_asked(
+    ctx: &PullContext,
+    interval: std::time::Duration,
+    source: Source,
+    warned: &mut bool,
+) {
+    let Some(asked) = ctx.client.advertised_timing().current() else {
+        return;
+    };
+    if source == Source::Flag && interval > asked.lease_renew_interval && !*warned {
+        *warned = true;
+        tracing::warn!(cluster = %ctx.cluster(), interval_ms = interval.as_millis() as u64,
+            asked_ms = asked.lease_renew_interval.as_millis() as u64,
+            "--lease-renew-interval-ms is slower than the server asks; it may turn this member Unknown between renewals");
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`fence`]: deletes the exactly-once Works' objects when the lease has not renewed for
 //!   `--fence-after` (self-fencing);
 //! - [`cluster_status`]: reports the Cluster's status (Ready, version, APIs, nodes, resources);
+//!   the lease and status periods are the explicit flags', else the server's ([`timing`]);
 //! - [`works`]: lists and watches the Works of `karmada-es-<name>`, applies them to the
 //!   member runtime, reports their status (through its `outbox`, so the next Works are applied
 //!   while earlier status writes travel), removes their objects and finalizer on deletion, and
@@ -21,6 +22,7 @@ pub mod health;
 pub mod lease;
 mod outbox;
 pub mod record;
+pub mod timing;
 pub mod works;
 
 use std::path::PathBuf;
@@ -37,12 +39,13 @@ pub use client::{ClientError, ClusterClient, Credentials, Registration, ServerCl
 /// Periods of the pull loops.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PullTiming {
-    /// How often the lease is renewed (Karmada: 40 s × 0.25).
-    pub lease_renew_interval: Duration,
-    /// `leaseDurationSeconds` written into the lease.
-    pub lease_duration_seconds: i64,
-    /// How often the cluster status is reported.
-    pub cluster_status_update_frequency: Duration,
+    /// `--lease-renew-interval-ms`: how often the lease is renewed. `None` follows the server
+    /// ([`timing`]: what it advertises, else [`timing::DEFAULT_LEASE_RENEW_INTERVAL`]). The
+    /// lease's `leaseDurationSeconds` is four times the period in use.
+    pub lease_renew_interval: Option<Duration>,
+    /// `--cluster-status-update-frequency-ms`: how often the cluster status is reported;
+    /// `None` follows the server likewise.
+    pub cluster_status_update_frequency: Option<Duration>,
     /// How often changed Work statuses are written (at most).
     pub work_status_period: Duration,
     /// How often every known Work is synced again from the local cache.
@@ -59,9 +62,8 @@ pub struct PullTiming {
 impl Default for PullTiming {
     fn default() -> Self {
         PullTiming {
-            lease_renew_interval: Duration::from_secs(10),
-            lease_duration_seconds: 40,
-            cluster_status_update_frequency: Duration::from_secs(10),
+            lease_renew_interval: None,
+            cluster_status_update_frequency: None,
             work_status_period: Duration::from_secs(1),
             resync_period: Duration::from_secs(30),
             watch_idle_timeout: Duration::from_secs(90),
@@ -90,6 +92,30 @@ impl PullContext {
     /// The member's cluster name.
     pub fn cluster(&self) -> &str {
         &self.member.name
+    }
+
+    /// The lease renewal period in use now, and where it came from.
+    pub fn lease_renew_interval(&self) -> (Duration, timing::Source) {
+        timing::effective(
+            self.timing.lease_renew_interval,
+            self.client
+                .advertised_timing()
+                .current()
+                .map(|t| t.lease_renew_interval),
+            timing::DEFAULT_LEASE_RENEW_INTERVAL,
+        )
+    }
+
+    /// The cluster status period in use now, and where it came from.
+    pub fn cluster_status_update_frequency(&self) -> (Duration, timing::Source) {
+        timing::effective(
+            self.timing.cluster_status_update_frequency,
+            self.client
+                .advertised_timing()
+                .current()
+                .map(|t| t.cluster_status_update_frequency),
+            timing::DEFAULT_CLUSTER_STATUS_UPDATE_FREQUENCY,
+        )
     }
 }
 

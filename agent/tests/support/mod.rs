@@ -60,11 +60,25 @@ pub struct Inner {
     status_hold: Option<Arc<tokio::sync::Semaphore>>,
     /// Status writes that arrived and wait at the hold.
     pub status_writes_held: usize,
+    /// The `Flotilla-Member-Timing` header put on every answer (none when `None`), as the
+    /// real server advertises its member timing.
+    pub advertised_timing: Option<String>,
 }
 
 #[derive(Clone, Default)]
 pub struct FakeServer {
     pub inner: Arc<Mutex<Inner>>,
+}
+
+async fn advertise_timing(State(s): State<FakeServer>, mut response: Response) -> Response {
+    if let Some(value) = s.inner.lock().advertised_timing.clone() {
+        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+            response
+                .headers_mut()
+                .insert("flotilla-member-timing", value);
+        }
+    }
+    response
 }
 
 fn status(code: StatusCode, reason: &str, message: &str) -> Response {
@@ -125,6 +139,15 @@ impl FakeServer {
             )
             .route("/api/v1/namespaces/{ns}/events", post(create_event))
             .with_state(self.clone())
+            .layer(axum::middleware::map_response_with_state(
+                self.clone(),
+                advertise_timing,
+            ))
+    }
+
+    /// Puts `header` (a `Flotilla-Member-Timing` value) on every later answer.
+    pub fn advertise_timing(&self, header: &str) {
+        self.inner.lock().advertised_timing = Some(header.to_string());
     }
 
     /// Serves plain HTTP on 127.0.0.1:0.

@@ -33,7 +33,7 @@ use crate::kinds::KindRegistry;
 use crate::store::Store;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 use flotilla_api::defaulting::DefaultingConfig;
@@ -99,6 +99,9 @@ pub struct ApiState {
     /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`
     /// when no controllers run).
     pub eviction_brake: Option<crate::controllers::failover::brake::EvictionBrake>,
+    /// The periods pull agents are asked to keep, sent on every answer in the
+    /// `Flotilla-Member-Timing` header (`None` when no controllers watch the members).
+    pub member_timing: Option<flotilla_api::member_timing::MemberTiming>,
 }
 
 /// Builds the API router.
@@ -112,6 +115,9 @@ pub fn router(state: ApiState) -> Router {
         max_body_bytes: state.limits.max_body_bytes,
         body_read_timeout: state.limits.body_read_timeout,
     };
+    let timing = state
+        .member_timing
+        .and_then(|t| axum::http::HeaderValue::from_str(&t.to_header()).ok());
     let routes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -145,8 +151,27 @@ pub fn router(state: ApiState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             record,
             metrics::record,
+        ))
+        .layer(axum::middleware::map_response_with_state(
+            timing,
+            advertise_member_timing,
         ));
     harden(routes)
+}
+
+/// Puts the member timing header on every answer, so an agent learns the server's current
+/// periods from whatever it asked last (docs/members.md, "One timing for server and agents").
+async fn advertise_member_timing(
+    State(timing): State<Option<axum::http::HeaderValue>>,
+    mut response: Response,
+) -> Response {
+    if let Some(value) = timing {
+        response.headers_mut().insert(
+            axum::http::HeaderName::from_static(flotilla_api::member_timing::MEMBER_TIMING_HEADER),
+            value,
+        );
+    }
+    response
 }
 
 /// The layer every answer passes through last: a handler that panics is answered with a 500

@@ -5,12 +5,19 @@
 //! status; here they are only watched: Ready turns Unknown when the lease and the posted
 //! condition stay unchanged past the monitor grace period, checked every
 //! `--cluster-monitor-period`. Every transition is an Event on the Cluster and a metric.
+//! Each look at a pull member also judges its Lease against the grace period
+//! ([`lease_renewal`](crate::controllers::members::lease_renewal), docs/semantics.md §3.3):
+//! a member that renews too slowly gets the `LeaseRenewalTooSlow` condition and a Warning
+//! Event, once per change of the condition.
 
 use crate::clock::SharedClock;
 use crate::controllers::members::cluster_health::{
     monitor, observed_ready, threshold_adjusted, MonitorEntry, ThresholdEntry,
 };
-use crate::controllers::members::cluster_taints::lease_renew_time;
+use crate::controllers::members::cluster_taints::renew_time_of;
+use crate::controllers::members::lease_renewal::{
+    declared_duration, renewal_condition, CONDITION_LEASE_RENEWAL_TOO_SLOW,
+};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::HealthConfig;
 use crate::events::{EventRecorder, EventType};
@@ -18,7 +25,9 @@ use crate::probes::MemberClient;
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use flotilla_api::cluster::{Cluster, ClusterStatus, SyncMode, CONDITION_COMPLETE_API_ENABLEMENTS};
+use flotilla_api::cluster::{
+    Cluster, ClusterStatus, SyncMode, CLUSTER_LEASE_NAMESPACE, CONDITION_COMPLETE_API_ENABLEMENTS,
+};
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use parking_lot::Mutex;
@@ -35,6 +44,7 @@ pub struct ClusterStatusController {
     config: HealthConfig,
     events: EventRecorder,
     transitions: IntCounterVec,
+    renewal_transitions: IntCounterVec,
     thresholds: Mutex<HashMap<String, ThresholdEntry>>,
     monitors: Mutex<HashMap<String, MonitorEntry>>,
     last_probe: Mutex<HashMap<String, DateTime<Utc>>>,
@@ -62,6 +72,15 @@ impl ClusterStatusController {
             &["status"],
         )?;
         registry.register(Box::new(transitions.clone()))?;
+        let renewal_transitions = IntCounterVec::new(
+            prometheus::Opts::new(
+                "flotilla_cluster_lease_renewal_too_slow_transitions_total",
+                "Changes of pull members' LeaseRenewalTooSlow condition (the lease declares more \
+                 than --cluster-monitor-grace-period), by new status.",
+            ),
+            &["status"],
+        )?;
+        registry.register(Box::new(renewal_transitions.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -69,6 +88,7 @@ impl ClusterStatusController {
             config,
             events,
             transitions,
+            renewal_transitions,
             thresholds: Mutex::new(HashMap::new()),
             monitors: Mutex::new(HashMap::new()),
             last_probe: Mutex::new(HashMap::new()),
@@ -87,9 +107,9 @@ impl ClusterStatusController {
         raw: &Value,
         old: &ClusterStatus,
         new: ClusterStatus,
-    ) -> Result<(), ReconcileError> {
+    ) -> Result<Option<Value>, ReconcileError> {
         if &new == old {
-            return Ok(());
+            return Ok(None);
         }
         let mut updated = raw.clone();
         updated["status"] = serde_json::to_value(&new)
@@ -135,7 +155,7 @@ impl ClusterStatusController {
                     .await;
             }
         }
-        Ok(())
+        Ok(Some(stored))
     }
 
     async fn reconcile_push(
@@ -186,7 +206,8 @@ impl ClusterStatusController {
         raw: &Value,
         cluster: &Cluster,
     ) -> Result<Action, ReconcileError> {
-        let lease = lease_renew_time(self.store.as_ref(), key).await?;
+        let lease = self.lease(key).await?;
+        let renewed = lease.as_ref().and_then(renew_time_of);
         let now = self.clock.now();
         let created = cluster
             .metadata
@@ -199,18 +220,91 @@ impl ClusterStatusController {
             entry.as_ref(),
             cluster.ready_condition(),
             created,
-            lease,
+            renewed,
             now,
             self.config.grace,
         );
         self.monitors.lock().insert(key.to_string(), entry);
+        let stored_renewal = cluster
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_LEASE_RENEWAL_TOO_SLOW);
+        let renewal = renewal_condition(
+            lease.as_ref().and_then(declared_duration),
+            stored_renewal,
+            to_std(self.config.grace.monitor),
+        );
+        let mut status = cluster.status.clone();
         if let Some(cond) = change {
-            let mut status = cluster.status.clone();
             replace_condition(&mut status.conditions, cond);
-            self.write(raw, &cluster.status, status).await?;
+        }
+        let renewal_changed = renewal
+            .as_ref()
+            .filter(|c| !same_condition(stored_renewal, c));
+        if let Some(cond) = renewal_changed {
+            set_condition(&mut status.conditions, cond.clone(), now);
+        }
+        if status != cluster.status {
+            let stored = self.write(raw, &cluster.status, status).await?;
+            if let (Some(stored), Some(cond)) = (stored, renewal_changed) {
+                self.report_renewal(&stored, key, stored_renewal, cond)
+                    .await;
+            }
         }
         Ok(Action::RequeueAfter(to_std(self.config.monitor_period)))
     }
+
+    /// A pull member's Lease, if it has one.
+    async fn lease(&self, cluster: &str) -> Result<Option<Value>, StoreError> {
+        match self
+            .store
+            .get(
+                &well_known::leases(),
+                Some(CLUSTER_LEASE_NAMESPACE),
+                cluster,
+            )
+            .await
+        {
+            Ok(lease) => Ok(Some(lease)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The log line, metric and Event of a changed `LeaseRenewalTooSlow` condition: a Warning
+    /// when it turns True, Normal when it turns False again; a new message alone (the member
+    /// declares another duration, still too long) is a new situation and is told again.
+    async fn report_renewal(
+        &self,
+        stored: &Value,
+        cluster: &str,
+        before: Option<&Condition>,
+        after: &Condition,
+    ) {
+        if before.map(|b| b.status) != Some(after.status) {
+            self.renewal_transitions
+                .with_label_values(&[after.status.as_str()])
+                .inc();
+        }
+        let (kind, reason) = if after.status == ConditionStatus::True {
+            tracing::warn!(cluster, detail = %after.message, "pull member renews its lease too slowly");
+            (EventType::Warning, CONDITION_LEASE_RENEWAL_TOO_SLOW)
+        } else {
+            tracing::info!(cluster, detail = %after.message, "pull member renews its lease in time again");
+            (EventType::Normal, "LeaseRenewalInTime")
+        };
+        self.events
+            .cluster(stored, kind, reason, &after.message)
+            .await;
+    }
+}
+
+/// Whether `stored` says the same as `next` (status, reason, message): times aside.
+fn same_condition(stored: Option<&Condition>, next: &Condition) -> bool {
+    stored.is_some_and(|c| {
+        c.status == next.status && c.reason == next.reason && c.message == next.message
+    })
 }
 
 /// Puts `cond` in place of the condition of its type (keeping its own transition time).
@@ -291,6 +385,7 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
     use crate::controllers::runtime::testing::TestWorld;
+    use crate::controllers::settings::GracePeriods;
     use crate::probes::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use chrono::TimeZone;
@@ -334,6 +429,20 @@ mod tests {
         Arc<FakeMember>,
         ClusterStatusController,
     ) {
+        let (store, clock, member, c, _) = setup_with(mode, HealthConfig::default()).await;
+        (store, clock, member, c)
+    }
+
+    async fn setup_with(
+        mode: &str,
+        config: HealthConfig,
+    ) -> (
+        Arc<dyn Store>,
+        Arc<FakeClock>,
+        Arc<FakeMember>,
+        ClusterStatusController,
+        prometheus::Registry,
+    ) {
         let world = TestWorld::at(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
         let (store, clock) = (world.store.clone(), world.clock.clone());
         let member = Arc::new(FakeMember {
@@ -343,7 +452,7 @@ mod tests {
             store.clone(),
             world.shared_clock.clone(),
             member.clone(),
-            HealthConfig::default(),
+            config,
             world.events(),
             &world.metrics,
         )
@@ -356,7 +465,7 @@ mod tests {
             .create(&well_known::clusters(), json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "m1"}, "spec": spec}))
             .await
             .unwrap();
-        (store, clock, member, c)
+        (store, clock, member, c, world.metrics.clone())
     }
 
     async fn ready(store: &Arc<dyn Store>) -> Option<(String, String)> {
@@ -477,5 +586,135 @@ mod tests {
         clock.advance(Duration::seconds(1));
         c.reconcile("m1").await.unwrap();
         assert_eq!(ready(&store).await, s("Unknown", "ClusterStatusUnknown"));
+    }
+
+    /// The (status, reason) of the cluster's `type_` condition.
+    async fn condition(store: &Arc<dyn Store>, type_: &str) -> Option<(String, String)> {
+        let c = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
+        c.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+            .map(|c| {
+                (
+                    c["status"].as_str().unwrap().to_string(),
+                    c["reason"].as_str().unwrap().to_string(),
+                )
+            })
+    }
+
+    /// (reason, type, count) of every Event, sorted.
+    async fn events(store: &Arc<dyn Store>) -> Vec<(String, String, i64)> {
+        let events = store
+            .list(&well_known::events(), None, &Default::default())
+            .await
+            .unwrap();
+        let mut all: Vec<(String, String, i64)> = events
+            .items
+            .iter()
+            .map(|e| {
+                (
+                    e["reason"].as_str().unwrap().to_string(),
+                    e["type"].as_str().unwrap().to_string(),
+                    e["count"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn counter(registry: &prometheus::Registry, name: &str, status: &str) -> f64 {
+        registry
+            .gather()
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric().iter())
+            .filter(|m| m.get_label().iter().any(|l| l.value() == status))
+            .map(|m| m.get_counter().get_value())
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn a_pull_member_whose_lease_outlasts_the_grace_is_told_once_and_cleared() {
+        let config = HealthConfig {
+            grace: GracePeriods {
+                monitor: Duration::seconds(2),
+                startup: Duration::seconds(5),
+            },
+            monitor_period: Duration::milliseconds(300),
+            ..HealthConfig::default()
+        };
+        let (store, clock, _member, c, metrics) = setup_with("Pull", config).await;
+        let mut cluster = store
+            .get(&well_known::clusters(), None, "m1")
+            .await
+            .unwrap();
+        cluster["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "ok", "lastTransitionTime": clock.now().to_rfc3339()}]);
+        store
+            .update_status(&well_known::clusters(), cluster)
+            .await
+            .unwrap();
+        // An agent started with --lease-renew-interval-ms 10000 declares 40 s.
+        let mut lease = store
+            .create(&well_known::leases(), json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "m1", "namespace": "karmada-cluster"},
+                "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40, "renewTime": clock.now().to_rfc3339()}}))
+            .await
+            .unwrap();
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(
+            condition(&store, CONDITION_LEASE_RENEWAL_TOO_SLOW).await,
+            s("True", "LeaseDurationExceedsGracePeriod")
+        );
+        assert_eq!(ready(&store).await, s("True", "ClusterReady"));
+        // Every later look while nothing changes: no second Event, no second count.
+        for _ in 0..5 {
+            clock.advance(Duration::milliseconds(300));
+            c.reconcile("m1").await.unwrap();
+        }
+        assert_eq!(
+            events(&store).await,
+            [("LeaseRenewalTooSlow".to_string(), "Warning".to_string(), 1)]
+        );
+        let name = "flotilla_cluster_lease_renewal_too_slow_transitions_total";
+        assert_eq!(counter(&metrics, name, "True"), 1.0);
+        // The agent follows the server now: 500 ms renewals declare 2 s.
+        lease["spec"]["leaseDurationSeconds"] = json!(2);
+        lease["spec"]["renewTime"] = json!(clock.now().to_rfc3339());
+        store.update(&well_known::leases(), lease).await.unwrap();
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(
+            condition(&store, CONDITION_LEASE_RENEWAL_TOO_SLOW).await,
+            s("False", "LeaseDurationWithinGracePeriod")
+        );
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(
+            events(&store).await,
+            [
+                ("LeaseRenewalInTime".to_string(), "Normal".to_string(), 1),
+                ("LeaseRenewalTooSlow".to_string(), "Warning".to_string(), 1)
+            ]
+        );
+        assert_eq!(counter(&metrics, name, "False"), 1.0);
+    }
+
+    #[tokio::test]
+    async fn a_pull_member_that_fits_the_grace_gets_no_renewal_condition() {
+        let (store, _clock, _member, c) = setup("Pull").await;
+        store
+            .create(&well_known::leases(), json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "m1", "namespace": "karmada-cluster"},
+                "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:00Z"}}))
+            .await
+            .unwrap();
+        c.reconcile("m1").await.unwrap();
+        assert_eq!(
+            condition(&store, CONDITION_LEASE_RENEWAL_TOO_SLOW).await,
+            None
+        );
+        assert_eq!(events(&store).await, []);
     }
 }

@@ -159,14 +159,19 @@ pub async fn lease_renew_time(
         )
         .await
     {
-        Ok(lease) => Ok(lease
-            .pointer("/spec/renewTime")
-            .and_then(Value::as_str)
-            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| t.with_timezone(&Utc))),
+        Ok(lease) => Ok(renew_time_of(&lease)),
         Err(StoreError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// A Lease's `spec.renewTime`.
+pub fn renew_time_of(lease: &Value) -> Option<DateTime<Utc>> {
+    lease
+        .pointer("/spec/renewTime")
+        .and_then(Value::as_str)
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
 }
 
 fn describe(t: &Taint) -> String {

@@ -1,6 +1,7 @@
 //! Members: what the control plane knows of each member cluster and how Works reach the ones it
 //! pushes to. [`cluster_status`] keeps each Cluster's Ready condition (with the pure
-//! [`cluster_health`]), [`cluster_taints`] the taints that follow from it,
+//! [`cluster_health`]) and, for pull members, whether their lease fits the server's grace
+//! period (the pure [`lease_renewal`]), [`cluster_taints`] the taints that follow from it,
 //! [`cluster_taint_policy`] the taints ClusterTaintPolicies declare, [`cluster_removal`] keeps a
 //! deleted Cluster until its bindings left it and its Works are gone, and [`push_execution`]
 //! applies Works to push members and reads their status back.
@@ -10,4 +11,5 @@ pub mod cluster_removal;
 pub mod cluster_status;
 pub mod cluster_taint_policy;
 pub mod cluster_taints;
+pub mod lease_renewal;
 pub mod push_execution;
