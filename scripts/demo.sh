@@ -282,17 +282,16 @@ note "flotilla-server --fast-failover: a pull member silent for 2 s turns Unknow
 note "NoExecute taint comes 1 s later, default tolerations are 0 s (a demo profile, not for"
 note "production); the eviction brake keeps its default pacing."
 
-# pull_agent NAME: a pull member's agent. Its lease renewal and status period are explicit: the
-# agents' defaults (10 s) are for the server's default 40 s grace period, not --fast-failover's 2 s.
+# pull_agent NAME: a pull member's agent, with no timing flags: it renews its lease and reports
+# its status as often as the server tells it (a quarter of the server's grace period).
 pull_agent() {
   start "$1" "$BIN/flotilla-agent" --server "$FLOTILLA" --cluster-name "$1" \
     --token-file "$WORK/server/join.token" --ca-file "$WORK/server/tls.crt" \
-    --data-dir "$WORK/$1" --listen 127.0.0.1:0 --pod-startup-delay-ms 200 \
-    --lease-renew-interval-ms 300 --cluster-status-update-frequency-ms 300
+    --data-dir "$WORK/$1" --listen 127.0.0.1:0 --pod-startup-delay-ms 200
   url_of "$1" "flotilla-agent listening on" >/dev/null
 }
 for m in member1 member2 member3; do pull_agent "$m"; done
-say "member1..member3: pull agents started (each registers and renews its lease every 300 ms)"
+say "member1..member3: pull agents started (no timing flags: they renew their leases every 500 ms, as the server's 2 s grace period tells them)"
 declare -A PUSH_URL=()
 for m in member4 member5 member6; do
   start "$m" "$BIN/flotilla-agent" --mode push --cluster-name "$m" --data-dir "$WORK/$m" \
