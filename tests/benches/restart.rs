@@ -179,7 +179,13 @@ fn prepare(data: &Path, bindings: u64, members: u64, args: &[&str]) {
             let api = &api;
             s.spawn(move || {
                 for i in (w..bindings).step_by(8) {
-                    let (code, body) = api.send("POST", DEPLOYMENTS, Some(&deployment(i))).unwrap();
+                    // A create whose answer was lost is sent again (409: it was made).
+                    let (code, body) = flotilla_tests::bench::until(
+                        &format!("Deployment app-{i} created"),
+                        Duration::from_secs(600),
+                        || api.send("POST", DEPLOYMENTS, Some(&deployment(i))),
+                    )
+                    .unwrap();
                     assert!(code == 201 || code == 409, "{code} {body}");
                 }
             });
