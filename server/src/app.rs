@@ -91,8 +91,9 @@ pub struct ServerConfig {
     /// one of their own (`--controller-threads`): a controller runs synchronous work between
     /// its awaits (decoding a listed kind, a reconcile's store reads and writes), and on a
     /// shared runtime a request waits behind all of it. On separate threads the operating
-    /// system shares the cores between the two and a request is answered in milliseconds
-    /// while the controllers catch up (docs/performance.md, "Restart").
+    /// system shares the cores between the two, and the median request during the
+    /// controllers' catch-up is answered in milliseconds instead of seconds
+    /// (docs/performance.md, "Restart").
     pub controller_runtime: Option<tokio::runtime::Handle>,
 }
 
