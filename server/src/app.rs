@@ -5,7 +5,10 @@
 //! them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop
 //! it through the returned [`ServerHandle`]. The controllers are the list
 //! [`controllers::CONTROLLERS`], each built from one [`ControllerContext`] and started through one
-//! spawn path.
+//! spawn path, on the runtime [`ServerConfig::controller_runtime`] names: the binary gives them a
+//! runtime of their own, so that their catch-up after a restart (every object listed and
+//! reconciled again, long synchronous steps between awaits) never holds up a request; tests
+//! leave them on the caller's runtime and its clock.
 
 use crate::api::{self, auth, ApiState, Limits};
 use crate::clock::{SharedClock, SystemClock};
@@ -83,6 +86,15 @@ pub struct ServerConfig {
     /// The clock of the store, the API and every controller (a [`crate::clock::FakeClock`]
     /// in tests that drive time).
     pub clock: SharedClock,
+    /// The tokio runtime the controllers run on; `None`: the caller's, the one that serves
+    /// the API (tests, whose paused tokio clock must drive both). `flotilla-server` gives them
+    /// one of their own (`--controller-threads`): a controller runs synchronous work between
+    /// its awaits (decoding a listed kind, a reconcile's store reads and writes), and on a
+    /// shared runtime a request waits behind all of it. On separate threads the operating
+    /// system shares the cores between the two, and the median request during the
+    /// controllers' catch-up is answered in milliseconds instead of seconds
+    /// (docs/performance.md, "Restart").
+    pub controller_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -99,6 +111,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("min_flush_interval", &self.min_flush_interval)
             .field("object_cache_bytes", &self.object_cache_bytes)
             .field("controllers", &self.controllers)
+            .field("controller_runtime", &self.controller_runtime.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +132,7 @@ impl ServerConfig {
             object_cache_bytes: crate::store::object_cache::DEFAULT_BUDGET,
             controllers: Some(ControllerSettings::default()),
             clock: Arc::new(SystemClock),
+            controller_runtime: None,
         }
     }
 }
@@ -409,6 +423,8 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let controllers = match &config.controllers {
         Some(settings) => {
             let stop = state.shutdown.clone();
+            // Every task the controllers spawn, now and later, goes to their runtime.
+            let _on = config.controller_runtime.as_ref().map(|rt| rt.enter());
             start_controllers(&mut state, settings, stop)?
         }
         None => Vec::new(),

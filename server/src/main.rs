@@ -230,6 +230,12 @@ struct Flags {
     /// Run the API alone, without controllers.
     #[arg(long)]
     no_controllers: bool,
+    /// Threads of the controllers' own runtime (default: one per core). The API is served by
+    /// another runtime with one thread per core, so a request never waits behind the
+    /// controllers' work (their catch-up after a restart included); the operating system
+    /// shares the cores between the two.
+    #[arg(long)]
+    controller_threads: Option<usize>,
     /// tolerationSeconds of the not-ready NoExecute toleration added to policies [default:
     /// 300; 0 with --fast-failover].
     #[arg(long)]
@@ -300,10 +306,27 @@ async fn terminated() {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Two runtimes: the API's (this thread and one worker per core) and the controllers'.
+fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     init_logging(flags.log_format);
+    let mut controllers = tokio::runtime::Builder::new_multi_thread();
+    controllers.thread_name("controllers").enable_all();
+    if let Some(n) = flags.controller_threads {
+        controllers.worker_threads(n.max(1));
+    }
+    let controllers = controllers.build()?;
+    let api = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("api")
+        .enable_all()
+        .build()?;
+    let served = api.block_on(serve(flags, controllers.handle().clone()));
+    // Every controller task was stopped by the shutdown; what is left (a feed's sleep) goes.
+    controllers.shutdown_timeout(Duration::from_secs(5));
+    served
+}
+
+async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyhow::Result<()> {
     let detection = Detection::profile(flags.fast_failover).with(DetectionFlags {
         probe_period: flags.cluster_status_update_frequency,
         failure_threshold: flags.cluster_failure_threshold,
@@ -390,6 +413,7 @@ async fn main() -> anyhow::Result<()> {
         };
         Some(c)
     };
+    config.controller_runtime = Some(controller_runtime);
     let data_dir = config.data_dir.clone();
     let server = app::start(config).await?;
     println!("flotilla-server listening on {}", server.url());

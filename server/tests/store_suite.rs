@@ -362,6 +362,22 @@ async fn get_and_list_by_kind_and_namespace(kind: Kind) {
             ("core/configmaps".to_string(), 4),
         ]
     );
+    // The counts follow every create and removal (kept by the commits, not scanned).
+    s.delete(&configmaps(), Some("b"), "y", &DeleteOptions::default())
+        .await
+        .unwrap();
+    s.delete(&deployments(), Some("a"), "d", &DeleteOptions::default())
+        .await
+        .unwrap();
+    s.create(&configmaps(), cm("c", "w")).await.unwrap();
+    let counts = s.object_counts().await.unwrap();
+    assert_eq!(
+        counts,
+        [
+            ("cluster.karmada.io/clusters".to_string(), 2),
+            ("core/configmaps".to_string(), 4),
+        ]
+    );
 }
 
 async fn list_filters_and_pages(kind: Kind) {

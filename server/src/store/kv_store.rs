@@ -138,6 +138,10 @@ pub(crate) struct WriteState {
     pub(crate) owners: OwnerIndex,
     /// resourceVersion of the last change per kind (storage name) since open.
     pub(crate) kind_rv: HashMap<String, u64>,
+    /// Stored objects per kind (storage name): counted once at open, then moved by every
+    /// create and removal, so a metrics scrape costs nothing per object (sled counts a tree
+    /// by scanning it).
+    pub(crate) counts: HashMap<String, u64>,
 }
 
 /// Object changes committed together, each with its own resourceVersion.
@@ -404,8 +408,10 @@ impl<E: Engine> KvStore<E> {
 
         let mut owners = OwnerIndex::default();
         let mut objects = 0u64;
+        let mut counts: HashMap<String, u64> = HashMap::new();
         for res in kinds.values() {
             let tree = res.storage_name();
+            let count = counts.entry(tree.clone()).or_default();
             let mut after: Option<Vec<u8>> = None;
             loop {
                 let chunk = engine
@@ -433,6 +439,7 @@ impl<E: Engine> KvStore<E> {
                     };
                     owners.put(&r, &head);
                     objects += 1;
+                    *count += 1;
                     after = Some(key);
                 }
                 if n < SCAN_CHUNK {
@@ -465,6 +472,7 @@ impl<E: Engine> KvStore<E> {
                 kinds,
                 owners,
                 kind_rv: HashMap::new(),
+                counts,
             }),
             applied_rv,
             log,
@@ -666,6 +674,16 @@ impl<E: Engine> KvStore<E> {
         for ((event, r), size) in events.iter().zip(&refs).zip(sizes) {
             st.kind_rv
                 .insert(r.resource.clone(), event.resource_version);
+            // Only a create adds a key and only a removal drops one.
+            match event.event_type {
+                EventType::Added => *st.counts.entry(r.resource.clone()).or_default() += 1,
+                EventType::Deleted => {
+                    if let Some(n) = st.counts.get_mut(&r.resource) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+                _ => {}
+            }
             if event.event_type == EventType::Deleted {
                 self.cache.drop_object(&r.resource, &r.key);
                 jobs.extend(st.owners.remove(r, &event.object));
@@ -1239,15 +1257,16 @@ impl<E: Engine> Store for KvStore<E> {
     }
 
     async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut kinds: Vec<String> = self.state.lock().kinds.keys().cloned().collect();
-        kinds.sort();
-        let mut counts = Vec::new();
-        for kind in kinds {
-            let n = self.engine.len(&kind).map_err(engine_error)?;
-            if n > 0 {
-                counts.push((kind, n));
-            }
-        }
+        // Kept by every commit: sled's own count scans the whole tree on every scrape.
+        let mut counts: Vec<(String, u64)> = self
+            .state
+            .lock()
+            .counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| (kind.clone(), *n))
+            .collect();
+        counts.sort();
         Ok(counts)
     }
 

@@ -326,6 +326,7 @@ pub struct ControllerMetrics {
     reconciles: IntCounterVec,
     latency: HistogramVec,
     depth: IntGaugeVec,
+    busy: IntGaugeVec,
 }
 
 impl ControllerMetrics {
@@ -352,13 +353,22 @@ impl ControllerMetrics {
             ),
             &["controller"],
         )?;
+        let busy = IntGaugeVec::new(
+            Opts::new(
+                "flotilla_controller_busy",
+                "Reconciles running plus feeds listing their kind, per controller.",
+            ),
+            &["controller"],
+        )?;
         registry.register(Box::new(reconciles.clone()))?;
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(depth.clone()))?;
+        registry.register(Box::new(busy.clone()))?;
         Ok(Self {
             reconciles,
             latency,
             depth,
+            busy,
         })
     }
 }
@@ -392,6 +402,13 @@ pub fn spawn(
         queue,
         config,
     } = controller;
+    if let Some(m) = &metrics {
+        let name = reconciler.name();
+        queue.report_to(
+            m.depth.with_label_values(&[name]),
+            m.busy.with_label_values(&[name]),
+        );
+    }
     let mut tasks = JoinSet::new();
     for source in config.sources.clone() {
         tasks.spawn(feed(
@@ -462,19 +479,36 @@ async fn enqueue_all(
 }
 
 /// Lists, then watches from the list's version; relists after the stream ends or expires.
-/// Runs until aborted.
-pub async fn feed(
+/// Runs until aborted. Its first list counts as the queue's work (its busy gauge) from the
+/// moment `feed` is called, before the future is spawned, so no scrape in between sees the
+/// controller idle.
+pub fn feed(
     store: Arc<dyn Store>,
     source: Source,
     queue: WorkQueue,
     controller: &'static str,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let first = queue.listing();
+    run_feed(store, source, queue, controller, first)
+}
+
+async fn run_feed(
+    store: Arc<dyn Store>,
+    source: Source,
+    queue: WorkQueue,
+    controller: &'static str,
+    first: crate::controllers::runtime::queue::Listing,
 ) {
+    let mut listing = Some(first);
     loop {
         // A relist replaces the events the controller's own writes were expecting.
         if let Some(w) = &source.own_writes {
             w.forget_all();
         }
-        let Some(rv) = enqueue_all(&store, &source, &queue, None).await else {
+        let guard = listing.take().unwrap_or_else(|| queue.listing());
+        let listed = enqueue_all(&store, &source, &queue, None).await;
+        drop(guard);
+        let Some(rv) = listed else {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         };
@@ -583,9 +617,6 @@ async fn work(
             m.latency
                 .with_label_values(&[name])
                 .observe(start.elapsed().as_secs_f64());
-            m.depth
-                .with_label_values(&[name])
-                .set(i64::try_from(queue.len()).unwrap_or(i64::MAX));
         }
     }
 }

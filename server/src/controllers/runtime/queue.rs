@@ -1,9 +1,13 @@
 //! A de-duplicating, rate-limited work queue of string keys, as client-go's: a key is queued at
 //! most once, is never handed to two workers at once (a key added while it is being processed
 //! is queued again when the worker is done), can be added after a delay, and is retried with
-//! per-key exponential backoff after failures.
+//! per-key exponential backoff after failures. It keeps its own gauges up to date (keys waiting;
+//! reconciles running plus feeds still listing), so a scrape sees the queue as it is, also
+//! while its workers are busy: the restart benchmark reads them to tell when every controller
+//! has caught up.
 
 use parking_lot::Mutex;
+use prometheus::IntGauge;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +52,44 @@ struct State {
     delayed_seq: u64,
     failures: HashMap<String, u32>,
     shut_down: bool,
+    /// Feeds listing their kind into the queue now.
+    lists: usize,
+    gauges: Option<Gauges>,
+}
+
+/// The gauges a queue keeps up to date.
+struct Gauges {
+    /// Keys waiting now (not counting delayed ones).
+    waiting: IntGauge,
+    /// Keys being reconciled plus feeds listing.
+    busy: IntGauge,
+}
+
+impl State {
+    /// Sets the gauges to the queue's state (after every change of it).
+    fn publish(&self) {
+        if let Some(g) = &self.gauges {
+            g.waiting
+                .set(i64::try_from(self.queue.len()).unwrap_or(i64::MAX));
+            g.busy.set(
+                i64::try_from(self.processing.len().saturating_add(self.lists)).unwrap_or(i64::MAX),
+            );
+        }
+    }
+}
+
+/// A feed's list in progress: counted as busy from its creation to its drop (also when the
+/// feed is aborted mid-list).
+pub struct Listing {
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        let mut s = self.state.lock();
+        s.lists = s.lists.saturating_sub(1);
+        s.publish();
+    }
 }
 
 /// The queue. Cheap to clone; clones share the queue.
@@ -87,6 +129,7 @@ impl WorkQueue {
         }
         if s.queued.insert(key.clone()) {
             s.queue.push_back(key);
+            s.publish();
             drop(s);
             self.notify.notify_one();
         }
@@ -143,6 +186,25 @@ impl WorkQueue {
         self.state.lock().failures.get(key).copied().unwrap_or(0)
     }
 
+    /// Keeps `waiting` (keys waiting now) and `busy` (keys being reconciled plus feeds
+    /// listing) up to date from now on.
+    pub fn report_to(&self, waiting: IntGauge, busy: IntGauge) {
+        let mut s = self.state.lock();
+        s.gauges = Some(Gauges { waiting, busy });
+        s.publish();
+    }
+
+    /// Marks a feed's list of its kind in progress until the guard is dropped. A feed takes it
+    /// before it is spawned, so the list counts from the moment the feed exists.
+    pub fn listing(&self) -> Listing {
+        let mut s = self.state.lock();
+        s.lists += 1;
+        s.publish();
+        Listing {
+            state: self.state.clone(),
+        }
+    }
+
     /// Keys waiting now (not counting delayed ones).
     pub fn len(&self) -> usize {
         self.state.lock().queue.len()
@@ -190,6 +252,7 @@ impl WorkQueue {
                 if let Some(key) = s.queue.pop_front() {
                     s.queued.remove(&key);
                     s.processing.insert(key.clone());
+                    s.publish();
                     if !s.queue.is_empty() {
                         self.notify.notify_one();
                     }
@@ -213,9 +276,13 @@ impl WorkQueue {
     pub fn done(&self, key: &str) {
         let mut s = self.state.lock();
         s.processing.remove(key);
-        if s.dirty.remove(key) && s.queued.insert(key.to_string()) {
+        let again = s.dirty.remove(key) && s.queued.insert(key.to_string());
+        if again {
             s.queue.push_back(key.to_string());
-            drop(s);
+        }
+        s.publish();
+        drop(s);
+        if again {
             self.notify.notify_one();
         }
     }
@@ -322,5 +389,50 @@ mod tests {
         tokio::task::yield_now().await;
         q.shut_down();
         assert_eq!(waiter.await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gauges_follow_the_queue_as_it_changes() {
+        let q = WorkQueue::default();
+        let (waiting, busy) = (
+            IntGauge::new("waiting", "w").unwrap(),
+            IntGauge::new("busy", "b").unwrap(),
+        );
+        q.add("early");
+        q.report_to(waiting.clone(), busy.clone());
+        let gauges = || (waiting.get(), busy.get());
+        assert_eq!(gauges(), (1, 0), "what was queued before counts");
+        let list = q.listing();
+        assert_eq!(gauges(), (1, 1), "a feed listing is work");
+        q.add("a");
+        q.add("a");
+        q.add_after("later", Duration::from_secs(1));
+        assert_eq!(gauges(), (2, 1), "duplicates and delayed keys do not wait");
+        drop(list);
+        assert_eq!(gauges(), (2, 0));
+        let k = q.next().await.unwrap();
+        assert_eq!(gauges(), (1, 1), "a key handed out is being reconciled");
+        q.add(k.clone());
+        assert_eq!(
+            gauges(),
+            (1, 1),
+            "re-added while processing: queued after done"
+        );
+        q.done(&k);
+        assert_eq!(gauges(), (2, 0));
+        for _ in 0..2 {
+            let k = q.next().await.unwrap();
+            q.done(&k);
+        }
+        assert_eq!(gauges(), (0, 0));
+        let k = q.next().await.unwrap();
+        assert_eq!(k, "later");
+        assert_eq!(
+            gauges(),
+            (0, 1),
+            "a delayed key counts once it is due and taken"
+        );
+        q.done(&k);
+        assert_eq!(gauges(), (0, 0));
     }
 }
