@@ -303,10 +303,18 @@ fn a_workload_unhealthy_everywhere_moves_a_bounded_number_of_times() {
     assert_eq!(distinct.len(), seen.len(), "moved back: {seen:?}");
     let placed = placement_of(&api, RB).unwrap();
     assert_eq!(placed.len(), 1, "{placed:?}");
-    let reasons = reasons(&api);
-    assert!(
-        reasons.iter().any(|r| r == "ApplicationFailoverHalted"),
-        "{reasons:?}"
+    // The Event is recorded right after the write that set the condition.
+    eventually(
+        "the ApplicationFailoverHalted Event",
+        Duration::from_secs(10),
+        || {
+            let reasons = reasons(&api);
+            if reasons.iter().any(|r| r == "ApplicationFailoverHalted") {
+                Ok(())
+            } else {
+                Err(format!("{reasons:?}"))
+            }
+        },
     );
     let evictions: i64 = events_about(&api, "default", "nginx-deployment")
         .iter()
