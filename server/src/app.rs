@@ -636,15 +636,16 @@ mod tests {
 
         let server = start(config).await.expect("server restarts");
         let client = reqwest::Client::new();
-        let list: Value = client
+        let answer = client
             .get(format!("{}/apis/example.io/v1", server.url()))
             .bearer_auth(&server.admin_token)
             .send()
             .await
-            .expect("discovery answers")
-            .json()
-            .await
-            .expect("a resource list");
+            .expect("discovery answers");
+        let status = answer.status();
+        let body = answer.text().await.expect("a body");
+        assert_eq!(status, 200, "{body}");
+        let list: Value = serde_json::from_str(&body).expect("a resource list");
         let plurals: Vec<&str> = list["resources"]
             .as_array()
             .expect("resources")

@@ -20,6 +20,7 @@ use sled::Transactional;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// sled's own tree, which the store does not use.
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
@@ -65,8 +66,34 @@ fn sled_err(op: &'static str) -> impl FnOnce(sled::Error) -> EngineError {
     move |source| EngineError::Sled { op, source }
 }
 
+/// How long [`SledEngine::open`] waits for the database's file lock.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the database, waiting up to [`LOCK_WAIT`] for its file lock.
+///
+/// sled locks its file while any of its handles lives, and its I/O threads let go of theirs a
+/// moment after the last `Db` is dropped. A store closed and opened again in one process (a
+/// server restarted in place, as the tests do) would otherwise fail at random with "could not
+/// acquire lock"; sled's own tests block on the lock for the same reason. Another process that
+/// keeps the store open still gets the error, after the wait.
+fn open_waiting_for_the_lock(config: &sled::Config) -> Result<sled::Db, EngineError> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other.map_err(sled_err("open the database")),
+        }
+    }
+}
+
 impl SledEngine {
-    /// Opens (or creates) the database in `path`.
+    /// Opens (or creates) the database in `path`, waiting a moment for its file lock if a
+    /// closing handle still holds it.
     pub fn open(path: &Path, options: &SledOptions) -> Result<Self, EngineError> {
         std::fs::create_dir_all(path).map_err(|source| EngineError::Io {
             path: path.display().to_string(),
@@ -76,7 +103,7 @@ impl SledEngine {
         if let Some(bytes) = options.cache_capacity_bytes {
             config = config.cache_capacity(bytes);
         }
-        let db = config.open().map_err(sled_err("open the database"))?;
+        let db = open_waiting_for_the_lock(&config)?;
         Ok(Self {
             db,
             trees: RwLock::new(HashMap::new()),
@@ -358,6 +385,23 @@ mod tests {
         }
         let e = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
         assert_eq!(e.get("a", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+
+    #[test]
+    fn opening_waits_for_a_closing_handle_to_let_go_of_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
+        let mut b = WriteBatch::new();
+        b.put("a", "k", "v");
+        first.apply(&b).unwrap();
+        let closing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(first);
+        });
+        let second = SledEngine::open(dir.path(), &SledOptions::default())
+            .expect("opened once the first handle let go");
+        assert_eq!(second.get("a", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        closing.join().unwrap();
     }
 
     #[test]
