@@ -279,7 +279,7 @@ TOKEN=$(cat "$WORK/server/admin.token")
 export CURL_CA_BUNDLE=$WORK/server/tls.crt KUBECONFIG=$WORK/server/kubeconfig
 say "server listening on $FLOTILLA"
 note "flotilla-server --fast-failover: a pull member silent for 2 s turns Unknown, its"
-note "NoExecute taint comes 1 s later, default tolerations are 0 s (a demo profile, not for"
+note "NoExecute taint comes 2 s later, default tolerations are 0 s (a demo profile, not for"
 note "production); the eviction brake keeps its default pacing."
 
 # pull_agent NAME: a pull member's agent, with no timing flags: it renews its lease and reports

@@ -97,9 +97,9 @@ struct Flags {
     #[arg(long, value_parser = humantime::parse_duration)]
     cluster_success_threshold: Option<Duration>,
     /// Second-scale failure detection for demos and tests: monitor period 300ms, grace
-    /// periods 2s (startup 5s), eviction timeout 1s, default tolerations 0 s, eviction
-    /// startup grace 2s; push members probed every 500ms, failure threshold 2s, success
-    /// threshold 1s. NOT FOR PRODUCTION: a member that misses two seconds of lease
+    /// periods 2s (startup 5s), eviction timeout 4s (from the last lease renewal), default
+    /// tolerations 0 s, eviction startup grace 2s; push members probed every 500ms, failure
+    /// threshold 2s, success threshold 1s. NOT FOR PRODUCTION: a member that misses two seconds of lease
     /// renewals is failed over. Timing flags given explicitly still win.
     #[arg(long)]
     fast_failover: bool,

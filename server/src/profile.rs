@@ -48,10 +48,16 @@ impl Detection {
     };
 
     /// `--fast-failover`: a pull member silent for 2 s turns Unknown (a push member failing
-    /// its probes for 2 s, False), 1 s later it is tainted, and default tolerations of 0 s
-    /// evict at once — a failover within seconds, for demos and
-    /// tests. Not for production: a member that misses two seconds of lease renewals (a GC
-    /// pause, a slow network) is failed over.
+    /// its probes for 2 s, False), it is tainted 4 s after its last lease renewal (4 s after
+    /// a push member turned False), and default tolerations of 0 s evict at once — a failover
+    /// within seconds, for demos and tests. Not for production: a member that misses two
+    /// seconds of lease renewals (a GC pause, a slow network) is failed over.
+    ///
+    /// The taint waits 2 s past the grace period so that a partition is read as one: members
+    /// cut off at the same moment renewed their leases up to one renewal period apart (0.5 s)
+    /// and are seen Unknown up to one monitor period later (0.3 s), so all of them are Unknown
+    /// before the first is tainted, and the eviction brake sees the whole disruption instead
+    /// of letting the first one out as a single failed cluster.
     pub const FAST_FAILOVER: Detection = Detection {
         probe_period: Duration::from_millis(500),
         failure_threshold: Duration::from_secs(2),
@@ -59,7 +65,7 @@ impl Detection {
         monitor_period: Duration::from_millis(300),
         monitor_grace: Duration::from_secs(2),
         startup_grace: Duration::from_secs(5),
-        eviction_timeout: Duration::from_secs(1),
+        eviction_timeout: Duration::from_secs(4),
         not_ready_toleration_seconds: 0,
         unreachable_toleration_seconds: 0,
     };
@@ -170,11 +176,17 @@ mod tests {
     #[test]
     fn the_fast_profile_detects_within_seconds() {
         let f = Detection::FAST_FAILOVER;
-        let to_eviction = f.monitor_grace
+        // The taint is due eviction_timeout after the last lease renewal, and never before
+        // the member is seen Unknown.
+        let to_eviction = f.monitor_grace.max(f.eviction_timeout)
             + f.monitor_period
-            + f.eviction_timeout
             + Duration::from_secs(f.unreachable_toleration_seconds.unsigned_abs());
         assert!(to_eviction < Duration::from_secs(5), "{to_eviction:?}");
         assert!(f.monitor_period * 4 <= f.monitor_grace);
+        // Members cut off together are all Unknown before the first is tainted: their last
+        // renewals lie within one renewal period (a quarter of the grace), each is seen one
+        // monitor period late at most, and a second more covers a loaded machine.
+        let spread = f.monitor_grace / 4 + f.monitor_period + Duration::from_secs(1);
+        assert!(f.eviction_timeout >= f.monitor_grace + spread, "{f:?}");
     }
 }

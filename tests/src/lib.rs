@@ -400,7 +400,7 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
 }
 
 /// Server flags for second-scale failure detection of pull members: the server's
-/// `--fast-failover` profile (a member silent for 2 s turns Ready Unknown, 1 s later it gets
+/// `--fast-failover` profile (a member silent for 2 s turns Ready Unknown, 2 s later it gets
 /// the NoExecute taint, and the default tolerations of 0 s evict at once).
 pub const FAST_PULL_FAILOVER: &[&str] = &["--fast-failover"];
 

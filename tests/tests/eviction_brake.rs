@@ -166,8 +166,9 @@ fn names(list: &Value) -> Vec<String> {
 fn one_killed_member_of_five_is_evacuated_at_once() {
     let mut f = fleet();
     f.agents[0].process.kill();
-    // Detection takes about 3.3 s (2 s grace, 300 ms monitor, 1 s to the taint, toleration
-    // 0); Karmada's 0.5 bindings/s would then need 24 s more for twelve bindings.
+    // Detection takes about 4.3 s (the taint 4 s after the last lease renewal, seen within
+    // a 300 ms monitor period, toleration 0); Karmada's 0.5 bindings/s would then need 24 s
+    // more for twelve bindings.
     let all = eventually(
         "every binding evicted from member1",
         Duration::from_secs(20),
@@ -305,13 +306,11 @@ fn four_of_five_killed_at_once_let_out_one_cluster_in_the_first_20_seconds() {
 
 #[test]
 fn when_the_whole_fleet_goes_down_nothing_is_evicted_and_an_event_says_why() {
-    // With --fast-failover the NoExecute taint is due 1 s after the last lease renewal, which
-    // is already past when Ready turns Unknown (2 s): a member seen Unknown first would be
-    // tainted, and let out as one failed cluster, before the last of five agents killed one
-    // after the other is seen Unknown (0.7 s apart on a loaded machine). A partition cuts all
-    // leases at once; here the taint waits 3 s after the last renewal so that all five are
-    // Unknown before the first taint, as in a partition.
-    let mut f = fleet_with(&["--failover-eviction-timeout", "3s"]);
+    // The profile alone: --fast-failover taints a member 4 s after its last lease renewal,
+    // 2 s after it is seen Unknown, so five agents killed one after the other (seen Unknown
+    // up to 0.7 s apart on a loaded machine) are all Unknown before the first taint, as the
+    // members of a partition are.
+    let mut f = fleet_with(&[]);
     for a in &mut f.agents {
         a.process.kill();
     }

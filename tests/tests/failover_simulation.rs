@@ -10,7 +10,8 @@
 //! The server runs the eviction brake with its defaults (one failed cluster let out per 10 s
 //! per region, the first at once; a startup grace of one monitor grace period, long over when
 //! the dry-run is asked): the answer says member1 is let out at once and its three evictions
-//! all go 2 s after the failure, undelayed, and the real evictions happen together. The
+//! all go 4 s after the failure (the profile's taint, 4 s after the last lease renewal),
+//! undelayed, and the real evictions happen together. The
 //! dry-run of every member failing predicts nothing evicted: every eviction held by
 //! FullDisruption, every placement kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -277,9 +278,9 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
         "kubectl and HTTP answer the same"
     );
     // What the answer says, checked by hand once: nginx moves to member2 whole; web loses
-    // member1; api is not touched; the evictions are due 2 s after the failure (the 2 s
-    // monitor grace period, the NoExecute taint at once after it, tolerations of 0 s), and the
-    // brake, which lets member1 out at once, delays none of them.
+    // member1; api is not touched; the evictions are due 4 s after the failure (Unknown after
+    // the 2 s monitor grace period, the NoExecute taint 4 s after the last lease renewal,
+    // tolerations of 0 s), and the brake, which lets member1 out at once, delays none of them.
     assert_eq!(predicted[0], [("member2".to_string(), 3)]);
     assert!(
         predicted[1].iter().all(|(c, _)| c != "member1")
@@ -291,9 +292,9 @@ fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     assert_eq!(
         evictions,
         [
-            ("nginx-deployment".to_string(), "member1".to_string(), 2),
-            ("web-deployment".to_string(), "member1".to_string(), 2),
-            ("solo-deployment".to_string(), "member1".to_string(), 2)
+            ("nginx-deployment".to_string(), "member1".to_string(), 4),
+            ("web-deployment".to_string(), "member1".to_string(), 4),
+            ("solo-deployment".to_string(), "member1".to_string(), 4)
         ],
         "{text}"
     );
