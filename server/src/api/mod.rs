@@ -15,6 +15,7 @@ pub mod failovers;
 pub mod limits;
 pub mod metrics;
 pub mod nesting;
+pub mod off_thread;
 pub mod openapi;
 pub mod options;
 pub mod patch;

@@ -11,6 +11,7 @@ use super::computed::{self, Call};
 use super::discovery;
 use super::error::{ApiError, ApiResult};
 use super::limits::within_deadline;
+use super::off_thread;
 use super::openapi;
 use super::options::{self, list_options, Params};
 use super::patch::{apply_patch, PatchError, PatchType};
@@ -268,6 +269,7 @@ fn resource_version_of(obj: &Value) -> u64 {
         .unwrap_or(0)
 }
 
+/// A list, read and encoded on the blocking pool ([`off_thread`]).
 async fn list(
     state: &ApiState,
     target: &Target,
@@ -276,37 +278,42 @@ async fn list(
     encoding: Encoding,
 ) -> ApiResult<Response> {
     let opts = list_options(params)?;
-    let page = state
-        .store
-        .list(&target.rt, target.namespace.as_deref(), &opts)
-        .await
-        .map_err(|e| target.store_err(e))?;
-    let kind = target.kind_label();
-    if table::wants_table(&accept(headers)) {
-        let t = table::table(
-            &target.rt.group,
-            &kind,
-            &page.items,
-            page.resource_version,
-            page.continue_token.as_deref(),
-            state.clock.now(),
-        );
-        return Ok(respond(StatusCode::OK, &t, encoding));
-    }
-    let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
-    if let Some(c) = &page.continue_token {
-        metadata["continue"] = json!(c);
-    }
-    if let Some(r) = page.remaining {
-        metadata["remainingItemCount"] = json!(r);
-    }
-    let list = json!({
-        "kind": format!("{kind}List"),
-        "apiVersion": target.rt.api_version(),
-        "metadata": metadata,
-        "items": page.items,
-    });
-    Ok(respond(StatusCode::OK, &list, encoding))
+    let store = state.store.clone();
+    let target = target.clone();
+    let as_table = table::wants_table(&accept(headers));
+    let now = state.clock.now();
+    off_thread::run(move |runtime| {
+        let page = runtime
+            .block_on(store.list(&target.rt, target.namespace.as_deref(), &opts))
+            .map_err(|e| target.store_err(e))?;
+        let kind = target.kind_label();
+        if as_table {
+            let t = table::table(
+                &target.rt.group,
+                &kind,
+                &page.items,
+                page.resource_version,
+                page.continue_token.as_deref(),
+                now,
+            );
+            return Ok(respond(StatusCode::OK, &t, encoding));
+        }
+        let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+        if let Some(c) = &page.continue_token {
+            metadata["continue"] = json!(c);
+        }
+        if let Some(r) = page.remaining {
+            metadata["remainingItemCount"] = json!(r);
+        }
+        let list = json!({
+            "kind": format!("{kind}List"),
+            "apiVersion": target.rt.api_version(),
+            "metadata": metadata,
+            "items": page.items,
+        });
+        Ok(respond(StatusCode::OK, &list, encoding))
+    })
+    .await
 }
 
 async fn create(

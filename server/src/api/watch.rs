@@ -6,6 +6,7 @@
 //! Table, each event carries a one-row Table as `kubectl get -w` expects.
 
 use super::error::{ApiError, ApiResult};
+use super::off_thread;
 use super::options::{list_options, Params};
 use super::table;
 use super::target::Target;
@@ -57,11 +58,14 @@ pub async fn serve(
             let mut all = opts.clone();
             all.limit = None;
             all.continue_token = None;
-            let page = state
-                .store
-                .list(&target.rt, target.namespace.as_deref(), &all)
-                .await
-                .map_err(|e| ApiError::from_store(e, &target.rt.group, &target.rt.plural))?;
+            // Read on the blocking pool, as a list is (off_thread.rs).
+            let (store, target) = (state.store.clone(), target.clone());
+            let page = off_thread::run(move |runtime| {
+                runtime
+                    .block_on(store.list(&target.rt, target.namespace.as_deref(), &all))
+                    .map_err(|e| target.store_err(e))
+            })
+            .await?;
             for obj in page.items {
                 let rv = obj
                     .pointer("/metadata/resourceVersion")
