@@ -521,6 +521,26 @@ async fn relists_after_410() {
     agent.shutdown().await;
 }
 
+/// A relist reads every page the server answers, however few items each holds.
+#[tokio::test]
+async fn relists_page_by_page() {
+    let server = FakeServer::new();
+    let url = format!("http://{}", server.serve().await);
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["a", "b", "c", "d", "e"];
+    for n in names {
+        server.put_work("member1", &format!("w-{n}"), vec![configmap(n)], false);
+    }
+    let agent = start(&url, &dir.path().join("agent")).await;
+    let m = member(&agent);
+    for n in names {
+        wait_object(&m, &cm_ref(n), true).await;
+    }
+    // Five Works in pages of two (support::FAKE_PAGE): three pages.
+    assert!(server.inner.lock().paged_lists >= 3);
+    agent.shutdown().await;
+}
+
 #[tokio::test]
 async fn https_with_a_ca_file() {
     let _ = rustls::crypto::ring::default_provider().install_default();

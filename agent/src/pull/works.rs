@@ -27,6 +27,7 @@ use flotilla_api::work::{
     ManifestStatus, ResourceIdentifier, Work, WorkStatus, CONDITION_APPLIED, EXACTLY_ONCE,
     EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION, WORK_API_VERSION,
 };
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -78,6 +79,8 @@ enum Step {
 
 /// Status writes (and, apart, Events) in flight at once.
 const FLUSH_CONCURRENCY: usize = 16;
+/// Works per page of a relist (client-go's reflectors list 500 at a time).
+const LIST_PAGE: usize = 500;
 
 /// An Event about a Work waiting to be handed to the outbox.
 struct PendingEvent {
@@ -339,27 +342,49 @@ impl WorksController {
 
     /// Lists the Works, syncs each, forgets those gone; answers the list's resourceVersion.
     async fn relist(&mut self) -> Result<String, ClientError> {
-        let list = self.ctx.client.get(&self.collection).await?;
-        let rv = list
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("0")
-            .to_string();
+        // In pages, as client-go's reflectors list: each answer stays small, however many
+        // Works the member has. The watch starts from the first page's resourceVersion, so a
+        // change made while the later pages are read arrives through it (perhaps twice, never
+        // missed).
+        let mut rv: Option<String> = None;
         let mut fresh = BTreeMap::new();
-        for item in list
-            .get("items")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
-            match serde_json::from_value::<Work>(item) {
-                Ok(w) => {
-                    fresh.insert(w.metadata.name.clone(), w);
+        let mut next: Option<String> = None;
+        loop {
+            let mut path = format!("{}?limit={LIST_PAGE}", self.collection);
+            if let Some(token) = &next {
+                path.push_str("&continue=");
+                path.push_str(&utf8_percent_encode(token, NON_ALPHANUMERIC).to_string());
+            }
+            let mut page = self.ctx.client.get(&path).await?;
+            rv.get_or_insert_with(|| {
+                page.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("0")
+                    .to_string()
+            });
+            let items = match page.get_mut("items").map(Value::take) {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            };
+            for item in items {
+                match serde_json::from_value::<Work>(item) {
+                    Ok(w) => {
+                        fresh.insert(w.metadata.name.clone(), w);
+                    }
+                    Err(e) => tracing::warn!(cluster = %self.ctx.cluster(), error = %e,
+                        "undecodable work in list"),
                 }
-                Err(e) => tracing::warn!(cluster = %self.ctx.cluster(), error = %e,
-                    "undecodable work in list"),
+            }
+            next = page
+                .pointer("/metadata/continue")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(String::from);
+            if next.is_none() {
+                break;
             }
         }
+        let rv = rv.unwrap_or_else(|| "0".to_string());
         let prefix = format!("{}/", self.namespace);
         let mut gone: Vec<(String, bool)> = self
             .works

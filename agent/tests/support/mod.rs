@@ -32,6 +32,9 @@ pub const JOIN_TOKEN: &str = "join-secret";
 
 type Key = (&'static str, String, String);
 
+/// Items per page of a Works list that asks for a limit.
+pub const FAKE_PAGE: usize = 2;
+
 #[derive(Default)]
 pub struct Inner {
     rv: u64,
@@ -51,7 +54,10 @@ pub struct Inner {
     /// TLS handshakes that failed (see [`FakeServer::serve_tls`]).
     pub tls_handshake_failures: usize,
     pub work_status_writes: usize,
+    /// List requests (each page counts).
     pub lists: usize,
+    /// List requests that asked for a page (`limit`).
+    pub paged_lists: usize,
     pub watches: usize,
     pub events: Vec<Value>,
     pub tokens_seen: HashSet<String>,
@@ -551,9 +557,23 @@ async fn list_works(
             .filter(|((k, n, _), _)| *k == "works" && *n == ns)
             .map(|(_, v)| v.clone())
             .collect();
+        let mut metadata = json!({"resourceVersion": inner.rv.to_string()});
+        // A list with a limit is answered in pages of at most FAKE_PAGE items (a server may
+        // return fewer than the limit), the continue token being the next item's index.
+        let items = if q.contains_key("limit") {
+            inner.paged_lists += 1;
+            let from: usize = q.get("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let to = (from + FAKE_PAGE).min(items.len());
+            if to < items.len() {
+                metadata["continue"] = json!(to.to_string());
+            }
+            items[from.min(to)..to].to_vec()
+        } else {
+            items
+        };
         return Json(
             json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "WorkList",
-            "metadata": {"resourceVersion": inner.rv.to_string()}, "items": items}),
+            "metadata": metadata, "items": items}),
         )
         .into_response();
     }
