@@ -53,7 +53,7 @@ impl Default for ControllerSettings {
             },
             probe_timeout: Duration::from_secs(5),
             resync: Duration::from_secs(300),
-            scheduler_resync: Duration::from_secs(15),
+            scheduler_resync: Duration::from_secs(300),
             push_status_period: Duration::from_secs(5),
             propagation_workers: 16,
             status_coalesce: Duration::from_millis(100),

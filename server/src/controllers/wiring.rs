@@ -187,9 +187,10 @@ pub fn dependencies_distributor(ctx: &ControllerContext) -> Result<Controller, W
         &ctx.metrics,
     )
     .map_err(WiringError::metrics("dependencies-distributor"))?;
+    let sources = reconciler.sources();
     Ok(Controller::with_queue(
         Arc::new(reconciler),
-        ControllerConfig::new(DependenciesDistributor::sources())
+        ControllerConfig::new(sources)
             .workers(ctx.propagation_workers())
             .resync(ctx.settings.resync),
         queue,

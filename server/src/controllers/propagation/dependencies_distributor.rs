@@ -35,7 +35,9 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::propagation::detector::{binding_name, is_reserved_namespace};
-use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
+use crate::controllers::runtime::controller::{
+    Action, Observer, ReconcileError, Reconciler, Source,
+};
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::controllers::shared::binding_keys::{binding_key, decode};
 use crate::controllers::shared::interpretation::TemplateInterpreter;
@@ -48,12 +50,12 @@ use flotilla_api::binding::{
     BindingSnapshot, ResourceBindingSpec, TargetCluster, BINDING_API_VERSION, RB_PERMANENT_ID_LABEL,
 };
 use flotilla_api::defaulting::DefaultingConfig;
-use flotilla_api::kinds::{builtin_by_plural, well_known, WORK_GROUP};
+use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType, WORK_GROUP};
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Prefix of the label an attached binding carries for each binding that requires it; the rest
@@ -445,6 +447,70 @@ pub fn binding_keys_concerned(binding: &Value) -> Vec<String> {
     keys
 }
 
+/// The propagateDeps bindings of each namespace, kept from the distributor's own binding feed,
+/// so that a changed ConfigMap or Secret queues them without reading every binding of its
+/// namespace: that list decoded all of them, a second at 20,000 bindings, on every ConfigMap
+/// or Secret written in the namespace.
+#[derive(Default)]
+pub struct PropagatingBindings {
+    inner: Mutex<Propagating>,
+}
+
+#[derive(Default)]
+struct Propagating {
+    /// The feed listed the bindings once; until then the index is not complete.
+    listed: bool,
+    /// Namespace → the keys (`rb|<ns>|<name>`) of its propagateDeps bindings.
+    by_namespace: HashMap<String, BTreeSet<String>>,
+}
+
+impl PropagatingBindings {
+    fn set(state: &mut Propagating, binding: &Value, deleted: bool) {
+        let Some(key) = binding_key(binding).filter(|k| k.starts_with("rb|")) else {
+            return;
+        };
+        let ns = str_at(binding, "/metadata/namespace").to_string();
+        let propagating =
+            !deleted && binding.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+        if propagating {
+            state.by_namespace.entry(ns).or_default().insert(key);
+        } else if let Some(keys) = state.by_namespace.get_mut(&ns) {
+            keys.remove(&key);
+            if keys.is_empty() {
+                state.by_namespace.remove(&ns);
+            }
+        }
+    }
+
+    /// The keys of `namespace`'s propagateDeps bindings; `None` until the feed has listed
+    /// the bindings.
+    pub fn in_namespace(&self, namespace: &str) -> Option<Vec<String>> {
+        let state = self.inner.lock();
+        state.listed.then(|| {
+            state
+                .by_namespace
+                .get(namespace)
+                .map(|keys| keys.iter().cloned().collect())
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl Observer for PropagatingBindings {
+    fn observe(&self, deleted: bool, object: &Value) {
+        Self::set(&mut self.inner.lock(), object, deleted);
+    }
+
+    fn relisted(&self, _resource: &ResourceType, objects: &[Value]) {
+        let mut state = self.inner.lock();
+        state.by_namespace.clear();
+        for b in objects {
+            Self::set(&mut state, b, false);
+        }
+        state.listed = true;
+    }
+}
+
 /// What one reconcile of a dependent binding changed (for its Event).
 #[derive(Default)]
 struct Outcome {
@@ -464,6 +530,8 @@ pub struct DependenciesDistributor {
     /// Warnings already recorded (`<binding key>|<what>`), so that a retried failure is one
     /// Event, not one per retry; forgotten when the binding converges.
     warned: Mutex<HashSet<String>>,
+    /// The propagateDeps bindings by namespace, fed by the binding source of [`Self::sources`].
+    propagating: Arc<PropagatingBindings>,
 }
 
 impl DependenciesDistributor {
@@ -497,16 +565,18 @@ impl DependenciesDistributor {
             queue,
             decisions,
             warned: Mutex::new(HashSet::new()),
+            propagating: Arc::default(),
         })
     }
 
-    /// What feeds the distributor: ResourceBindings, and the dependency kinds (keyed by
-    /// namespace).
-    pub fn sources() -> Vec<Source> {
-        let mut sources = vec![Source::mapped(
-            well_known::resource_bindings(),
-            binding_keys_concerned,
-        )];
+    /// What feeds the distributor: ResourceBindings (which also keep its index of propagateDeps
+    /// bindings), and the dependency kinds (keyed by namespace).
+    pub fn sources(&self) -> Vec<Source> {
+        let mut sources =
+            vec![
+                Source::mapped(well_known::resource_bindings(), binding_keys_concerned)
+                    .observed_by(self.propagating.clone()),
+            ];
         for plural in DEPENDENCY_PLURALS {
             if let Some(rt) = builtin_by_plural("", plural) {
                 sources.push(Source::mapped(rt, |obj| {
@@ -541,8 +611,15 @@ impl DependenciesDistributor {
         self.warned.lock().retain(|w| !w.starts_with(&prefix));
     }
 
-    /// Queues every propagateDeps binding of `namespace`.
+    /// Queues every propagateDeps binding of `namespace`: from the index once the binding feed
+    /// has listed, from the store before.
     async fn fan_out(&self, namespace: &str) -> Result<Action, ReconcileError> {
+        if let Some(keys) = self.propagating.in_namespace(namespace) {
+            for k in keys {
+                self.queue.add(k);
+            }
+            return Ok(Action::Done);
+        }
         let opts = ListOptions {
             filter: Some(Arc::new(|b: &Value| {
                 b.pointer("/spec/propagateDeps") == Some(&Value::Bool(true))
@@ -1615,7 +1692,7 @@ mod tests {
             .is_none());
         let web_rb = get_rb(&f.store, "web-deployment").await.unwrap();
         assert_eq!(recorded_dependencies(&web_rb), Ok(None), "record removed");
-        let keys = (DependenciesDistributor::sources()[0].keys)(&web_rb);
+        let keys = (f.distributor.sources()[0].keys)(&web_rb);
         assert!(
             keys.is_empty(),
             "a binding with nothing to do is not queued: {keys:?}"
@@ -1726,7 +1803,7 @@ mod tests {
         );
         put(&f.store, &rt("configmaps"), config_map("", "")).await;
         // The ConfigMap's event maps to its namespace, which queues the propagateDeps bindings.
-        let keys = (DependenciesDistributor::sources()[1].keys)(&config_map("x", "1"));
+        let keys = (f.distributor.sources()[1].keys)(&config_map("x", "1"));
         assert_eq!(keys, ["deps-ns|default"]);
         f.distributor.reconcile(&keys[0]).await.unwrap();
         assert_eq!(f.distributor.queue.len(), 1);
@@ -1734,6 +1811,63 @@ mod tests {
         assert_eq!(key, "rb|default|web-deployment");
         f.distributor.reconcile(&key).await.unwrap();
         assert!(get_rb(&f.store, "cfg-configmap").await.is_some());
+    }
+
+    #[test]
+    fn the_index_keeps_the_propagating_bindings_of_each_namespace() {
+        let rb = |ns: &str, name: &str, deps: bool| {
+            serde_json::json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"namespace": ns, "name": name}, "spec": {"propagateDeps": deps}})
+        };
+        let index = PropagatingBindings::default();
+        index.observe(false, &rb("default", "web", true));
+        assert_eq!(
+            index.in_namespace("default"),
+            None,
+            "not complete before the list"
+        );
+        index.relisted(
+            &well_known::resource_bindings(),
+            &[
+                rb("default", "web", true),
+                rb("default", "api", false),
+                rb("x", "other", true),
+            ],
+        );
+        assert_eq!(
+            index.in_namespace("default"),
+            Some(vec!["rb|default|web".to_string()])
+        );
+        assert_eq!(
+            index.in_namespace("x"),
+            Some(vec!["rb|x|other".to_string()])
+        );
+        assert_eq!(index.in_namespace("empty"), Some(vec![]));
+        index.observe(false, &rb("default", "api", true));
+        index.observe(true, &rb("default", "web", true));
+        index.observe(false, &rb("x", "other", false));
+        assert_eq!(
+            index.in_namespace("default"),
+            Some(vec!["rb|default|api".to_string()])
+        );
+        assert_eq!(index.in_namespace("x"), Some(vec![]));
+    }
+
+    #[tokio::test]
+    async fn once_its_feed_listed_a_namespace_fans_out_from_the_index() {
+        let f = fixture();
+        // Only in the index (the store has no binding): the fan-out reads no binding.
+        let listed = serde_json::json!({"metadata": {"namespace": "default", "name": "web-deployment"},
+            "spec": {"propagateDeps": true}});
+        f.distributor
+            .propagating
+            .relisted(&well_known::resource_bindings(), &[listed]);
+        f.distributor.reconcile("deps-ns|default").await.unwrap();
+        assert_eq!(f.distributor.queue.len(), 1);
+        assert_eq!(
+            f.distributor.queue.next().await.unwrap(),
+            "rb|default|web-deployment"
+        );
     }
 
     #[tokio::test]
