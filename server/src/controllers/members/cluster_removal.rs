@@ -5,10 +5,10 @@
 //! it puts it on every live Cluster, and on a deleted one it lets every Work of the
 //! execution namespace go without contacting the member (the execution finalizer dropped,
 //! the Work deleted; an exactly-once Work only once the member has fenced itself), waits for
-//! the scheduler to move the bindings off the cluster
-//! (§8.1, trigger 5), then removes the finalizer and the Cluster is gone. What to do is the
-//! pure [`plan`]; the reconciler reads, calls it, writes, records an Event per step a user
-//! would ask about, and looks again every [`REMOVAL_RETRY`] while it waits.
+//! the scheduler to move the bindings off the cluster (§8.1, trigger 5), then deletes the
+//! member's Lease and removes the finalizer, and the Cluster is gone. What to do is the pure
+//! [`plan`]; the reconciler reads, calls it, writes, records an Event per step a user would
+//! ask about, and looks again every [`REMOVAL_RETRY`] while it waits.
 
 use crate::clock::SharedClock;
 use crate::controllers::failover::fencing::{fence_wait, FenceWait};
@@ -17,7 +17,9 @@ use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler
 use crate::events::{EventRecorder, EventType};
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
-use flotilla_api::cluster::{execution_namespace, CLUSTER_CONTROLLER_FINALIZER};
+use flotilla_api::cluster::{
+    execution_namespace, CLUSTER_CONTROLLER_FINALIZER, CLUSTER_LEASE_NAMESPACE,
+};
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::{
     EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
@@ -478,6 +480,21 @@ impl Reconciler for ClusterRemovalController {
             }
         }
         if plan.remove_finalizer {
+            // The member's Lease goes with it: a Cluster joined again under the same name
+            // must not read the old member's last renewal as its own.
+            match self
+                .store
+                .delete(
+                    &well_known::leases(),
+                    Some(CLUSTER_LEASE_NAMESPACE),
+                    key,
+                    &DeleteOptions::default(),
+                )
+                .await
+            {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
             match self
                 .store
                 .update(
@@ -723,6 +740,16 @@ mod tests {
             )
             .await
             .unwrap();
+        world
+            .store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "m1", "namespace": CLUSTER_LEASE_NAMESPACE},
+                       "spec": {"holderIdentity": "m1"}}),
+            )
+            .await
+            .unwrap();
         // The delete leaves the Cluster, being deleted.
         world
             .store
@@ -778,6 +805,16 @@ mod tests {
             world.store.get(&well_known::clusters(), None, "m1").await,
             Err(StoreError::NotFound { .. })
         ));
+        assert!(
+            matches!(
+                world
+                    .store
+                    .get(&well_known::leases(), Some(CLUSTER_LEASE_NAMESPACE), "m1")
+                    .await,
+                Err(StoreError::NotFound { .. })
+            ),
+            "the member's Lease went with it"
+        );
         let text = prometheus::TextEncoder::new()
             .encode_to_string(&world.metrics.gather())
             .unwrap();
