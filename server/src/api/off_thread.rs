@@ -30,16 +30,25 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn the_work_leaves_the_async_thread_free() {
-        // One async worker: while the work blocks, a task spawned on the runtime still runs.
+        // One async worker. The work starts (polled on that worker) and blocks until another
+        // task spawned on the runtime runs: had it blocked the worker itself, that task could
+        // not run and the work would time out.
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let blocked = run(move |_| {
+        let blocked = tokio::spawn(run(move |_| {
+            let _ = started_tx.send(());
             rx.recv_timeout(std::time::Duration::from_secs(10))
                 .map_err(|e| ApiError::Internal(Box::new(e)))
-        });
+        }));
+        started_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the work started");
         let other = tokio::spawn(async move { tx.send(()).is_ok() });
-        let (blocked, other) = tokio::join!(blocked, other);
-        assert!(other.expect("the other task ran"));
-        blocked.expect("the work ended once the other task ran");
+        assert!(other.await.expect("the other task ran"));
+        blocked
+            .await
+            .expect("joined")
+            .expect("the work ended once the other task ran");
     }
 
     #[tokio::test]
