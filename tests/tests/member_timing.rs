@@ -187,9 +187,16 @@ fn unknown_transitions(server: &Server) -> f64 {
         .sum()
 }
 
+/// The tests of this file take turns: the load test's 2 s grace must not share the machine's
+/// two cores with another server and agent started by the test beside it.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn agents_without_timing_flags_never_flap_under_a_two_second_grace_while_1000_bindings_are_placed()
 {
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = tempfile::tempdir().unwrap();
     let mut flags = TWO_SECOND_GRACE.to_vec();
     flags.extend(["--sim-members", "2", "--sim-pod-startup-delay-ms", "200"]);
@@ -364,6 +371,9 @@ fn agents_without_timing_flags_never_flap_under_a_two_second_grace_while_1000_bi
 
 #[test]
 fn an_agent_renewing_slower_than_the_grace_allows_is_told_so_on_its_cluster() {
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(data.path(), TWO_SECOND_GRACE).unwrap();
     let api = ApiClient::admin(&server).unwrap();
