@@ -189,10 +189,19 @@ fn scenario_01_duplicated_replaces_a_failed_cluster_by_an_allowed_spare_and_then
         kept_uid,
         "{kept}'s Work was never touched"
     );
-    let reasons: Vec<String> = events(&api).into_iter().map(|(r, _)| r).collect();
-    for want in ["EvictWorkloadFromClusterSucceed", "EvictionTaskDoneHealthy"] {
-        assert!(reasons.iter().any(|r| r == want), "{want}: {reasons:?}");
-    }
+    // The Events are recorded right after the writes the wait above saw: wait for them too.
+    eventually(
+        "the eviction's and the task's Events",
+        Duration::from_secs(10),
+        || {
+            let reasons: Vec<String> = events(&api).into_iter().map(|(r, _)| r).collect();
+            ["EvictWorkloadFromClusterSucceed", "EvictionTaskDoneHealthy"]
+                .iter()
+                .all(|want| reasons.iter().any(|r| r == want))
+                .then_some(())
+                .ok_or(format!("{reasons:?}"))
+        },
+    );
 
     // The last allowed spare fails too (it runs nothing of this binding), then the
     // replacement: nothing is left to replace it with.
