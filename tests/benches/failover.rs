@@ -494,23 +494,7 @@ fn main() {
             perf_pids.push_str(&format!(",{p}"));
         }
     }
-    let mut perf = std::env::var("PERF_RECORD").ok().map(|out| {
-        std::process::Command::new("perf")
-            .args([
-                "record",
-                "--call-graph",
-                "dwarf,16384",
-                "-F",
-                "199",
-                "-o",
-                &out,
-                "-p",
-                &perf_pids,
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("starting perf record")
-    });
+    let perf = flotilla_tests::bench::perf_record(&perf_pids);
     let done = flotilla_tests::bench::until(
         "every binding Healthy on member2 and member3",
         Duration::from_secs(600),
@@ -524,12 +508,7 @@ fn main() {
     let end = Instant::now();
     let (cpu1, agents1, machine1) = (cpu_seconds(pid), agents_cpu(), machine_jiffies());
     let bench1 = cpu_seconds(me);
-    if let Some(perf) = perf.as_mut() {
-        let _ = std::process::Command::new("kill")
-            .args(["-INT", &perf.id().to_string()])
-            .status();
-        let _ = perf.wait();
-    }
+    flotilla_tests::bench::perf_stop(perf);
     // The old copies are released after the new ones are Healthy; wait for that too (not
     // part of the figure).
     let _ = flotilla_tests::bench::until(

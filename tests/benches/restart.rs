@@ -351,23 +351,7 @@ fn main() {
     let pid = server.process.child.id();
     let cpu0 = cpu_seconds(pid);
     let load_before = loadavg();
-    let mut perf = std::env::var("PERF_RECORD").ok().map(|out| {
-        std::process::Command::new("perf")
-            .args([
-                "record",
-                "--call-graph",
-                "dwarf,16384",
-                "-F",
-                "199",
-                "-o",
-                &out,
-                "-p",
-                &pid.to_string(),
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("starting perf record")
-    });
+    let perf = flotilla_tests::bench::perf_record(&pid.to_string());
     let stop = Arc::new(AtomicBool::new(false));
     let results: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let caught_up: Arc<Mutex<Option<f64>>> = Arc::default();
@@ -443,12 +427,7 @@ fn main() {
     });
     let cpu1 = cpu_seconds(pid);
     let wall = t0.elapsed().as_secs_f64();
-    if let Some(perf) = perf.as_mut() {
-        let _ = std::process::Command::new("kill")
-            .args(["-INT", &perf.id().to_string()])
-            .status();
-        let _ = perf.wait();
-    }
+    flotilla_tests::bench::perf_stop(perf);
 
     let caught_up = *caught_up.lock().unwrap();
     let results = results.lock().unwrap();

@@ -777,6 +777,41 @@ pub mod bench {
         super::poll(what, deadline, f)
     }
 
+    /// `PERF_RECORD=<file>`: a `perf record` (DWARF call graphs, 199 Hz) of the processes
+    /// `pids` (comma-separated), running until [`perf_stop`]; `None` when the variable is
+    /// unset.
+    pub fn perf_record(pids: &str) -> Option<std::process::Child> {
+        let out = std::env::var("PERF_RECORD").ok()?;
+        let child = std::process::Command::new("perf")
+            .args([
+                "record",
+                "--call-graph",
+                "dwarf,16384",
+                "-F",
+                "199",
+                "-o",
+                &out,
+                "-p",
+                pids,
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(c) => Some(c),
+            Err(e) => panic!("starting perf record: {e}"),
+        }
+    }
+
+    /// Stops a [`perf_record`] (SIGINT, so that it writes its file) and waits for it.
+    pub fn perf_stop(perf: Option<std::process::Child>) {
+        if let Some(mut perf) = perf {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &perf.id().to_string()])
+                .status();
+            let _ = perf.wait();
+        }
+    }
+
     /// An integer knob from the environment, or its default.
     pub fn env_or(name: &str, default: u64) -> u64 {
         std::env::var(name)
