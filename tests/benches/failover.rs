@@ -158,6 +158,9 @@ struct Stages {
     had_task: HashMap<u64, Instant>,
     /// Its eviction task ended (member1's copy released).
     task_done: HashMap<u64, Instant>,
+    /// Watch events of the benchmark's bindings and of their Works, from the kill on.
+    binding_events: u64,
+    work_events: u64,
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -411,6 +414,7 @@ fn main() {
                 // Before the kill every binding lists member1 and has no task, so nothing
                 // here is stamped early; nor does it wait for the Cluster watch's thread.
                 let mut st = stages.lock().unwrap();
+                st.binding_events += 1;
                 if tasks > 0 {
                     st.had_task.entry(i).or_insert(now);
                 } else if st.had_task.contains_key(&i) {
@@ -449,6 +453,7 @@ fn main() {
                     else {
                         return;
                     };
+                    stages.lock().unwrap().work_events += 1;
                     if !NEW.contains(&cluster) || w.pointer("/metadata/deletionTimestamp").is_some()
                     {
                         return;
@@ -577,6 +582,10 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |p| p.get()),
         stolen * 100.0,
         loadavg()
+    );
+    println!(
+        "watch events from the kill to the end: {} of the bindings, {} of their Works",
+        st.binding_events, st.work_events
     );
     drop(st);
     // What the server did for the failover: counters from just before the kill to the end.

@@ -210,7 +210,8 @@ pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
         &ctx.metrics,
     )
     .map_err(WiringError::metrics("scheduler"))?;
-    let sources = crate::controllers::shared::cluster_joins::scheduler_sources();
+    let sources =
+        crate::controllers::shared::cluster_joins::scheduler_sources(reconciler.own_writes());
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)

@@ -15,6 +15,7 @@
 
 use crate::clock::SharedClock;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::runtime::own_writes::OwnWrites;
 use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::json_edit::set_path;
@@ -46,6 +47,8 @@ pub struct SchedulerController {
     clock: SharedClock,
     events: EventRecorder,
     results: IntCounterVec,
+    /// Its binding writes, whose watch events do not wake it again.
+    own_writes: Arc<OwnWrites>,
 }
 
 impl SchedulerController {
@@ -67,7 +70,13 @@ impl SchedulerController {
             clock,
             events,
             results,
+            own_writes: Arc::new(OwnWrites::default()),
         })
+    }
+
+    /// The record of its own binding writes, which its binding sources skip.
+    pub fn own_writes(&self) -> Arc<OwnWrites> {
+        self.own_writes.clone()
     }
 }
 
@@ -81,6 +90,9 @@ impl SchedulerController {
         decision: &Decision,
     ) -> Result<Value, ReconcileError> {
         let mut current = binding;
+        if decision.spec.is_none() && decision.status.is_none() && decision.event.is_none() {
+            return Ok(current);
+        }
         // The placement and the status that says the scheduler observed it go in one write:
         // the status names the generation the spec write leaves.
         let mut updated = match &decision.spec {
@@ -95,10 +107,23 @@ impl SchedulerController {
         if let Some(status) = &decision.status {
             updated = with_status(&updated, status, self.clock.now());
         }
-        if spec_changed {
-            current = self.store.update_with_status(rt, updated).await?;
-        } else if updated != current {
-            current = self.store.update_status(rt, updated).await?;
+        if spec_changed || updated != current {
+            self.own_writes.expect(rt, &current);
+            let written = if spec_changed {
+                self.store.update_with_status(rt, updated).await
+            } else {
+                self.store.update_status(rt, updated).await
+            };
+            match written {
+                Ok(written) => {
+                    self.own_writes.confirm(rt, &written);
+                    current = written;
+                }
+                Err(e) => {
+                    self.own_writes.cancel(rt, &current);
+                    return Err(e.into());
+                }
+            }
         }
         if let Some(event) = &decision.event {
             let kind = if event.warning {
@@ -422,6 +447,77 @@ mod tests {
         assert_eq!(after, before, "no clusters, no condition, no error");
         let events = world.stored_events().await;
         assert!(events.is_empty(), "{events:?}");
+    }
+
+    /// The scheduler's own placement write does not wake it again (its binding sources skip
+    /// it), while a later write by someone else does; a pass that writes nothing expects
+    /// nothing.
+    #[tokio::test]
+    async fn its_own_placement_write_does_not_wake_it() {
+        use crate::store::EventType as Watch;
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
+        world
+            .cluster(
+                "m1",
+                json!({"syncMode": "Pull"}),
+                json!({"apiEnablements": [{"groupVersion": "apps/v1",
+                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]}),
+            )
+            .await;
+        let rt = well_known::resource_bindings();
+        store
+            .create(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": "web-deployment", "namespace": "default"},
+                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+                             "replicas": 2,
+                             "placement": {"clusterAffinity": {"clusterNames": ["m1"]},
+                                           "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}),
+            )
+            .await
+            .unwrap();
+        let key = "rb|default|web-deployment";
+        let own = scheduler.own_writes();
+        scheduler.reconcile(key).await.unwrap();
+        let placed = store
+            .get(&rt, Some("default"), "web-deployment")
+            .await
+            .unwrap();
+        assert_eq!(
+            placed["spec"]["clusters"],
+            json!([{"name": "m1", "replicas": 2}])
+        );
+        assert!(
+            own.is_own(&rt, Watch::Modified, &placed),
+            "its write is its own"
+        );
+        // Someone else's later write wakes it.
+        let mut edited = Value::clone(&placed);
+        edited["spec"]["replicas"] = json!(3);
+        let edited = store.update(&rt, edited).await.unwrap();
+        assert!(!own.is_own(&rt, Watch::Modified, &edited));
+        // The pass it wakes for rewrites the placement (its own write again); then a pass
+        // with nothing to write leaves no expectation behind.
+        scheduler.reconcile(key).await.unwrap();
+        let now = store
+            .get(&rt, Some("default"), "web-deployment")
+            .await
+            .unwrap();
+        assert_eq!(
+            now["spec"]["clusters"],
+            json!([{"name": "m1", "replicas": 3}])
+        );
+        assert!(own.is_own(&rt, Watch::Modified, &now));
+        scheduler.reconcile(key).await.unwrap();
+        let after = store
+            .get(&rt, Some("default"), "web-deployment")
+            .await
+            .unwrap();
+        assert_eq!(now, after, "nothing to write");
+        assert_eq!(own.pending(), 0, "{own:?}");
     }
 
     #[tokio::test]

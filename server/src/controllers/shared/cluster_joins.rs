@@ -17,6 +17,7 @@
 use crate::controllers::runtime::controller::{
     generation_fingerprint, object_key, Observer, Source,
 };
+use crate::controllers::runtime::own_writes::OwnWrites;
 use crate::controllers::shared::binding_keys::binding_key;
 use crate::controllers::shared::fan_out::{
     cluster_placement_fingerprint, clusters_named, ClusterBindingIndex,
@@ -367,8 +368,9 @@ impl Observer for Both {
 
 /// The scheduler's sources: both binding kinds (by generation), and Clusters by what it
 /// places by ([`cluster_placement_fingerprint`]); a Cluster change queues the bindings that
-/// name it and, when it [`opens`] the cluster, the bindings [`open_to`] it.
-pub fn scheduler_sources() -> Vec<Source> {
+/// name it and, when it [`opens`] the cluster, the bindings [`open_to`] it. The scheduler's
+/// own binding writes (`own_writes`) do not wake it again.
+pub fn scheduler_sources(own_writes: Arc<OwnWrites>) -> Vec<Source> {
     let named = Arc::new(ClusterBindingIndex::naming(clusters_named));
     let open = Arc::new(OpenBindings::default());
     let joins = Arc::new(JoinTracker::default());
@@ -377,6 +379,7 @@ pub fn scheduler_sources() -> Vec<Source> {
         Source::mapped(rt, |b| binding_key(b).into_iter().collect())
             .on_change_of(generation_fingerprint)
             .observed_by(observer.clone())
+            .skipping_own(own_writes.clone())
     };
     let tracker = joins.clone();
     let clusters = Source::mapped(well_known::clusters(), move |c| {
