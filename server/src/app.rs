@@ -16,7 +16,7 @@ pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
 use crate::probes::HttpMemberClient;
-use crate::store::{KvStore, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
+use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
 use std::net::SocketAddr;
@@ -38,6 +38,9 @@ pub enum Engine {
     Sled,
     /// In memory (lost at exit; for tests and demos).
     Memory,
+    /// Every tree in memory, made durable by a write-ahead log and snapshots under
+    /// `<data-dir>/store-log` (see `store::log_engine`).
+    Log,
 }
 
 /// How the API is served.
@@ -320,6 +323,10 @@ pub async fn open_store(
             KvStore::<SledEngine>::open_sled(&path, store_config).map_err(StartError::Store)?
         }
         Engine::Memory => KvStore::<MemoryEngine>::memory(store_config),
+        Engine::Log => {
+            let path = config.data_dir.join("store-log");
+            KvStore::<LogEngine>::open_log(&path, store_config).map_err(StartError::Store)?
+        }
     };
     Ok(store)
 }

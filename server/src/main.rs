@@ -25,6 +25,7 @@ enum LogFormat {
 enum StoreEngine {
     Sled,
     Memory,
+    Log,
 }
 
 /// Flotilla's control plane.
@@ -40,7 +41,8 @@ struct Flags {
     /// Log format.
     #[arg(long, value_enum, default_value = "plain")]
     log_format: LogFormat,
-    /// Storage engine (memory loses everything at exit).
+    /// Storage engine (memory loses everything at exit; log keeps every object in memory and
+    /// writes a write-ahead log and snapshots under <data-dir>/store-log).
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreEngine,
     /// PEM certificate for HTTPS (with --tls-key). Without it the server serves HTTPS with a
@@ -352,6 +354,7 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
     config.engine = match flags.store {
         StoreEngine::Sled => Engine::Sled,
         StoreEngine::Memory => Engine::Memory,
+        StoreEngine::Log => Engine::Log,
     };
     config.tls = match (
         flags.plain_http,

@@ -1,4 +1,5 @@
-//! Crash test with a real process: `flotilla-store-torture` writes to a sled store and is
+//! Crash test with a real process: `flotilla-store-torture` writes to a store (sled, then the
+//! log engine) and is
 //! SIGKILLed at a random moment; the store must then open cleanly with every acknowledged
 //! write in it, a resourceVersion counter past every acknowledged one, a contiguous event log,
 //! and garbage collection finished after the reopen. Rounds reuse one directory, so each round
@@ -6,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_api::kinds::builtin_by_plural;
-use flotilla_server::store::{KvStore, ListOptions, Store, StoreConfig, WatchOptions};
+use flotilla_server::store::{Engine, KvStore, ListOptions, Store, StoreConfig, WatchOptions};
 use flotilla_server::testing::eventually;
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
@@ -16,6 +17,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 20;
@@ -54,9 +56,10 @@ impl Acks {
 
 /// Runs the torture binary until a random moment after it is ready, then kills it.
 /// Returns the complete lines it printed.
-fn run_and_kill(dir: &Path, rng: &mut impl Rng) -> Vec<String> {
+fn run_and_kill(dir: &Path, engine: &str, rng: &mut impl Rng) -> Vec<String> {
     let child = Command::new(env!("CARGO_BIN_EXE_flotilla-store-torture"))
         .arg(dir)
+        .args(["--engine", engine])
         .args(["--writers", "8", "--keys", "6"])
         .args(["--event-log-capacity", &EVENT_LOG_CAPACITY.to_string()])
         .stdin(Stdio::null())
@@ -97,13 +100,28 @@ fn run_and_kill(dir: &Path, rng: &mut impl Rng) -> Vec<String> {
     lines
 }
 
-async fn verify(dir: &Path, acks: &Acks, round: usize) {
+/// Reopens the store the torture binary wrote with `engine` and checks it.
+async fn verify(dir: &Path, engine: &str, acks: &Acks, round: usize) {
     let config = StoreConfig {
         event_log_capacity: EVENT_LOG_CAPACITY,
         ..StoreConfig::default()
     };
-    let store = KvStore::open_sled(dir, config)
-        .unwrap_or_else(|e| panic!("round {round}: the store did not open after a kill: {e}"));
+    let opened = |e: &dyn std::fmt::Display| {
+        format!("round {round}: the store did not open after a kill: {e}")
+    };
+    match engine {
+        "log" => match KvStore::open_log(dir, config) {
+            Ok(store) => check(store, acks, round).await,
+            Err(e) => panic!("{}", opened(&e)),
+        },
+        _ => match KvStore::open_sled(dir, config) {
+            Ok(store) => check(store, acks, round).await,
+            Err(e) => panic!("{}", opened(&e)),
+        },
+    }
+}
+
+async fn check<E: Engine>(store: Arc<KvStore<E>>, acks: &Acks, round: usize) {
     let configmaps = builtin_by_plural("", "configmaps").unwrap();
     let deployments = builtin_by_plural("apps", "deployments").unwrap();
 
@@ -220,9 +238,18 @@ async fn verify(dir: &Path, acks: &Acks, round: usize) {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    crash_rounds("sled");
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill_on_the_log_engine() {
+    crash_rounds("log");
+}
+
+fn crash_rounds(engine: &str) {
     let started = Instant::now();
     let seed: u64 = rand::random();
-    eprintln!("crash test seed {seed}");
+    eprintln!("crash test ({engine}) seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -233,15 +260,15 @@ fn acknowledged_writes_survive_sigkill() {
     let mut acks = Acks::default();
     let mut total = 0;
     for round in 0..ROUNDS {
-        let lines = run_and_kill(dir.path(), &mut rng);
+        let lines = run_and_kill(dir.path(), engine, &mut rng);
         total += lines.len();
         for line in &lines {
             acks.record(line);
         }
-        runtime.block_on(verify(dir.path(), &acks, round));
+        runtime.block_on(verify(dir.path(), engine, &acks, round));
     }
     eprintln!(
-        "crash test: {ROUNDS} rounds, {total} acknowledged writes, {} keys, {:?}",
+        "crash test ({engine}): {ROUNDS} rounds, {total} acknowledged writes, {} keys, {:?}",
         acks.values.len(),
         started.elapsed()
     );

@@ -1,4 +1,4 @@
-//! `flotilla-store-torture`: writes to a sled store as fast as it can until it is killed, so a
+//! `flotilla-store-torture`: writes to a store (sled, or the log engine with `--engine log`) as fast as it can until it is killed, so a
 //! test can SIGKILL it at a random moment and check that every acknowledged write survived.
 //!
 //! It opens the store in `DIR`, prints `ready <resourceVersion>`, then runs `--writers` tasks.
@@ -34,6 +34,9 @@ struct Args {
     /// Stop after this many steps per writer (default: run until killed).
     #[arg(long)]
     steps: Option<u64>,
+    /// The engine: `sled` (the server's default) or `log`.
+    #[arg(long, default_value = "sled")]
+    engine: String,
 }
 
 fn say(line: &str) -> std::io::Result<()> {
@@ -140,12 +143,15 @@ async fn main() -> anyhow::Result<()> {
         min_flush_interval: flotilla_server::app::DEFAULT_MIN_FLUSH_INTERVAL,
         ..StoreConfig::default()
     };
-    let store = KvStore::open_sled(&args.dir, config)?;
+    let store: Arc<dyn Store> = match args.engine.as_str() {
+        "sled" => KvStore::open_sled(&args.dir, config)?,
+        "log" => KvStore::open_log(&args.dir, config)?,
+        other => anyhow::bail!("--engine {other}: expected sled or log"),
+    };
     say(&format!(
         "ready {}",
         store.current_resource_version().await?
     ))?;
-    let store: Arc<dyn Store> = store;
     let mut tasks = Vec::new();
     for id in 0..args.writers {
         tasks.push(tokio::spawn(writer(

@@ -28,6 +28,33 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of the log engine could not be read, written, synced or locked.
+    #[error("cannot {op} {path}")]
+    File {
+        /// What the engine was doing.
+        op: &'static str,
+        /// The file.
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the log engine is damaged where acknowledged data may live; the engine
+    /// refuses to open rather than drop it.
+    #[error("corrupt store file {path} at byte {offset}: {message}")]
+    CorruptFile {
+        /// The file.
+        path: String,
+        /// Where the damage starts.
+        offset: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// A batch (or one of its fields) too large for one log record (4 GiB).
+    #[error("a write of {bytes} bytes is too large for one log record")]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+    },
     /// A stored record cannot be decoded.
     #[error("corrupt record in tree {tree:?} at key {key:?}: {message}")]
     Corrupt {
@@ -211,7 +238,7 @@ impl<E: Engine> RawStore for RawEngine<'_, E> {
 }
 
 /// The engine conformance suite: every engine must pass it (see the tests of
-/// [`super::memory_engine`] and [`super::sled_engine`]).
+/// [`super::memory_engine`], [`super::sled_engine`] and [`super::log_engine`]).
 #[cfg(test)]
 pub(crate) mod conformance {
     use super::*;

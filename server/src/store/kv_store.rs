@@ -326,6 +326,17 @@ impl KvStore<SledEngine> {
     }
 }
 
+impl KvStore<super::log_engine::LogEngine> {
+    /// Opens (or creates) a store over the log engine in the directory `path` (every tree in
+    /// memory, a write-ahead log and snapshots on disk), migrating it first.
+    pub fn open_log(path: &Path, config: StoreConfig) -> Result<Arc<Self>, StoreError> {
+        let options = super::log_engine::LogOptions::default();
+        let engine = super::log_engine::LogEngine::open(path, options).map_err(engine_error)?;
+        tracing::info!(path = %path.display(), "opening the log store");
+        Self::open(engine, config)
+    }
+}
+
 impl KvStore<MemoryEngine> {
     /// An empty store in memory (tests, tools).
     ///

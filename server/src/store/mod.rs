@@ -1,7 +1,8 @@
 //! The object store: Kubernetes object semantics (uid, resourceVersion, generation,
 //! finalizers, owner references and garbage collection, optimistic concurrency, watch) over a
 //! key-value [`engine`]. [`Store`] is the narrow interface everything else uses; [`KvStore`]
-//! implements it once for every engine (sled for real, memory for fast tests).
+//! implements it once for every engine (sled for real, memory for fast tests, and the log
+//! engine: every tree in memory, durable through a write-ahead log and snapshots).
 //!
 //! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every
 //! field; typed views live in `flotilla-api`.
@@ -10,6 +11,7 @@ pub mod engine;
 mod gc;
 mod group_commit;
 pub mod kv_store;
+pub mod log_engine;
 pub mod memory_engine;
 mod meta;
 pub mod object_cache;
@@ -21,6 +23,7 @@ pub use kv_store::{
     KvStore, MemoryStore, SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY,
     DEFAULT_EVENT_LOG_MAX_BYTES,
 };
+pub use log_engine::{LogEngine, LogOptions};
 pub use memory_engine::MemoryEngine;
 pub use meta::FOREGROUND_FINALIZER;
 pub use sled_engine::{SledEngine, SledOptions};
