@@ -26,7 +26,7 @@
 //! Run: `cargo bench -p flotilla-tests --bench failover`. Knobs (environment):
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
 //! pods' startup delay, 0: the figure is the control plane's), `BRAKE` (`default`; `off`: no
-//! pacing), `STORE` (`sled`; `memory` to
+//! pacing), `STORE` (`sled`; `log` or `memory` to
 //! compare), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file:
 //! `perf record --call-graph dwarf` of the server from the taint to the end; with
 //! `PERF_AGENTS=1` the surviving agents too). It prints the figure, the per-stage table, the
