@@ -232,21 +232,28 @@ impl RecordFile {
     }
 
     /// Makes the changes since the last save durable by appending them to the journal; folds
-    /// the journal into a new snapshot once it has grown past twice the record's size.
+    /// the journal into a new snapshot once it has grown past twice the record's size. The
+    /// file I/O runs on the calling thread; [`Self::prepare_save`] lets an async caller run it
+    /// on a blocking thread instead.
     pub fn save(&mut self) -> Result<(), RecordError> {
-        if self.pending.is_empty() {
-            return Ok(());
+        match self.prepare_save()? {
+            None => Ok(()),
+            Some(save) => {
+                let done = save.write()?;
+                self.saved(done);
+                Ok(())
+            }
         }
-        self.append()?;
-        self.pending.clear();
-        if self.journal_lines > MIN_JOURNAL_LINES.max(2 * self.record.works.len()) {
-            self.snapshot()?;
-        }
-        Ok(())
     }
 
-    /// Appends the pending Works' records to the journal and syncs it.
-    fn append(&mut self) -> Result<(), RecordError> {
+    /// What a save writes (nothing when nothing changed), encoded on the calling thread:
+    /// the pending Works' journal lines and, when the journal has grown long enough, the new
+    /// snapshot. Nothing changes here until [`Self::saved`] is told the writes succeeded, so a
+    /// failed save is retried whole by the next one.
+    pub fn prepare_save(&self) -> Result<Option<PendingSave>, RecordError> {
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
         let mut bytes = Vec::new();
         for work in &self.pending {
             let entry = JournalEntry {
@@ -258,36 +265,34 @@ impl RecordFile {
                 .map_err(|source| self.io_error(&self.journal, source))?;
             bytes.push(b'\n');
         }
-        let write = || -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.journal)?;
-            file.write_all(&bytes)?;
-            file.sync_data()
+        let lines = self.journal_lines + self.pending.len();
+        let snapshot = if lines > MIN_JOURNAL_LINES.max(2 * self.record.works.len()) {
+            let mut record = self.record.clone();
+            record.version = 1;
+            let bytes = serde_json::to_vec(&record)
+                .map_err(std::io::Error::other)
+                .map_err(|source| self.io_error(&self.path, source))?;
+            Some((self.path.clone(), bytes))
+        } else {
+            None
         };
-        write().map_err(|source| self.io_error(&self.journal, source))?;
-        self.journal_lines += self.pending.len();
-        Ok(())
+        Ok(Some(PendingSave {
+            journal: self.journal.clone(),
+            lines: self.pending.len(),
+            bytes,
+            snapshot,
+        }))
     }
 
-    /// Writes the whole record as the new snapshot, then empties the journal. Every change is
-    /// in the journal before it is in a snapshot, so a crash between the two replays lines
-    /// whose last word on each Work is what the snapshot holds: the same record.
-    fn snapshot(&mut self) -> Result<(), RecordError> {
-        self.record.version = 1;
-        let bytes = serde_json::to_vec(&self.record)
-            .map_err(std::io::Error::other)
-            .map_err(|source| self.io_error(&self.path, source))?;
-        fsutil::write_atomic(&self.path, &bytes, false)
-            .map_err(|source| self.io_error(&self.path, source))?;
-        match std::fs::remove_file(&self.journal) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(self.io_error(&self.journal, source)),
-        }
-        self.journal_lines = 0;
-        Ok(())
+    /// The writes of a prepared save succeeded.
+    pub fn saved(&mut self, done: SavedRecord) {
+        self.pending.clear();
+        self.journal_lines = if done.snapshotted {
+            self.record.version = 1;
+            0
+        } else {
+            self.journal_lines + done.lines
+        };
     }
 
     fn io_error(&self, path: &Path, source: std::io::Error) -> RecordError {
@@ -295,6 +300,59 @@ impl RecordFile {
             path: path.display().to_string(),
             source,
         }
+    }
+}
+
+/// A save encoded by [`RecordFile::prepare_save`], to be written by [`PendingSave::write`]
+/// (blocking file I/O, so an async caller runs it on a blocking thread).
+#[derive(Debug)]
+pub struct PendingSave {
+    journal: PathBuf,
+    lines: usize,
+    bytes: Vec<u8>,
+    /// The new snapshot's path and bytes, when the journal is folded into it.
+    snapshot: Option<(PathBuf, Vec<u8>)>,
+}
+
+/// What a written save did, for [`RecordFile::saved`].
+#[derive(Clone, Copy, Debug)]
+pub struct SavedRecord {
+    lines: usize,
+    snapshotted: bool,
+}
+
+impl PendingSave {
+    /// Appends the journal lines and syncs them; then, when due, writes the new snapshot
+    /// atomically and removes the journal it replaces. Every change is in the journal before
+    /// it is in a snapshot, so a crash between the two replays lines whose last word on each
+    /// Work is what the snapshot holds: the same record.
+    pub fn write(self) -> Result<SavedRecord, RecordError> {
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| RecordError::Io { path, source }
+        };
+        let append = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.journal)?;
+            file.write_all(&self.bytes)?;
+            file.sync_data()
+        };
+        append().map_err(io(&self.journal))?;
+        let snapshotted = self.snapshot.is_some();
+        if let Some((path, bytes)) = &self.snapshot {
+            fsutil::write_atomic(path, bytes, false).map_err(io(path))?;
+            match std::fs::remove_file(&self.journal) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(io(&self.journal)(source)),
+            }
+        }
+        Ok(SavedRecord {
+            lines: self.lines,
+            snapshotted,
+        })
     }
 }
 
@@ -444,6 +502,29 @@ mod tests {
             uid: uid.into(),
             objects: vec![applied("Deployment", name, "h")],
         }
+    }
+
+    /// A prepared save changes nothing until it is confirmed: one whose writes never happened
+    /// (a failed write, a stopped thread) is written whole by the next save.
+    #[test]
+    fn a_save_that_was_not_written_is_retried_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("applied.json");
+        let mut f = RecordFile::load(&path).unwrap();
+        assert!(f.prepare_save().unwrap().is_none(), "nothing to save");
+        f.set("ns/w1", work("1", "a"));
+        let lost = f.prepare_save().unwrap().unwrap();
+        drop(lost);
+        f.set("ns/w2", work("2", "b"));
+        let save = f.prepare_save().unwrap().unwrap();
+        let done = save.write().unwrap();
+        f.saved(done);
+        assert!(
+            f.prepare_save().unwrap().is_none(),
+            "confirmed: nothing pending"
+        );
+        let g = RecordFile::load(&path).unwrap();
+        assert_eq!(g.work_keys(), ["ns/w1", "ns/w2"]);
     }
 
     #[test]

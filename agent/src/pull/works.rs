@@ -221,10 +221,7 @@ impl WorksController {
                 }
             }
         }
-        if let Err(e) = self.record.save() {
-            tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
-                "saving the applied-objects record failed");
-        }
+        self.save_record().await;
     }
 
     async fn consume(
@@ -424,10 +421,27 @@ impl WorksController {
         self.sync(&name).await;
     }
 
-    fn save_record(&mut self) {
-        if let Err(e) = self.record.save() {
-            tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
-                "saving the applied-objects record failed");
+    /// Makes the applied-objects record durable; its file writes and syncs run on a blocking
+    /// thread, so the runtime's threads stay free for the lease and the watches meanwhile.
+    async fn save_record(&mut self) {
+        let result = match self.record.prepare_save() {
+            Ok(None) => return,
+            Ok(Some(save)) => match tokio::task::spawn_blocking(move || save.write()).await {
+                Ok(written) => written,
+                Err(e) => {
+                    tracing::error!(cluster = %self.ctx.cluster(), error = %e,
+                        "saving the applied-objects record stopped");
+                    return;
+                }
+            },
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(done) => self.record.saved(done),
+            Err(e) => {
+                tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
+                "saving the applied-objects record failed")
+            }
         }
     }
 
@@ -441,7 +455,7 @@ impl WorksController {
             self.delete_objects(&key).await;
         }
         self.record.remove(&key);
-        self.save_record();
+        self.save_record().await;
     }
 
     async fn delete_objects(&mut self, key: &str) {
@@ -479,7 +493,7 @@ impl WorksController {
                 self.delete_objects(&key).await;
             }
             self.record.remove(&key);
-            self.save_record();
+            self.save_record().await;
             self.remove_finalizer(work).await;
             return;
         }
@@ -606,7 +620,7 @@ impl WorksController {
         if !self.can_send() {
             return;
         }
-        self.save_record();
+        self.save_record().await;
         let events = self.pending_events.len().min(self.outbox.event_slots());
         for e in self.pending_events.drain(..events).collect::<Vec<_>>() {
             let event = self.event_body(&e.work, e.type_, e.reason, &e.message);
