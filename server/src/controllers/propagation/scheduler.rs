@@ -449,15 +449,9 @@ mod tests {
         assert!(events.is_empty(), "{events:?}");
     }
 
-    /// The scheduler's own placement write does not wake it again (its binding sources skip
-    /// it), while a later write by someone else does; a pass that writes nothing expects
-    /// nothing.
-    #[tokio::test]
-    async fn its_own_placement_write_does_not_wake_it() {
-        use crate::store::EventType as Watch;
-        let world = TestWorld::new();
-        let store = world.store.clone();
-        let scheduler = scheduler_on(&world);
+    /// Cluster `m1` (Deployments enabled) and binding `default/web-deployment` (2 replicas,
+    /// Duplicated onto `m1`), not yet scheduled; answers the binding kind.
+    async fn one_cluster_one_binding(world: &TestWorld) -> flotilla_api::kinds::ResourceType {
         world
             .cluster(
                 "m1",
@@ -467,7 +461,8 @@ mod tests {
             )
             .await;
         let rt = well_known::resource_bindings();
-        store
+        world
+            .store
             .create(
                 &rt,
                 json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -479,6 +474,19 @@ mod tests {
             )
             .await
             .unwrap();
+        rt
+    }
+
+    /// The scheduler's own placement write does not wake it again (its binding sources skip
+    /// it), while a later write by someone else does; a pass that writes nothing expects
+    /// nothing.
+    #[tokio::test]
+    async fn its_own_placement_write_does_not_wake_it() {
+        use crate::store::EventType as Watch;
+        let world = TestWorld::new();
+        let store = world.store.clone();
+        let scheduler = scheduler_on(&world);
+        let rt = one_cluster_one_binding(&world).await;
         let key = "rb|default|web-deployment";
         let own = scheduler.own_writes();
         scheduler.reconcile(key).await.unwrap();
@@ -528,27 +536,7 @@ mod tests {
         let world = TestWorld::at(start);
         let (store, fake) = (world.store.clone(), world.clock.clone());
         let scheduler = scheduler_on(&world);
-        world
-            .cluster(
-                "m1",
-                json!({"syncMode": "Pull"}),
-                json!({"apiEnablements": [{"groupVersion": "apps/v1",
-                    "resources": [{"name": "deployments", "kind": "Deployment"}]}]}),
-            )
-            .await;
-        let rt = well_known::resource_bindings();
-        store
-            .create(
-                &rt,
-                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                    "metadata": {"name": "web-deployment", "namespace": "default"},
-                    "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
-                             "replicas": 2,
-                             "placement": {"clusterAffinity": {"clusterNames": ["m1"]},
-                                           "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}),
-            )
-            .await
-            .unwrap();
+        let rt = one_cluster_one_binding(&world).await;
         let key = "rb|default|web-deployment";
         let last = |b: &Value| b["status"]["lastScheduledTime"].as_str().map(String::from);
         let get = || async {
