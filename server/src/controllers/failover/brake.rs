@@ -797,11 +797,15 @@ impl EvictionBrake {
             now,
             need,
             |rate| {
-                self.inner
-                    .clusters
-                    .lock()
-                    .take(region, ask.cluster, rate, at)?;
-                self.release(region, ask.cluster, now);
+                // One lock over the look, the token and the release: two evictions of one
+                // cluster asking at once must not both take a token (the second would find
+                // the bucket empty and wait a whole turn for a cluster already let out).
+                let mut turns = self.inner.clusters.lock();
+                if self.is_released(ask.cluster) {
+                    return Ok(());
+                }
+                turns.take(region, ask.cluster, rate, at)?;
+                self.release_locked(&mut turns, region, ask.cluster, now);
                 Ok(())
             },
             |rate| self.inner.ceiling.lock().take(region, &ticket, rate, at),
@@ -833,13 +837,20 @@ impl EvictionBrake {
     }
 
     fn release(&self, region: &str, cluster: &str, now: DateTime<Utc>) {
+        let mut turns = self.inner.clusters.lock();
+        self.release_locked(&mut turns, region, cluster, now);
+    }
+
+    /// Lets `cluster` out, with the turns already locked (locks are taken turns first, then
+    /// the released set).
+    fn release_locked(&self, turns: &mut Turns, region: &str, cluster: &str, now: DateTime<Utc>) {
         let mut released = self.inner.released.lock();
         if released.contains_key(cluster) {
             return;
         }
         released.insert(cluster.to_string(), (region.to_string(), now));
         drop(released);
-        self.inner.clusters.lock().forget(cluster);
+        turns.forget(cluster);
         if let Some(m) = &self.inner.metrics {
             m.clusters_released.with_label_values(&[region]).inc();
         }
@@ -1724,6 +1735,41 @@ mod tests {
             ];
             for (case, settings, fleet, steps) in table {
                 run(case, settings, &fleet, steps);
+            }
+        }
+
+        /// Evictions of one failed cluster asked for at once, from many threads: the cluster
+        /// takes one token and every one of them goes (none waits a turn because another
+        /// took the token between its look and its take).
+        #[test]
+        fn evictions_of_one_cluster_asked_at_once_all_go() {
+            for round in 0..50 {
+                let brake = EvictionBrake::new(settings(), at(0), None);
+                let fleet = five_in_a();
+                let cs = clusters(&fleet, &["a1"]);
+                let now = at(100);
+                let v = brake.view(&cs, now);
+                let held: Vec<String> = std::thread::scope(|scope| {
+                    let asks: Vec<_> = (0..8)
+                        .map(|i| {
+                            let (brake, cs, v) = (&brake, &cs, &v);
+                            scope.spawn(move || {
+                                let binding = format!("rb|x|{i}");
+                                let ask = Ask {
+                                    binding: &binding,
+                                    cluster: "a1",
+                                    cause: ClusterFailure,
+                                };
+                                brake
+                                    .admit(v, cs, ask, now)
+                                    .err()
+                                    .map(|h| format!("{i}: {h:?}"))
+                            })
+                        })
+                        .collect();
+                    asks.into_iter().filter_map(|a| a.join().unwrap()).collect()
+                });
+                assert!(held.is_empty(), "round {round}: {held:?}");
             }
         }
 
