@@ -89,7 +89,7 @@ impl Store for HeldStore {
         &self,
         res: &ResourceType,
         obj: Value,
-    ) -> Result<Value, StoreError> {
+    ) -> Result<Arc<Value>, StoreError> {
         self.inner.update_with_status(res, obj).await
     }
     async fn delete(

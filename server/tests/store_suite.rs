@@ -621,7 +621,7 @@ async fn update_with_status_writes_both(kind: Kind) {
     req["spec"]["replicas"] = json!(3);
     assert_eq!(flotilla_server::store::generation_after_update(&d, &req), 2);
     req["status"] = json!({"observedGeneration": 2});
-    let both = s.update_with_status(&deployments(), req).await.unwrap();
+    let both = Value::clone(&s.update_with_status(&deployments(), req).await.unwrap());
     assert_eq!(both["spec"]["replicas"], 3);
     assert_eq!(both["status"]["observedGeneration"], 2);
     assert_eq!(both["metadata"]["generation"], 2);
@@ -640,7 +640,7 @@ async fn update_with_status_writes_both(kind: Kind) {
         flotilla_server::store::generation_after_update(&both, &status),
         2
     );
-    let s2 = s.update_with_status(&deployments(), status).await.unwrap();
+    let s2 = Value::clone(&s.update_with_status(&deployments(), status).await.unwrap());
     assert_eq!(s2["metadata"]["generation"], 2);
     assert_eq!(s2["status"]["readyReplicas"], 3);
     // Nothing changed: no write.
@@ -648,7 +648,7 @@ async fn update_with_status_writes_both(kind: Kind) {
         .update_with_status(&deployments(), s2.clone())
         .await
         .unwrap();
-    assert_eq!(same, s2);
+    assert_eq!(*same, s2);
     // Stale: Conflict, as for `update`.
     let mut stale = both.clone();
     stale["spec"]["replicas"] = json!(5);

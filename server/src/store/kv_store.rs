@@ -1213,13 +1213,13 @@ impl<E: Engine> Store for KvStore<E> {
         &self,
         res: &ResourceType,
         obj: Value,
-    ) -> Result<Value, StoreError> {
+    ) -> Result<Arc<Value>, StoreError> {
         let (value, ticket) = {
             let mut st = self.write_lock()?;
             self.update_locked(&mut st, res, obj, Part::ObjectAndStatus)?
         };
         self.durable(ticket).await?;
-        Ok(Arc::unwrap_or_clone(value))
+        Ok(value)
     }
 
     async fn delete(

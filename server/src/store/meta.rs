@@ -202,10 +202,15 @@ pub(crate) fn keep_status(obj: &mut Value, from: &Value) -> Result<(), StoreErro
 /// `stored` with the status of `from` (none when `from` has none): a status write. The
 /// stored status, about to be replaced, is not copied.
 pub(crate) fn with_status_of(stored: &Value, mut from: Value) -> Result<Value, StoreError> {
-    let mut status = object_mut(&mut from)?.remove("status");
     let fields = stored
         .as_object()
         .ok_or_else(|| invalid("", "an object must be a JSON object"))?;
+    // The usual request: the object as read, with a new status. Then it is the answer as it
+    // is, and the stored object need not be copied.
+    if same_but_status(fields, object_mut(&mut from)?) {
+        return Ok(from);
+    }
+    let mut status = object_mut(&mut from)?.remove("status");
     let mut new = Map::with_capacity(fields.len() + 1);
     for (k, v) in fields {
         if k == "status" {
@@ -221,6 +226,23 @@ pub(crate) fn with_status_of(stored: &Value, mut from: Value) -> Result<Value, S
         new.insert("status".to_string(), s);
     }
     Ok(Value::Object(new))
+}
+
+/// True when `request` holds the same fields as `stored` in the same order, outside `status`,
+/// and its status (if any) is where the stored object's is (or last, when it had none).
+fn same_but_status(stored: &Map<String, Value>, request: &Map<String, Value>) -> bool {
+    let stored_fields = stored.iter().filter(|(k, _)| *k != "status");
+    let request_fields = request.iter().filter(|(k, _)| *k != "status");
+    if !stored_fields.eq(request_fields) {
+        return false;
+    }
+    let position = |m: &Map<String, Value>| m.keys().position(|k| k == "status");
+    match (position(stored), position(request)) {
+        // The stored status is dropped: the answer is the stored object without it.
+        (_, None) => true,
+        (Some(a), Some(b)) => a == b,
+        (None, Some(b)) => b + 1 == request.len(),
+    }
 }
 
 /// True when the two objects are equal outside `metadata` and `status` (so `generation` stays).
@@ -402,6 +424,32 @@ mod tests {
             assert_eq!(got, want, "row {i}");
             assert_eq!(got, keep, "row {i}: as keep_status on a copy");
         }
+        // The object as read with a new status is the answer as it is; a request whose fields
+        // come in another order gets the stored object's order.
+        let got = with_status_of(
+            &stored,
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"new": true}}),
+        )
+        .unwrap();
+        assert_eq!(
+            got.to_string(),
+            r#"{"metadata":{"name":"a"},"spec":{"x":1},"status":{"new":true}}"#
+        );
+        let got = with_status_of(
+            &stored,
+            json!({"status": {"new": true}, "spec": {"x": 1}, "metadata": {"name": "a"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            got.to_string(),
+            r#"{"metadata":{"name":"a"},"spec":{"x":1},"status":{"new":true}}"#
+        );
+        let got = with_status_of(
+            &json!({"spec": {}}),
+            json!({"status": {"s": 1}, "spec": {}}),
+        )
+        .unwrap();
+        assert_eq!(got.to_string(), r#"{"spec":{},"status":{"s":1}}"#);
         // A stored object without status gets the status last.
         let got = with_status_of(&json!({"spec": {}}), json!({"status": {"s": 1}})).unwrap();
         assert_eq!(got.to_string(), r#"{"spec":{},"status":{"s":1}}"#);

@@ -274,9 +274,13 @@ pub trait Store: Send + Sync + 'static {
     /// decides both halves at once (an eviction and its history entry, a placement and the
     /// generation the scheduler observed): one write instead of two, and no reader ever sees
     /// the one without the other. A status that names the generation it observed takes it
-    /// from [`generation_after_update`].
-    async fn update_with_status(&self, res: &ResourceType, obj: Value)
-        -> Result<Value, StoreError>;
+    /// from [`generation_after_update`]. The object as written is shared (see
+    /// [`Store::get_shared`]): these writers only look at it.
+    async fn update_with_status(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError>;
 
     /// Deletes an object, or stamps its deletionTimestamp when it has finalizers.
     async fn delete(

@@ -929,7 +929,7 @@ impl Reconciler for ApplicationFailoverController {
             effects.carry_out(key, &rt, &object, outcome, now).await?
         } else {
             effects.tell(key, &object, &outcome.notes).await;
-            Value::clone(&object)
+            object.clone()
         };
         report_stops(self.brake.as_ref(), &self.events, &current, key, &held).await;
         Ok(decision

@@ -34,6 +34,7 @@ use flotilla_api::kinds::ResourceType;
 use flotilla_api::meta::Time;
 use flotilla_api::policy::PurgeMode;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The Event reason of every eviction: Karmada's, a Normal Event on the binding and on its
 /// resource template (docs/semantics.md §5).
@@ -243,7 +244,7 @@ impl Effects<'_> {
         read: &Value,
         outcome: Outcome,
         now: DateTime<Utc>,
-    ) -> Result<Value, StoreError> {
+    ) -> Result<Arc<Value>, StoreError> {
         let Outcome {
             mut binding,
             history,
@@ -579,7 +580,7 @@ mod tests {
             let seen = writes_since(&world, &read).await;
             assert_eq!(seen.len(), writes, "{what}: {seen:?}");
             // The first write is the eviction with its history entry.
-            assert_eq!(seen[0], written, "{what}");
+            assert_eq!(seen[0], *written, "{what}");
             assert_eq!(
                 written["spec"]["gracefulEvictionTasks"][0]["fromCluster"],
                 "m1"

@@ -81,47 +81,48 @@ impl SchedulerController {
 }
 
 impl SchedulerController {
-    /// Writes a decision: the spec once when it changes, then the status once when the fields
-    /// the scheduler owns differ, then the Event. Returns the binding as last written.
+    /// Writes a decision: the placement and the status fields the scheduler owns in one write
+    /// when either differs from `binding`, then the Event. The binding is copied once, and only
+    /// when the decision writes something.
     async fn write(
         &self,
         rt: &flotilla_api::kinds::ResourceType,
-        binding: Value,
+        binding: &Arc<Value>,
         decision: &Decision,
-    ) -> Result<Value, ReconcileError> {
-        let mut current = binding;
-        if decision.spec.is_none() && decision.status.is_none() && decision.event.is_none() {
-            return Ok(current);
-        }
-        // The placement and the status that says the scheduler observed it go in one write:
-        // the status names the generation the spec write leaves.
-        let mut updated = match &decision.spec {
-            Some(spec) => with_spec(&current, spec),
-            None => current.clone(),
-        };
-        let spec_changed = updated != current;
-        if spec_changed {
-            let generation = crate::store::generation_after_update(&current, &updated);
-            set_path(&mut updated, &["metadata", "generation"], json!(generation));
-        }
-        if let Some(status) = &decision.status {
-            updated = with_status(&updated, status, self.clock.now());
-        }
-        if spec_changed || updated != current {
-            self.own_writes.expect(rt, &current);
-            let written = if spec_changed {
-                self.store.update_with_status(rt, updated).await
-            } else {
-                self.store.update_status(rt, updated).await
-            };
-            match written {
-                Ok(written) => {
-                    self.own_writes.confirm(rt, &written);
-                    current = written;
-                }
-                Err(e) => {
-                    self.own_writes.cancel(rt, &current);
-                    return Err(e.into());
+    ) -> Result<(), ReconcileError> {
+        let mut current = binding.clone();
+        if decision.spec.is_some() || decision.status.is_some() {
+            // The placement and the status that says the scheduler observed it go in one
+            // write: the status names the generation the spec write leaves.
+            let mut updated = Value::clone(binding);
+            let spec_changed = decision
+                .spec
+                .as_ref()
+                .is_some_and(|spec| set_spec(&mut updated, spec));
+            if spec_changed {
+                let generation = crate::store::generation_after_update(binding, &updated);
+                set_path(&mut updated, &["metadata", "generation"], json!(generation));
+            }
+            let status_changed = decision
+                .status
+                .as_ref()
+                .is_some_and(|status| set_status(&mut updated, status, self.clock.now()));
+            if spec_changed || status_changed {
+                self.own_writes.expect(rt, binding);
+                let written = if spec_changed {
+                    self.store.update_with_status(rt, updated).await
+                } else {
+                    self.store.update_status_shared(rt, updated).await
+                };
+                match written {
+                    Ok(written) => {
+                        self.own_writes.confirm(rt, &written);
+                        current = written;
+                    }
+                    Err(e) => {
+                        self.own_writes.cancel(rt, binding);
+                        return Err(e.into());
+                    }
                 }
             }
         }
@@ -144,46 +145,73 @@ impl SchedulerController {
                     .await;
             }
         }
-        Ok(current)
+        Ok(())
     }
 }
 
-/// `binding` with the decision's `spec.clusters` and applied-placement annotation.
-fn with_spec(binding: &Value, spec: &SpecWrite) -> Value {
-    let mut updated = binding.clone();
-    set_path(&mut updated, &["spec", "clusters"], json!(spec.clusters));
-    if let Some(placement) = &spec.applied_placement {
-        set_path(
-            &mut updated,
-            &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
-            json!(placement),
-        );
+/// Sets the decision's `spec.clusters` and applied-placement annotation on `binding`; whether
+/// either changed.
+fn set_spec(binding: &mut Value, spec: &SpecWrite) -> bool {
+    let clusters = json!(spec.clusters);
+    let mut changed = false;
+    if binding.pointer("/spec/clusters") != Some(&clusters) {
+        set_path(binding, &["spec", "clusters"], clusters);
+        changed = true;
     }
-    updated
+    if let Some(placement) = &spec.applied_placement {
+        let pointer = format!(
+            "/metadata/annotations/{}",
+            APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
+        );
+        if binding.pointer(&pointer).and_then(Value::as_str) != Some(placement.as_str()) {
+            set_path(
+                binding,
+                &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
+                json!(placement),
+            );
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Sets the status fields the scheduler owns on `binding` as decided; whether its status
+/// changed. Only the status is copied to tell.
+fn set_status(
+    binding: &mut Value,
+    status: &StatusWrite,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    let before = binding.get("status").cloned();
+    apply_status(binding, status, now);
+    binding.get("status") != before.as_ref()
 }
 
 /// `binding` with the status fields the scheduler owns set as decided;
 /// `schedulerObservedGeneration` is the generation of `binding` itself (after the spec write).
+#[cfg(test)]
 fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chrono::Utc>) -> Value {
     let mut updated = binding.clone();
-    set_path(
-        &mut updated,
-        &["status", "conditions"],
-        json!(status.conditions),
-    );
+    apply_status(&mut updated, status, now);
+    updated
+}
+
+/// Sets the status fields the scheduler owns on `binding` as decided (see [`with_status`]).
+fn apply_status(updated: &mut Value, status: &StatusWrite, now: chrono::DateTime<chrono::Utc>) {
+    set_path(updated, &["status", "conditions"], json!(status.conditions));
     if status.observe_generation {
-        let generation = binding
+        let generation = updated
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         set_path(
-            &mut updated,
+            updated,
             &["status", "schedulerObservedGeneration"],
             json!(generation),
         );
     }
     if let Some(time) = status.last_scheduled_time {
-        set_path(&mut updated, &["status", "lastScheduledTime"], json!(time));
+        set_path(updated, &["status", "lastScheduledTime"], json!(time));
     }
     // The placement that follows an eviction goes into its history entry in this write (also
     // on a routine pass: the entry may have been written after the pass that placed it).
@@ -192,14 +220,13 @@ fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chro
             && c.status == flotilla_api::meta::ConditionStatus::True
     });
     if placed && status.observe_generation {
-        let mut history = crate::controllers::failover::history::history_of(binding);
-        let placement = crate::controllers::failover::history::placement_of(binding);
+        let mut history = crate::controllers::failover::history::history_of(updated);
+        let placement = crate::controllers::failover::history::placement_of(updated);
         let at = flotilla_api::meta::Time::new(now);
         // An eviction whose own history write was lost still gets its entry, from its task.
-        let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = binding
+        let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = updated
             .pointer("/spec/gracefulEvictionTasks")
-            .cloned()
-            .and_then(|t| serde_json::from_value(t).ok())
+            .and_then(|t| serde::Deserialize::deserialize(t).ok())
             .unwrap_or_default();
         let opened = flotilla_api::history::backfill(
             &mut history,
@@ -207,17 +234,16 @@ fn with_status(binding: &Value, status: &StatusWrite, now: chrono::DateTime<chro
             flotilla_api::history::FAILOVER_HISTORY_LIMIT,
         );
         if flotilla_api::history::note_placement(&mut history, &placement, at) || opened {
-            set_path(&mut updated, &["status", "failoverHistory"], json!(history));
+            set_path(updated, &["status", "failoverHistory"], json!(history));
         }
     }
     if let Some(affinity) = &status.affinity_name {
         set_path(
-            &mut updated,
+            updated,
             &["status", "schedulerObservingAffinityName"],
             json!(affinity),
         );
     }
-    updated
 }
 
 #[async_trait]
@@ -267,7 +293,7 @@ impl Reconciler for SchedulerController {
                 if decision.event.is_some() {
                     tracing::warn!(binding = key, error, "binding spec cannot be decoded");
                 }
-                self.write(&rt, Value::clone(&binding), &decision).await?;
+                self.write(&rt, &binding, &decision).await?;
                 return Ok(Action::Done);
             }
         };
@@ -354,7 +380,7 @@ impl Reconciler for SchedulerController {
                 .unwrap_or_default();
             tracing::info!(binding = key, reason = ?reason, result = decision.result, clusters = %clusters, message = %event.message, "scheduling decision");
         }
-        self.write(&rt, Value::clone(&binding), &decision).await?;
+        self.write(&rt, &binding, &decision).await?;
         Ok(if decision.retry {
             Action::RequeueAfter(RETRY_UNSCHEDULABLE)
         } else {
