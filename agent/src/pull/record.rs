@@ -59,6 +59,13 @@ pub struct AppliedRecord {
     pub works: BTreeMap<String, WorkRecord>,
 }
 
+/// The record as a snapshot writes it (the form [`AppliedRecord`] reads back), borrowed.
+#[derive(Serialize)]
+struct RecordSnapshot<'a> {
+    version: u32,
+    works: &'a BTreeMap<String, WorkRecord>,
+}
+
 /// Errors reading or writing the record.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -267,9 +274,10 @@ impl RecordFile {
         }
         let lines = self.journal_lines + self.pending.len();
         let snapshot = if lines > MIN_JOURNAL_LINES.max(2 * self.record.works.len()) {
-            let mut record = self.record.clone();
-            record.version = 1;
-            let bytes = serde_json::to_vec(&record)
+            let bytes = serde_json::to_vec(&RecordSnapshot {
+                version: 1,
+                works: &self.record.works,
+            })
                 .map_err(std::io::Error::other)
                 .map_err(|source| self.io_error(&self.path, source))?;
             Some((self.path.clone(), bytes))
