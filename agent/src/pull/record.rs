@@ -278,8 +278,8 @@ impl RecordFile {
                 version: 1,
                 works: &self.record.works,
             })
-                .map_err(std::io::Error::other)
-                .map_err(|source| self.io_error(&self.path, source))?;
+            .map_err(std::io::Error::other)
+            .map_err(|source| self.io_error(&self.path, source))?;
             Some((self.path.clone(), bytes))
         } else {
             None
