@@ -12,6 +12,7 @@
 //! - [`simulation`]: the failover dry-run (`FailoverSimulation`, create only, never stored).
 //! - [`history`]: a binding's bounded failover history (`status.failoverHistory`) and the
 //!   fleet-wide list of recent failovers.
+//! - [`json_pointer`]: JSON Pointer lookups that allocate nothing for plain tokens.
 //! - [`member_timing`]: the lease and status periods a server advertises to its pull agents,
 //!   and whether a member's lease fits the server's grace period.
 
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod defaulting;
 pub mod event;
 pub mod history;
+pub mod json_pointer;
 pub mod kinds;
 pub mod member_timing;
 pub mod meta;

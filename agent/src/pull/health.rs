@@ -4,6 +4,7 @@
 //! and are Healthy; custom kinds (e.g. FlinkDeployment) are left without a verdict so the
 //! server's interpreter, which knows the customizations, decides.
 
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::work::ResourceHealth;
 use serde_json::Value;
 
@@ -20,15 +21,15 @@ const BUILTIN_GROUPS: &[&str] = &[
 ];
 
 fn int(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+    obj.lookup(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn opt_int(obj: &Value, pointer: &str) -> Option<i64> {
-    obj.pointer(pointer).and_then(Value::as_i64)
+    obj.lookup(pointer).and_then(Value::as_i64)
 }
 
 fn has_ingress_address(obj: &Value) -> bool {
-    obj.pointer("/status/loadBalancer/ingress")
+    obj.lookup("/status/loadBalancer/ingress")
         .and_then(Value::as_array)
         .is_some_and(|items| {
             items.iter().any(|i| {
@@ -65,17 +66,17 @@ pub fn interpret(group: &str, kind: &str, obj: &Value) -> Option<ResourceHealth>
                 && int(obj, "/status/numberAvailable") >= updated
         }
         ("", "Service") => {
-            obj.pointer("/spec/type").and_then(Value::as_str) != Some("LoadBalancer")
+            obj.lookup("/spec/type").and_then(Value::as_str) != Some("LoadBalancer")
                 || has_ingress_address(obj)
         }
         ("networking.k8s.io", "Ingress") => has_ingress_address(obj),
         ("", "PersistentVolumeClaim") => {
-            obj.pointer("/status/phase").and_then(Value::as_str) == Some("Bound")
+            obj.lookup("/status/phase").and_then(Value::as_str) == Some("Bound")
         }
         ("", "Pod") => {
-            let phase = obj.pointer("/status/phase").and_then(Value::as_str);
+            let phase = obj.lookup("/status/phase").and_then(Value::as_str);
             let ready = obj
-                .pointer("/status/conditions")
+                .lookup("/status/conditions")
                 .and_then(Value::as_array)
                 .is_some_and(|cs| {
                     cs.iter()

@@ -17,6 +17,7 @@
 //! ask for exactly-once placement are told to the member's fence ([`super::fence`]) and are
 //! not applied while it is fenced; a lifted fence relists.
 
+use flotilla_api::json_pointer::JsonPointer;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -294,7 +295,7 @@ impl WorksController {
                     last_data = tokio::time::Instant::now();
                     if let Some(v) = ev
                         .object
-                        .pointer("/metadata/resourceVersion")
+                        .lookup("/metadata/resourceVersion")
                         .and_then(Value::as_str)
                     {
                         if ev.type_ != "ERROR" {
@@ -354,7 +355,7 @@ impl WorksController {
             }
             let mut page = self.ctx.client.get(&path).await?;
             rv.get_or_insert_with(|| {
-                page.pointer("/metadata/resourceVersion")
+                page.lookup("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .unwrap_or("0")
                     .to_string()
@@ -373,7 +374,7 @@ impl WorksController {
                 }
             }
             next = page
-                .pointer("/metadata/continue")
+                .lookup("/metadata/continue")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
                 .map(String::from);
@@ -729,7 +730,7 @@ impl WorksController {
                 status,
                 generation: object
                     .as_ref()
-                    .and_then(|o| o.pointer("/metadata/generation"))
+                    .and_then(|o| o.lookup("/metadata/generation"))
                     .and_then(serde_json::Value::as_i64),
                 health,
             });
@@ -952,7 +953,7 @@ fn is_older(a: &str, b: &str) -> bool {
 /// An object's `metadata.generation`.
 fn generation_of(object: &Value) -> Option<i64> {
     object
-        .pointer("/metadata/generation")
+        .lookup("/metadata/generation")
         .and_then(Value::as_i64)
 }
 

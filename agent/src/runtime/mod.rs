@@ -7,6 +7,7 @@
 
 pub mod sim;
 
+use flotilla_api::json_pointer::JsonPointer;
 use std::fmt;
 
 use async_trait::async_trait;
@@ -52,7 +53,7 @@ impl ObjectRef {
             ));
         }
         let field = |pointer: &str, what: &str| -> Result<String, RuntimeError> {
-            match manifest.pointer(pointer).and_then(Value::as_str) {
+            match manifest.lookup(pointer).and_then(Value::as_str) {
                 Some(s) if !s.is_empty() => Ok(s.to_string()),
                 _ => Err(RuntimeError::Invalid(format!("{what}: Required value"))),
             }
@@ -61,7 +62,7 @@ impl ObjectRef {
         let kind = field("/kind", "kind")?;
         let name = field("/metadata/name", "metadata.name")?;
         let namespace = manifest
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("");
         let namespace = normalize_namespace(group_of(&api_version), &kind, namespace);
@@ -222,7 +223,7 @@ pub enum RuntimeError {
 /// An object's `metadata.resourceVersion`.
 pub fn resource_version_of(object: &Value) -> Option<String> {
     object
-        .pointer("/metadata/resourceVersion")
+        .lookup("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_string)
 }

@@ -2,6 +2,7 @@
 //! ClusterResourceBinding (required fields, eviction tasks), Work (manifests are objects) and
 //! Event.
 
+use crate::json_pointer::JsonPointer;
 use std::collections::BTreeSet;
 
 use super::meta::validate_object_meta;
@@ -156,7 +157,7 @@ pub fn validate_work(new: &Work, _old: Option<&Work>) -> Vec<FieldError> {
             errs.push(FieldError::invalid(&p, "", "a manifest must be an object"));
             continue;
         }
-        let text = |ptr: &str| m.pointer(ptr).and_then(|v| v.as_str()).unwrap_or_default();
+        let text = |ptr: &str| m.lookup(ptr).and_then(|v| v.as_str()).unwrap_or_default();
         for (field, ptr) in [
             ("apiVersion", "/apiVersion"),
             ("kind", "/kind"),

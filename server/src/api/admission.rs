@@ -9,6 +9,7 @@ use super::options::Params;
 use super::ApiState;
 use crate::kinds::kinds_of_crd;
 use flotilla_api::admission::AdmittedKind;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::validation::{strict::strict_unknown_fields, FieldError, Path, ValidationErrors};
 use serde_json::Value;
@@ -25,7 +26,7 @@ fn cause(e: &FieldError) -> Cause {
 }
 
 fn name_of(obj: &Value) -> String {
-    obj.pointer("/metadata/name")
+    obj.lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()

@@ -13,6 +13,7 @@
 
 use super::auth::Principal;
 use super::error::{ApiError, ApiResult};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{ResourceType, CLUSTER_GROUP, WORK_GROUP};
 use serde_json::Value;
 
@@ -104,7 +105,7 @@ pub fn agent_may_write(cluster: &str, place: Place<'_>, write: Write<'_>) -> Res
         )),
         Write::Create { new } => {
             let name = new
-                .pointer("/metadata/name")
+                .lookup("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             if is("coordination.k8s.io", "leases") && place.namespace == Some(LEASE_NAMESPACE) {
@@ -152,7 +153,7 @@ pub fn agent_may_write(cluster: &str, place: Place<'_>, write: Write<'_>) -> Res
 /// aside); `Err` names the first field that changed otherwise.
 fn only_finalizers_removed(old: &Value, new: &Value) -> Result<(), String> {
     let finalizers = |v: &Value| -> Vec<String> {
-        v.pointer("/metadata/finalizers")
+        v.lookup("/metadata/finalizers")
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()

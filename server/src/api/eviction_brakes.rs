@@ -14,6 +14,7 @@ use super::ApiState;
 use crate::controllers::failover::brake::{Pace, RegionReport, CLUSTERS, EVICTIONS, NO_REGION};
 use crate::controllers::shared::cluster_cache;
 use chrono::{DateTime, SecondsFormat, Utc};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::FLOTILLA_GROUP;
 use serde_json::{json, Value};
 
@@ -93,11 +94,11 @@ pub async fn objects(state: &ApiState) -> ApiResult<Vec<Value>> {
 /// reason with `-o wide`).
 pub fn columns() -> Vec<Column> {
     fn count(o: &Value, pointer: &str) -> Value {
-        json!(o.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
+        json!(o.lookup(pointer).and_then(Value::as_u64).unwrap_or(0))
     }
     fn len(o: &Value, pointer: &str) -> Value {
         json!(o
-            .pointer(pointer)
+            .lookup(pointer)
             .and_then(Value::as_array)
             .map_or(0, Vec::len))
     }

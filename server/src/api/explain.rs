@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION;
 use serde_json::{json, Value};
@@ -117,7 +118,7 @@ pub fn explanation(
         None => ResourceBindingStatus::default(),
     };
     let applied = binding
-        .pointer(&format!(
+        .lookup(&format!(
             "/metadata/annotations/{}",
             APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
         ))

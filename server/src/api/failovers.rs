@@ -13,6 +13,7 @@ use super::table::{age_column, name_column, text, Column};
 use super::ApiState;
 use crate::store::ListOptions;
 use flotilla_api::history::{recent, FailoverHistoryItem, FleetEntry};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, FLOTILLA_GROUP};
 use serde_json::{json, Value};
 
@@ -24,7 +25,7 @@ pub const KIND: &str = "Failover";
 /// The entries of one binding's history.
 pub fn entries_of(binding: &Value, binding_kind: &str) -> Vec<FleetEntry> {
     let history: Vec<FailoverHistoryItem> = binding
-        .pointer("/status/failoverHistory")
+        .lookup("/status/failoverHistory")
         .cloned()
         .and_then(|h| serde_json::from_value(h).ok())
         .unwrap_or_default();
@@ -109,7 +110,7 @@ pub async fn read(state: &ApiState, name: Option<&str>, params: &Params) -> ApiR
 pub fn columns() -> Vec<Column> {
     fn join(o: &Value, pointer: &str) -> Value {
         let names: Vec<&str> = o
-            .pointer(pointer)
+            .lookup(pointer)
             .and_then(Value::as_array)
             .map_or_else(Vec::new, |v| v.iter().filter_map(Value::as_str).collect());
         json!(names.join(","))

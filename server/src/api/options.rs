@@ -7,6 +7,7 @@
 
 use super::error::{ApiError, ApiResult};
 use crate::store::{DeleteOptions, ListOptions, ObjectFilter, Propagation};
+use flotilla_api::json_pointer::JsonPointer;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -294,7 +295,7 @@ pub fn selector_filter(
     Ok(Some(Arc::new(move |obj: &Value| {
         let label_ok = labels.as_ref().is_none_or(|l| {
             let map = obj
-                .pointer("/metadata/labels")
+                .lookup("/metadata/labels")
                 .and_then(Value::as_object)
                 .map(|m| {
                     m.iter()

@@ -2,6 +2,7 @@
 //! parts kubectl sends: lists merged by their merge key, `$patch`, `$setElementOrder`,
 //! `$retainKeys`, `$deleteFromPrimitiveList`) and server-side apply (see [`apply`]).
 
+use flotilla_api::json_pointer::JsonPointer;
 use serde_json::{Map, Value};
 
 /// The kinds of patch Flotilla accepts, by Content-Type.
@@ -105,7 +106,7 @@ fn json_patch_bounded(
         let grows = match op {
             Op::Add(a) => json_size(&a.value),
             Op::Replace(r) => json_size(&r.value),
-            Op::Copy(c) => target.pointer(c.from.as_str()).map(json_size).unwrap_or(0),
+            Op::Copy(c) => target.lookup(c.from.as_str()).map(json_size).unwrap_or(0),
             Op::Remove(_) | Op::Move(_) | Op::Test(_) => 0,
         };
         if size.saturating_add(grows) > max_bytes {

@@ -20,6 +20,7 @@ use crate::store::{DeleteOptions, ListOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{builtin_by_plural, well_known};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -71,7 +72,7 @@ async fn cluster_is_live(state: &ApiState, cluster: &str) -> Result<bool, StoreE
         .get(&well_known::clusters(), None, cluster)
         .await
     {
-        Ok(c) => Ok(c.pointer("/metadata/deletionTimestamp").is_none()),
+        Ok(c) => Ok(c.lookup("/metadata/deletionTimestamp").is_none()),
         Err(StoreError::NotFound { .. }) => Ok(false),
         Err(e) => Err(e),
     }
@@ -88,13 +89,13 @@ pub async fn load_credentials(state: &ApiState) -> Result<usize, StoreError> {
     let mut n = 0;
     for secret in page.items {
         let cluster = secret
-            .pointer(&format!(
+            .lookup(&format!(
                 "/metadata/labels/{}",
                 CREDENTIAL_LABEL.replace('/', "~1")
             ))
             .and_then(Value::as_str);
         let hash = secret
-            .pointer(&format!(
+            .lookup(&format!(
                 "/metadata/annotations/{}",
                 TOKEN_HASH_ANNOTATION.replace('/', "~1")
             ))
@@ -274,13 +275,13 @@ async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value
 /// the registration, the allowing annotation consumed), or why it is refused: the join token
 /// may take over an existing Cluster only when an admin allowed it.
 pub fn reregistration(cluster: &Value, name: &str, reg: &Registration) -> ApiResult<Value> {
-    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
+    if cluster.lookup("/metadata/deletionTimestamp").is_some() {
         return Err(conflict(
             name,
             format!("cluster {name:?} is being deleted; register it once it is gone"),
         ));
     }
-    if cluster.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Push") {
+    if cluster.lookup("/spec/syncMode").and_then(Value::as_str) == Some("Push") {
         return Err(conflict(
             name,
             format!("cluster {name:?} is a Push member; a pull agent cannot register it"),
@@ -290,7 +291,7 @@ pub fn reregistration(cluster: &Value, name: &str, reg: &Registration) -> ApiRes
         "/metadata/annotations/{}",
         ALLOW_REREGISTRATION_ANNOTATION.replace('/', "~1")
     );
-    if cluster.pointer(&pointer).and_then(Value::as_str) != Some("true") {
+    if cluster.lookup(&pointer).and_then(Value::as_str) != Some("true") {
         return Err(exists(name));
     }
     let mut updated = cluster.clone();

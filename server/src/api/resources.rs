@@ -26,6 +26,7 @@ use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use flotilla_api::json_pointer::JsonPointer;
 use serde_json::{json, Value};
 
 /// `GET /openapi/v3`.
@@ -263,7 +264,7 @@ fn kind_of(target: &Target, obj: &Value) -> String {
 }
 
 fn resource_version_of(obj: &Value) -> u64 {
-    obj.pointer("/metadata/resourceVersion")
+    obj.lookup("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
@@ -415,7 +416,7 @@ async fn patch(
     let patch_body = body::parse_off_thread(bytes, format).await?;
     let name = target.name.as_deref().unwrap_or_default();
     // The patch may carry its own resourceVersion precondition; otherwise retry on conflicts.
-    let pinned = patch_body.pointer("/metadata/resourceVersion").is_some();
+    let pinned = patch_body.lookup("/metadata/resourceVersion").is_some();
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -536,7 +537,7 @@ async fn delete(
 
 /// What a dry-run delete would check of the stored object: its preconditions.
 fn check_preconditions(target: &Target, obj: &Value, opts: &DeleteOptions) -> ApiResult<()> {
-    let uid = obj.pointer("/metadata/uid").and_then(Value::as_str);
+    let uid = obj.lookup("/metadata/uid").and_then(Value::as_str);
     let failed = opts
         .precondition_uid
         .as_deref()
@@ -588,11 +589,11 @@ async fn delete_collection(
     let mut deleted = Vec::new();
     for item in page.items {
         let ns = item
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .map(String::from);
         let name = item
-            .pointer("/metadata/name")
+            .lookup("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();

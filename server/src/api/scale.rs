@@ -16,6 +16,7 @@ use super::ApiState;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
 
@@ -44,16 +45,16 @@ pub fn scale_of(obj: &Value) -> Value {
         }
     }
     let mut status = json!({
-        "replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+        "replicas": obj.lookup("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
     });
-    if let Some(selector) = obj.pointer("/spec/selector").and_then(selector_string) {
+    if let Some(selector) = obj.lookup("/spec/selector").and_then(selector_string) {
         status["selector"] = json!(selector);
     }
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+        "spec": {"replicas": obj.lookup("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
         "status": status,
     })
 }
@@ -93,7 +94,7 @@ pub fn desired_replicas(scale: &Value) -> Result<i64, Cause> {
         message,
         field: "spec.replicas".into(),
     };
-    match scale.pointer("/spec/replicas") {
+    match scale.lookup("/spec/replicas") {
         None | Some(Value::Null) => Err(Cause {
             reason: "FieldValueRequired".into(),
             message: "Required value".into(),
@@ -115,7 +116,7 @@ pub fn apply_scale(live: &Value, scale: &Value, replicas: i64) -> Value {
     let mut out = live.clone();
     out["spec"]["replicas"] = json!(replicas);
     match scale
-        .pointer("/metadata/resourceVersion")
+        .lookup("/metadata/resourceVersion")
         .and_then(Value::as_str)
     {
         Some(rv) if !rv.is_empty() => out["metadata"]["resourceVersion"] = json!(rv),
@@ -171,7 +172,7 @@ pub async fn serve(
         }
     };
     let pinned = request.as_ref().is_some_and(|(_, doc)| {
-        doc.pointer("/metadata/resourceVersion")
+        doc.lookup("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .is_some_and(|rv| !rv.is_empty())
     });

@@ -6,6 +6,7 @@
 //! `-o wide`.
 
 use chrono::{DateTime, Utc};
+use flotilla_api::json_pointer::JsonPointer;
 use serde_json::{json, Value};
 
 /// Whether an Accept header asks for a Table.
@@ -54,7 +55,7 @@ pub fn age_column() -> Column {
 
 /// The value at `pointer` as a string cell (empty when absent or null).
 pub fn text(obj: &Value, pointer: &str) -> Value {
-    obj.pointer(pointer)
+    obj.lookup(pointer)
         .map(|v| match v {
             Value::String(s) => Value::String(s.clone()),
             Value::Null => Value::String(String::new()),
@@ -65,7 +66,7 @@ pub fn text(obj: &Value, pointer: &str) -> Value {
 
 fn condition_status(obj: &Value, kind: &str) -> Value {
     let status = obj
-        .pointer("/status/conditions")
+        .lookup("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
         .and_then(|c| c["status"].as_str())
@@ -79,7 +80,7 @@ fn name_cell(obj: &Value, _: DateTime<Utc>) -> Value {
 
 fn age_cell(obj: &Value, now: DateTime<Utc>) -> Value {
     let created = obj
-        .pointer("/metadata/creationTimestamp")
+        .lookup("/metadata/creationTimestamp")
         .and_then(Value::as_str)
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok());
     match created {
@@ -134,7 +135,7 @@ pub fn human_duration(d: chrono::Duration) -> String {
 }
 
 fn parse_time(obj: &Value, pointer: &str) -> Option<DateTime<Utc>> {
-    obj.pointer(pointer)
+    obj.lookup(pointer)
         .and_then(Value::as_str)
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc))
@@ -164,12 +165,12 @@ fn event_last_seen(ev: &Value) -> Option<DateTime<Utc>> {
 /// The OBJECT cell: `deployment/nginx` (the kind lowercased), or the kind alone.
 fn event_object(ev: &Value) -> Value {
     let kind = ev
-        .pointer("/involvedObject/kind")
+        .lookup("/involvedObject/kind")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_lowercase();
     match ev
-        .pointer("/involvedObject/name")
+        .lookup("/involvedObject/name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
     {
@@ -183,7 +184,7 @@ fn event_source(ev: &Value) -> Value {
     let first = |a: &str, b: &str| -> String {
         [a, b]
             .iter()
-            .filter_map(|p| ev.pointer(p).and_then(Value::as_str))
+            .filter_map(|p| ev.lookup(p).and_then(Value::as_str))
             .find(|s| !s.is_empty())
             .unwrap_or("")
             .to_string()
@@ -200,7 +201,7 @@ fn event_source(ev: &Value) -> Value {
 /// The COUNT cell: the series' count, else `count`, else 1 (a singleton).
 fn event_count(ev: &Value) -> Value {
     let count = ev
-        .pointer("/series/count")
+        .lookup("/series/count")
         .or_else(|| ev.get("count"))
         .and_then(Value::as_i64)
         .filter(|c| *c > 0)
@@ -362,7 +363,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 description: "Target clusters and their replicas.",
                 cell: |o, _| {
                     let targets = o
-                        .pointer("/spec/clusters")
+                        .lookup("/spec/clusters")
                         .and_then(Value::as_array)
                         .map(|cs| {
                             cs.iter()
@@ -420,7 +421,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
                 description: "Explicit priority.",
                 cell: |o, _| {
                     json!(o
-                        .pointer("/spec/priority")
+                        .lookup("/spec/priority")
                         .and_then(Value::as_i64)
                         .unwrap_or(0))
                 },
@@ -437,7 +438,7 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
 /// `example.com/down:NoExecute` and `NetworkOK In (False)`.
 fn taint_policy_columns(out: &mut Vec<Column>, age: Column) {
     fn conditions(o: &Value, pointer: &str) -> Value {
-        let list = o.pointer(pointer).and_then(Value::as_array);
+        let list = o.lookup(pointer).and_then(Value::as_array);
         let text = list.map_or_else(Vec::new, |cs| {
             cs.iter()
                 .map(|c| {
@@ -461,7 +462,7 @@ fn taint_policy_columns(out: &mut Vec<Column>, age: Column) {
         priority: 0,
         description: "Taints the policy adds and removes.",
         cell: |o, _| {
-            let taints = o.pointer("/spec/taints").and_then(Value::as_array);
+            let taints = o.lookup("/spec/taints").and_then(Value::as_array);
             let text: Vec<String> = taints.map_or_else(Vec::new, |ts| {
                 ts.iter()
                     .map(|t| {
@@ -499,7 +500,7 @@ fn taint_policy_columns(out: &mut Vec<Column>, age: Column) {
         description: "Clusters named by targetClusters (empty: every cluster the rest allows).",
         cell: |o, _| {
             let names = o
-                .pointer("/spec/targetClusters/clusterNames")
+                .lookup("/spec/targetClusters/clusterNames")
                 .and_then(Value::as_array);
             let text: Vec<&str> =
                 names.map_or_else(Vec::new, |n| n.iter().filter_map(Value::as_str).collect());

@@ -7,6 +7,7 @@ use super::error::{ApiError, ApiResult};
 use super::path;
 use crate::kinds::KindRegistry;
 use crate::store::StoreError;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
 
@@ -97,7 +98,7 @@ pub fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) ->
     ] {
         // A value of the wrong type is refused, never replaced by the path's.
         if obj
-            .pointer(pointer)
+            .lookup(pointer)
             .is_some_and(|v| !v.is_string() && !v.is_null())
         {
             return Err(ApiError::BadRequest(format!("{field}: must be a string")));
@@ -135,7 +136,7 @@ pub fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) ->
         obj["metadata"] = json!({});
     }
     let meta_ns = obj
-        .pointer("/metadata/namespace")
+        .lookup("/metadata/namespace")
         .and_then(Value::as_str)
         .map(String::from);
     match (&target.namespace, meta_ns, rt.namespaced) {
@@ -160,7 +161,7 @@ pub fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) ->
     }
     if name_from_path {
         let path_name = target.name.as_deref().unwrap_or_default();
-        match obj.pointer("/metadata/name").and_then(Value::as_str) {
+        match obj.lookup("/metadata/name").and_then(Value::as_str) {
             None | Some("") => obj["metadata"]["name"] = json!(path_name),
             Some(n) if n == path_name => {}
             Some(n) => {

@@ -15,6 +15,7 @@ use crate::store::{StoreError, WatchEvent, WatchOptions};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use flotilla_api::json_pointer::JsonPointer;
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,7 +69,7 @@ pub async fn serve(
             .await?;
             for obj in page.items {
                 let rv = obj
-                    .pointer("/metadata/resourceVersion")
+                    .lookup("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(page.resource_version);

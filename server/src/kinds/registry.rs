@@ -7,6 +7,7 @@
 //! revision it has applied so far ([`KindRegistry::applied_revision`]); a writer waits for
 //! that revision with [`KindRegistry::caught_up`].
 
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{builtin_resources, ResourceType};
 use parking_lot::RwLock;
 use serde_json::Value;
@@ -189,7 +190,7 @@ impl KindRegistry {
 
 /// The `metadata.name` of a CRD ("" when it has none).
 pub fn crd_name(crd: &Value) -> String {
-    crd.pointer("/metadata/name")
+    crd.lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
@@ -217,7 +218,7 @@ pub fn plural_of_kind(kind: &str) -> String {
 pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
     let spec = crd.get("spec").ok_or("spec: Required value")?;
     let text = |path: &str| {
-        spec.pointer(path)
+        spec.lookup(path)
             .and_then(Value::as_str)
             .map(str::to_string)
             .filter(|s| !s.is_empty())
@@ -255,14 +256,14 @@ pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         ));
     }
     let expected_name = format!("{plural}.{group}");
-    let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+    let name = crd.lookup("/metadata/name").and_then(Value::as_str);
     if name != Some(expected_name.as_str()) {
         return Err(format!(
             "metadata.name: Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group ({expected_name})"
         ));
     }
     let short_names: Vec<String> = spec
-        .pointer("/names/shortNames")
+        .lookup("/names/shortNames")
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -293,7 +294,7 @@ pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             kind: kind.clone(),
             short_names: short_names.clone(),
             namespaced,
-            status_subresource: v.pointer("/subresources/status").is_some(),
+            status_subresource: v.lookup("/subresources/status").is_some(),
         });
     }
     Ok(out)

@@ -5,6 +5,7 @@
 //! [`MemberClient`] trait so that they are tested without HTTP.
 
 use async_trait::async_trait;
+use flotilla_api::json_pointer::JsonPointer;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -57,7 +58,7 @@ impl MemberObject {
     pub fn of(manifest: &Value) -> Self {
         let s = |p: &str| {
             manifest
-                .pointer(p)
+                .lookup(p)
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string()

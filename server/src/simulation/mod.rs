@@ -81,6 +81,7 @@ use flotilla_api::binding::{
     EVICTION_PRODUCER_TAINT_MANAGER, EVICTION_REASON_TAINT_UNTOLERATED,
 };
 use flotilla_api::cluster::{Cluster, SyncMode, TaintEffect, CONDITION_READY};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::policy::{PurgeMode, DEFAULT_SCHEDULER_NAME};
@@ -195,7 +196,7 @@ impl BindingInput {
             .unwrap_or_default();
         let text = |p: &str| {
             object
-                .pointer(p)
+                .lookup(p)
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string)
         };
@@ -204,11 +205,11 @@ impl BindingInput {
             namespace: text("/metadata/namespace").unwrap_or_default(),
             name: text("/metadata/name").unwrap_or_default(),
             generation: object
-                .pointer("/metadata/generation")
+                .lookup("/metadata/generation")
                 .and_then(serde_json::Value::as_i64)
                 .unwrap_or(0),
             applied_placement: object
-                .pointer("/metadata/annotations")
+                .lookup("/metadata/annotations")
                 .and_then(|a| a.get(flotilla_api::policy::APPLIED_PLACEMENT_ANNOTATION))
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string),

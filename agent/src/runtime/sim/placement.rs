@@ -2,6 +2,7 @@
 //! scheduler reads them, and first-fit placement onto the nodes that are schedulable and have
 //! room. Pure functions of (pod, nodes); the sim calls them on every tick for pending pods.
 
+use flotilla_api::json_pointer::JsonPointer;
 use std::collections::BTreeMap;
 
 use flotilla_api::quantity::{add_lists, Quantity, ResourceList};
@@ -15,7 +16,7 @@ pub const PODS: &str = "pods";
 pub fn pod_requests(pod_spec: &Value) -> ResourceList {
     let container_requests = |c: &Value| -> ResourceList {
         let read = |field: &str| -> ResourceList {
-            c.pointer(&format!("/resources/{field}"))
+            c.lookup(&format!("/resources/{field}"))
                 .and_then(Value::as_object)
                 .map(|m| {
                     m.iter()

@@ -3,6 +3,7 @@
 //! what no longer fits, runs the workload controllers, places pending pods and recomputes every
 //! status. No I/O and no clock: the caller passes `now`, so tests drive it with a fake clock.
 
+use flotilla_api::json_pointer::JsonPointer;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -200,7 +201,7 @@ fn spec_part(obj: &Value) -> Value {
 }
 
 fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
+    obj.lookup("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -429,7 +430,7 @@ impl SimState {
             Some(old) => {
                 let old_obj = &old.object;
                 let generation = old_obj
-                    .pointer("/metadata/generation")
+                    .lookup("/metadata/generation")
                     .and_then(Value::as_i64)
                     .unwrap_or(1);
                 let generation = if spec_part(old_obj) == spec_part(&object) {
@@ -438,7 +439,7 @@ impl SimState {
                     generation + 1
                 };
                 for k in ["uid", "creationTimestamp", "resourceVersion"] {
-                    if let Some(v) = old_obj.pointer(&format!("/metadata/{k}")) {
+                    if let Some(v) = old_obj.lookup(&format!("/metadata/{k}")) {
                         object["metadata"][k] = v.clone();
                     }
                 }
@@ -900,21 +901,21 @@ impl SimState {
             },
         };
         let template = workload
-            .pointer("/spec/template")
+            .lookup("/spec/template")
             .cloned()
             .unwrap_or_else(|| json!({}));
         let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
         let mut labels: Map<String, Value> = template
-            .pointer("/metadata/labels")
+            .lookup("/metadata/labels")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
         let owner_uid = workload
-            .pointer("/metadata/uid")
+            .lookup("/metadata/uid")
             .cloned()
             .unwrap_or(Value::Null);
         let generation = workload
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .cloned()
             .unwrap_or(json!(1));
         match kind {
@@ -964,7 +965,7 @@ impl SimState {
                 "blockOwnerDeletion": true,
             }],
         });
-        if let Some(a) = template.pointer("/metadata/annotations") {
+        if let Some(a) = template.lookup("/metadata/annotations") {
             metadata["annotations"] = a.clone();
         }
         if let PodName::Generate(prefix) = &new.name {
@@ -1121,5 +1122,5 @@ impl SimState {
 
 /// The revision of a workload's pod template.
 fn template_revision(workload: &Value) -> String {
-    short_hash(workload.pointer("/spec/template").unwrap_or(&Value::Null))
+    short_hash(workload.lookup("/spec/template").unwrap_or(&Value::Null))
 }

@@ -5,6 +5,7 @@
 //! (`omitempty`), except the ones Kubernetes always writes.
 
 use chrono::{DateTime, Utc};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::Time;
 use serde_json::{json, Map, Value};
 
@@ -99,7 +100,7 @@ pub struct PodChanges {
 }
 
 fn int_at(obj: &Value, pointer: &str) -> Option<i64> {
-    obj.pointer(pointer).and_then(Value::as_i64)
+    obj.lookup(pointer).and_then(Value::as_i64)
 }
 
 /// `spec.replicas` (default 1, never negative).
@@ -128,7 +129,7 @@ pub fn reconcile_pods(
     nodes: &[String],
 ) -> PodChanges {
     let name = workload
-        .pointer("/metadata/name")
+        .lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("unnamed");
     let mut changes = PodChanges::default();
@@ -159,7 +160,7 @@ pub fn reconcile_pods(
         WorkloadKind::StatefulSet => {
             let want = u32::try_from(desired_replicas(workload)).unwrap_or(u32::MAX);
             let parallel = workload
-                .pointer("/spec/podManagementPolicy")
+                .lookup("/spec/podManagementPolicy")
                 .and_then(Value::as_str)
                 == Some("Parallel");
             let mut by_ordinal: Vec<&PodView> = pods.iter().collect();
@@ -231,7 +232,7 @@ pub fn reconcile_pods(
             let completions = int_at(workload, "/spec/completions").unwrap_or(1).max(0);
             let parallelism = int_at(workload, "/spec/parallelism").unwrap_or(1).max(0);
             let suspended = workload
-                .pointer("/spec/suspend")
+                .lookup("/spec/suspend")
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
             let complete = job_complete(workload.get("status").unwrap_or(&Value::Null));
@@ -322,13 +323,13 @@ fn workload_condition(
 /// the Recreate strategy.
 pub fn max_unavailable(workload: &Value, replicas: i64) -> i64 {
     let strategy = workload
-        .pointer("/spec/strategy/type")
+        .lookup("/spec/strategy/type")
         .and_then(Value::as_str)
         .unwrap_or("RollingUpdate");
     if strategy != "RollingUpdate" || replicas == 0 {
         return 0;
     }
-    let raw = workload.pointer("/spec/strategy/rollingUpdate/maxUnavailable");
+    let raw = workload.lookup("/spec/strategy/rollingUpdate/maxUnavailable");
     let value = match raw {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
         Some(Value::String(s)) => match s.strip_suffix('%').map(str::parse::<i64>) {
@@ -352,7 +353,7 @@ pub fn workload_status(
     now: DateTime<Utc>,
 ) -> Value {
     let name = workload
-        .pointer("/metadata/name")
+        .lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("unnamed");
     let generation = int_at(workload, "/metadata/generation").unwrap_or(1);

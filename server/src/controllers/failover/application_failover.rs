@@ -48,6 +48,7 @@ use flotilla_api::binding::{
     EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
     EVICTION_REASON_APPLICATION_FAILURE,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::{ApplicationFailoverBehavior, PurgeMode};
 use flotilla_api::work::ResourceHealth;
@@ -116,7 +117,7 @@ impl FailoverState {
     /// annotation costs the timers, never a failover).
     pub fn of(binding: &Value) -> Self {
         binding
-            .pointer("/metadata/annotations")
+            .lookup("/metadata/annotations")
             .and_then(|a| a.get(STATE_ANNOTATION))
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str(s).ok())
@@ -728,7 +729,7 @@ fn condition(
 /// The binding's conditions as stored (none when absent or unreadable).
 fn conditions_of(binding: &Value) -> Vec<Condition> {
     binding
-        .pointer("/status/conditions")
+        .lookup("/status/conditions")
         .cloned()
         .and_then(|c| serde_json::from_value(c).ok())
         .unwrap_or_default()
@@ -868,9 +869,9 @@ impl ApplicationFailoverController {
 /// without recorded state have one constant fingerprint, so they never wake it.
 pub fn judged_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
-    let has_failover = binding.pointer("/spec/failover/application").is_some();
+    let has_failover = binding.lookup("/spec/failover/application").is_some();
     let state = binding
-        .pointer("/metadata/annotations")
+        .lookup("/metadata/annotations")
         .and_then(|a| a.get(STATE_ANNOTATION));
     if !has_failover && state.is_none() {
         return 0;
@@ -2188,7 +2189,7 @@ mod tests {
             assert!(!w
                 .binding()
                 .await
-                .pointer("/metadata/annotations")
+                .lookup("/metadata/annotations")
                 .and_then(|a| a.get(STATE_ANNOTATION))
                 .is_some_and(|s| s.as_str().unwrap_or("").contains("member1")));
             w.at(250);

@@ -348,6 +348,7 @@ impl Effects<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_api::json_pointer::JsonPointer;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::store::{ListOptions, WatchOptions};
@@ -597,7 +598,7 @@ mod tests {
                 .iter()
                 .filter(|e| e["reason"] == EVENT_EVICTED)
                 .map(|e| {
-                    let field = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or("");
+                    let field = |p: &str| e.lookup(p).and_then(Value::as_str).unwrap_or("");
                     (
                         field("/type").to_string(),
                         field("/involvedObject/kind").to_string(),

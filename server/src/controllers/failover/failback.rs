@@ -53,6 +53,7 @@ use flotilla_api::binding::{
     EVICTION_PRODUCER_FAILBACK, EVICTION_REASON_FAILBACK,
 };
 use flotilla_api::history::{awaiting_failback, FailoverHistoryItem};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{ConditionStatus, Time};
 use flotilla_api::policy::PurgeMode;
 use parking_lot::Mutex;
@@ -479,10 +480,10 @@ pub fn clusters_to_watch(binding: &Value) -> BTreeSet<String> {
 /// asks for failback, or a move back (a `Failback` task) is under way.
 pub fn concerns_failback(binding: &Value) -> bool {
     binding
-        .pointer("/spec/failover/cluster/failback")
+        .lookup("/spec/failover/cluster/failback")
         .is_some_and(|f| !f.is_null())
         || binding
-            .pointer("/spec/gracefulEvictionTasks")
+            .lookup("/spec/gracefulEvictionTasks")
             .and_then(Value::as_array)
             .is_some_and(|ts| ts.iter().any(|t| t["reason"] == EVICTION_REASON_FAILBACK))
 }
@@ -499,11 +500,11 @@ pub fn binding_fingerprint(binding: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     generation.hash(&mut h);
     binding
-        .pointer("/status/failoverHistory")
+        .lookup("/status/failoverHistory")
         .map(Value::to_string)
         .hash(&mut h);
     binding
-        .pointer("/status/schedulerObservedGeneration")
+        .lookup("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)
         .hash(&mut h);
     h.finish()
@@ -599,7 +600,7 @@ impl Reconciler for FailbackController {
         let blocked =
             crate::controllers::failover::application_failover::blocked_clusters(&object, now);
         let scheduled = object
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             == Some(status.scheduler_observed_generation);
         let seen = self.fit.lock().get(key).cloned().unwrap_or_default();

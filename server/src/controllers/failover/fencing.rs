@@ -7,6 +7,7 @@
 //! between them). Members without a lease (push mode) have no agent to fence and are not waited
 //! for. Both decisions here are pure; the controller reads the leases and records the Event.
 
+use flotilla_api::json_pointer::JsonPointer;
 use std::borrow::Borrow;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -41,7 +42,7 @@ pub fn unfenced_candidates(
     for w in existing {
         let ns = w
             .borrow()
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("");
         if let Some(cluster) = cluster_of_execution_namespace(ns) {

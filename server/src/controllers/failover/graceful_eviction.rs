@@ -29,6 +29,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{GracefulEvictionTask, ResourceBindingSpec};
 use flotilla_api::history::{note_healthy, note_task_end, TaskEnd};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::Time;
 use flotilla_api::work::ResourceHealth;
 use parking_lot::Mutex;
@@ -334,7 +335,7 @@ impl GracefulEvictionController {
 pub fn judged_fingerprint(binding: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let no_tasks = binding
-        .pointer("/spec/gracefulEvictionTasks")
+        .lookup("/spec/gracefulEvictionTasks")
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty);
     if no_tasks {
@@ -343,13 +344,13 @@ pub fn judged_fingerprint(binding: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     crate::controllers::runtime::controller::generation_fingerprint(binding).hash(&mut h);
     for pointer in ["/spec/gracefulEvictionTasks", "/spec/clusters"] {
-        binding.pointer(pointer).map(Value::to_string).hash(&mut h);
+        binding.lookup(pointer).map(Value::to_string).hash(&mut h);
     }
     // Of the status, only what a task is judged on: whether the scheduler has seen this
     // generation (an empty placement holds the last copy only once it has), and each
     // cluster's health.
     binding
-        .pointer("/status/schedulerObservedGeneration")
+        .lookup("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)
         .hash(&mut h);
     crate::controllers::shared::fan_out::hash_cluster_health(binding, &mut h);
@@ -374,7 +375,7 @@ impl Reconciler for GracefulEvictionController {
         }
         let status = status_or_default(&object, key);
         let generation = object
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let clusters = self.clusters.get().await?;

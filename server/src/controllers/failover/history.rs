@@ -17,6 +17,7 @@ use flotilla_api::history::{
     failover_reason, note_failed_back, note_task_end, record, FailoverHistoryItem, TaskEnd,
     FAILOVER_HISTORY_LIMIT, GONE_WITHOUT_TASK,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::meta::Time;
 use serde_json::Value;
@@ -29,7 +30,7 @@ const ATTEMPTS: usize = 3;
 /// The binding's history as stored (empty when it has none or it does not decode).
 pub fn history_of(binding: &Value) -> Vec<FailoverHistoryItem> {
     binding
-        .pointer("/status/failoverHistory")
+        .lookup("/status/failoverHistory")
         .cloned()
         .and_then(|h| serde_json::from_value(h).ok())
         .unwrap_or_default()
@@ -38,7 +39,7 @@ pub fn history_of(binding: &Value) -> Vec<FailoverHistoryItem> {
 /// `spec.clusters` names of the binding as it is.
 pub fn placement_of(binding: &Value) -> Vec<String> {
     binding
-        .pointer("/spec/clusters")
+        .lookup("/spec/clusters")
         .and_then(Value::as_array)
         .map(|cs| {
             cs.iter()
@@ -51,20 +52,20 @@ pub fn placement_of(binding: &Value) -> Vec<String> {
 /// The placement the scheduler has chosen for this generation of the binding (its clusters
 /// and `lastScheduledTime`), `None` while it has not seen the current generation.
 pub fn scheduled_placement(binding: &Value) -> Option<(Vec<String>, Time)> {
-    let generation = binding.pointer("/metadata/generation")?.as_i64()?;
+    let generation = binding.lookup("/metadata/generation")?.as_i64()?;
     scheduled_placement_at(binding, generation)
 }
 
 /// As [`scheduled_placement`], for the binding at `generation` (the one a write of it leaves).
 fn scheduled_placement_at(binding: &Value, generation: i64) -> Option<(Vec<String>, Time)> {
     let observed = binding
-        .pointer("/status/schedulerObservedGeneration")
+        .lookup("/status/schedulerObservedGeneration")
         .and_then(Value::as_i64)?;
     if observed != generation {
         return None;
     }
     let at: Time =
-        serde_json::from_value(binding.pointer("/status/lastScheduledTime")?.clone()).ok()?;
+        serde_json::from_value(binding.lookup("/status/lastScheduledTime")?.clone()).ok()?;
     Some((placement_of(binding), at))
 }
 

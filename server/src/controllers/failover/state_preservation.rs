@@ -27,6 +27,7 @@ use crate::interpreter::jsonpath::{self, Evaluated, JsonPathError};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::ResourceBindingStatus;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::names;
@@ -284,7 +285,7 @@ pub async fn report(
     let mut current = binding.clone();
     for attempt in 0..3 {
         let mut conditions: Vec<Condition> = current
-            .pointer("/status/conditions")
+            .lookup("/status/conditions")
             .cloned()
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default();

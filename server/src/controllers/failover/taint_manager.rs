@@ -37,6 +37,7 @@ use flotilla_api::binding::{
     EVICTION_REASON_TAINT_UNTOLERATED,
 };
 use flotilla_api::cluster::{Taint, TaintEffect};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::Time;
 use flotilla_api::policy::{PurgeMode, Toleration};
 use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
@@ -351,7 +352,7 @@ pub fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     if let Some(taints) = cluster
-        .pointer("/spec/taints")
+        .lookup("/spec/taints")
         .and_then(serde_json::Value::as_array)
     {
         for t in taints.iter().filter(|t| t["effect"] == "NoExecute") {
@@ -359,7 +360,7 @@ pub fn no_execute_fingerprint(cluster: &serde_json::Value) -> u64 {
         }
     }
     cluster
-        .pointer("/metadata/deletionTimestamp")
+        .lookup("/metadata/deletionTimestamp")
         .is_some()
         .hash(&mut h);
     h.finish()

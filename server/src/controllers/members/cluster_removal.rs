@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use flotilla_api::cluster::{
     execution_namespace, CLUSTER_CONTROLLER_FINALIZER, CLUSTER_LEASE_NAMESPACE,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::{
     EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
@@ -156,7 +157,7 @@ pub fn plan(facts: &RemovalFacts) -> RemovalPlan {
 }
 
 fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
-    obj.pointer("/metadata/finalizers")
+    obj.lookup("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| f.iter().any(|x| x == finalizer))
 }
@@ -165,7 +166,7 @@ fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
 fn with_finalizer(obj: &Value, finalizer: &str, present: bool) -> Value {
     let mut updated = obj.clone();
     let mut list: Vec<Value> = updated
-        .pointer("/metadata/finalizers")
+        .lookup("/metadata/finalizers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -182,14 +183,14 @@ fn bindings_listing(items: &[Value], prefix: &str, cluster: &str) -> Vec<String>
     items
         .iter()
         .filter(|b| {
-            b.pointer("/spec/clusters")
+            b.lookup("/spec/clusters")
                 .and_then(Value::as_array)
                 .is_some_and(|cs| cs.iter().any(|c| c["name"] == cluster))
         })
         .filter_map(|b| {
-            let name = b.pointer("/metadata/name").and_then(Value::as_str)?;
+            let name = b.lookup("/metadata/name").and_then(Value::as_str)?;
             Some(
-                match b.pointer("/metadata/namespace").and_then(Value::as_str) {
+                match b.lookup("/metadata/namespace").and_then(Value::as_str) {
                     Some(ns) if !ns.is_empty() => format!("{prefix}{ns}/{name}"),
                     _ => format!("{prefix}{name}"),
                 },
@@ -249,7 +250,7 @@ impl ClusterRemovalController {
         name: &str,
         cluster: Option<&Value>,
     ) -> Result<(RemovalFacts, Option<FenceWait>), StoreError> {
-        let deleting = cluster.is_some_and(|c| c.pointer("/metadata/deletionTimestamp").is_some());
+        let deleting = cluster.is_some_and(|c| c.lookup("/metadata/deletionTimestamp").is_some());
         let held = cluster.is_some_and(|c| has_finalizer(c, CLUSTER_CONTROLLER_FINALIZER));
         // A live Cluster's plan reads only its finalizer: its Works and bindings are not read.
         if cluster.is_some() && !deleting {
@@ -271,11 +272,11 @@ impl ClusterRemovalController {
             .iter()
             .filter_map(|w| {
                 Some(WorkFacts {
-                    name: w.pointer("/metadata/name")?.as_str()?.to_string(),
-                    deleting: w.pointer("/metadata/deletionTimestamp").is_some(),
+                    name: w.lookup("/metadata/name")?.as_str()?.to_string(),
+                    deleting: w.lookup("/metadata/deletionTimestamp").is_some(),
                     held: has_finalizer(w, EXECUTION_CONTROLLER_FINALIZER),
                     exactly_once: w
-                        .pointer(&format!(
+                        .lookup(&format!(
                             "/metadata/annotations/{}",
                             PLACEMENT_GUARANTEE_ANNOTATION.replace('/', "~1")
                         ))

@@ -28,6 +28,7 @@ use chrono::{DateTime, Duration, Utc};
 use flotilla_api::cluster::{
     Cluster, ClusterStatus, SyncMode, CLUSTER_LEASE_NAMESPACE, CONDITION_COMPLETE_API_ENABLEMENTS,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use parking_lot::Mutex;
@@ -123,7 +124,7 @@ impl ClusterStatusController {
         if let Some(after) = after {
             if before.map(|b| b.status) != Some(after.status) {
                 let name = raw
-                    .pointer("/metadata/name")
+                    .lookup("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 self.transitions
@@ -473,7 +474,7 @@ mod tests {
             .get(&well_known::clusters(), None, "m1")
             .await
             .unwrap();
-        c.pointer("/status/conditions")
+        c.lookup("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
             .map(|c| {
@@ -594,7 +595,7 @@ mod tests {
             .get(&well_known::clusters(), None, "m1")
             .await
             .unwrap();
-        c.pointer("/status/conditions")
+        c.lookup("/status/conditions")
             .and_then(Value::as_array)
             .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
             .map(|c| {

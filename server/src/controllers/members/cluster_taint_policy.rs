@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::affinity::cluster_matches;
 use flotilla_api::cluster::{Cluster, Taint, TaintEffect};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::Time;
 use flotilla_api::policy::cluster_taint_policy::{conditions_match, ClusterTaintPolicy};
@@ -152,11 +153,11 @@ pub fn desired_taints(
 pub fn cluster_fingerprint(obj: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    let text = |p: &str| obj.pointer(p).map(Value::to_string).unwrap_or_default();
+    let text = |p: &str| obj.lookup(p).map(Value::to_string).unwrap_or_default();
     text("/metadata/labels").hash(&mut h);
     text("/metadata/deletionTimestamp").hash(&mut h);
     text("/spec").hash(&mut h);
-    if let Some(conds) = obj.pointer("/status/conditions").and_then(Value::as_array) {
+    if let Some(conds) = obj.lookup("/status/conditions").and_then(Value::as_array) {
         for c in conds {
             c.get("type").map(Value::to_string).hash(&mut h);
             c.get("status").map(Value::to_string).hash(&mut h);
@@ -218,7 +219,7 @@ impl ClusterTaintPolicyController {
             .list(&well_known::clusters(), None, &ListOptions::default())
             .await?;
         for c in &clusters.items {
-            if let Some(name) = c.pointer("/metadata/name").and_then(Value::as_str) {
+            if let Some(name) = c.lookup("/metadata/name").and_then(Value::as_str) {
                 self.queue.add(name);
             }
         }
@@ -729,7 +730,7 @@ mod tests {
             .get(&well_known::clusters(), None, name)
             .await
             .unwrap()
-            .pointer("/spec/taints")
+            .lookup("/spec/taints")
             .cloned()
             .unwrap_or(json!([]))
     }

@@ -16,6 +16,7 @@ use flotilla_api::cluster::{
     Cluster, Taint, TaintEffect, CLUSTER_LEASE_NAMESPACE, TAINT_CLUSTER_NOT_READY,
     TAINT_CLUSTER_UNREACHABLE,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{ConditionStatus, Time};
 use prometheus::IntCounterVec;
@@ -136,10 +137,10 @@ impl ClusterTaintsController {
 /// A lease renewal concerns the cluster of the same name (leases in the cluster lease
 /// namespace only).
 pub fn lease_cluster(lease: &Value) -> Vec<String> {
-    let in_cluster_ns = lease.pointer("/metadata/namespace").and_then(Value::as_str)
+    let in_cluster_ns = lease.lookup("/metadata/namespace").and_then(Value::as_str)
         == Some(CLUSTER_LEASE_NAMESPACE);
     lease
-        .pointer("/metadata/name")
+        .lookup("/metadata/name")
         .and_then(Value::as_str)
         .filter(|_| in_cluster_ns)
         .map(|n| vec![n.to_string()])
@@ -168,7 +169,7 @@ pub async fn lease_renew_time(
 /// A Lease's `spec.renewTime`.
 pub fn renew_time_of(lease: &Value) -> Option<DateTime<Utc>> {
     lease
-        .pointer("/spec/renewTime")
+        .lookup("/spec/renewTime")
         .and_then(Value::as_str)
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc))

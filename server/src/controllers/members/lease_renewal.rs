@@ -9,6 +9,7 @@
 //! A pure function of (the lease, the condition stored, the grace period); the cluster status
 //! controller feeds it, writes the condition with the member's status and records the Event.
 
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::member_timing::{lease_fits_grace, MemberTiming, RENEW_FRACTION_DENOMINATOR};
 use flotilla_api::meta::{Condition, ConditionStatus};
 use serde_json::Value;
@@ -24,7 +25,7 @@ pub const REASON_IN_TIME: &str = "LeaseDurationWithinGracePeriod";
 /// The `leaseDurationSeconds` a Lease declares (`None` when it declares none).
 pub fn declared_duration(lease: &Value) -> Option<i64> {
     lease
-        .pointer("/spec/leaseDurationSeconds")
+        .lookup("/spec/leaseDurationSeconds")
         .and_then(Value::as_i64)
 }
 

@@ -11,6 +11,7 @@ use crate::probes::{MemberClient, MemberObject};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::cluster::{cluster_of_execution_namespace, Cluster, SyncMode};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::work::{CONDITION_APPLIED, EXECUTION_CONTROLLER_FINALIZER};
@@ -61,7 +62,7 @@ impl PushExecutionController {
 }
 
 fn manifests(work: &Value) -> Vec<Value> {
-    work.pointer("/spec/workload/manifests")
+    work.lookup("/spec/workload/manifests")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
@@ -89,7 +90,7 @@ pub fn manifest_status(ordinal: usize, manifest: &Value, member_object: Option<&
     if let Some(status) = member_object.and_then(|m| m.get("status")) {
         entry["status"] = status.clone();
     }
-    if let Some(generation) = member_object.and_then(|m| m.pointer("/metadata/generation")) {
+    if let Some(generation) = member_object.and_then(|m| m.lookup("/metadata/generation")) {
         entry["generation"] = generation.clone();
     }
     entry
@@ -120,7 +121,7 @@ impl Reconciler for PushExecutionController {
         // Works of pull members are the agent's business (told apart before the Cluster is
         // decoded: most Works of a fleet of pull members come here only to be left alone).
         let push = cluster
-            .pointer("/spec/syncMode")
+            .lookup("/spec/syncMode")
             .is_some_and(|m| SyncMode::deserialize(m).ok() == Some(SyncMode::Push));
         let Some(cluster) = push
             .then(|| Cluster::deserialize(cluster.as_ref()).ok())
@@ -138,13 +139,13 @@ impl Reconciler for PushExecutionController {
         };
         let endpoint = cluster.spec.api_endpoint.clone();
         let uid = work
-            .pointer("/metadata/uid")
+            .lookup("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let deleting = work.pointer("/metadata/deletionTimestamp").is_some();
+        let deleting = work.lookup("/metadata/deletionTimestamp").is_some();
         let has_finalizer = work
-            .pointer("/metadata/finalizers")
+            .lookup("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|x| x == EXECUTION_CONTROLLER_FINALIZER));
         if deleting {
@@ -152,7 +153,7 @@ impl Reconciler for PushExecutionController {
                 return Ok(Action::Done);
             }
             let preserve = work
-                .pointer("/spec/preserveResourcesOnDeletion")
+                .lookup("/spec/preserveResourcesOnDeletion")
                 .and_then(Value::as_bool)
                 == Some(true);
             if !preserve && !cluster.metadata.is_deleting() {
@@ -176,7 +177,7 @@ impl Reconciler for PushExecutionController {
             return Ok(Action::Done);
         }
         if work
-            .pointer("/spec/suspendDispatching")
+            .lookup("/spec/suspendDispatching")
             .and_then(Value::as_bool)
             == Some(true)
         {
@@ -186,7 +187,7 @@ impl Reconciler for PushExecutionController {
             return Ok(Action::RequeueAfter(self.status_period));
         }
         let generation = work
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let needs_apply = self.applied.lock().get(&uid) != Some(&generation);
@@ -222,7 +223,7 @@ impl Reconciler for PushExecutionController {
             ),
         };
         let mut conditions: Vec<Condition> = work
-            .pointer("/status/conditions")
+            .lookup("/status/conditions")
             .cloned()
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default();

@@ -37,6 +37,7 @@ use crate::store::{status_write, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::ResourceBindingSpec;
 use flotilla_api::cluster::execution_namespace;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{find_condition, remove_condition, set_condition, Condition};
 use serde_json::{json, Value};
@@ -96,7 +97,7 @@ impl BindingStatusController {
     /// key `cluster|<name>`.
     pub fn cluster_source() -> Source {
         Source::mapped(well_known::clusters(), |c| {
-            c.pointer("/metadata/name")
+            c.lookup("/metadata/name")
                 .and_then(Value::as_str)
                 .map(|n| vec![format!("{CLUSTER_KEY_PREFIX}{n}")])
                 .unwrap_or_default()
@@ -162,7 +163,7 @@ impl Reconciler for BindingStatusController {
         );
         let now = self.clock.now();
         let mut conditions: Vec<Condition> = binding
-            .pointer("/status/conditions")
+            .lookup("/status/conditions")
             .cloned()
             .and_then(|c| serde_json::from_value(c).ok())
             .unwrap_or_default();

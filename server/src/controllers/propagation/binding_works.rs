@@ -35,6 +35,7 @@ use crate::store::{DeleteOptions, Deleted, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERMANENT_ID_LABEL};
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::{
     ASSIGNED_REPLICAS_ANNOTATION, EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER,
@@ -126,20 +127,20 @@ pub fn plan_works(
     for w in existing {
         let w: &Value = w.borrow();
         let ns = w
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("");
         let Some(cluster) = cluster_of_execution_namespace(ns) else {
             continue;
         };
-        let deleting = w.pointer("/metadata/deletionTimestamp").is_some();
+        let deleting = w.lookup("/metadata/deletionTimestamp").is_some();
         if !deleting && spec.targets(cluster) && keeps_old_copy(spec, cluster) {
             kept.insert(cluster.to_string());
         }
         if !expected.contains(cluster) {
             if !deleting {
                 let name = w
-                    .pointer("/metadata/name")
+                    .lookup("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 plan.delete.push((ns.to_string(), name.to_string()));
@@ -176,16 +177,16 @@ pub fn plan_works(
     // carries it back (`resourceTemplateGeneration`), so aggregation can tell whether every
     // member runs the latest template.
     let template_generation = template
-        .pointer("/metadata/generation")
+        .lookup("/metadata/generation")
         .and_then(Value::as_i64);
     let is_workload = spec.replicas > 0 || spec.replica_requirements.is_some();
     let kind = template.get("kind").and_then(Value::as_str).unwrap_or("");
     let tns = template
-        .pointer("/metadata/namespace")
+        .lookup("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
     let tname = template
-        .pointer("/metadata/name")
+        .lookup("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let bmeta = &binding["metadata"];
@@ -199,7 +200,7 @@ pub fn plan_works(
         CRB_PERMANENT_ID_LABEL
     };
     let binding_id = bmeta
-        .pointer(&format!("/labels/{}", binding_id_label.replace('/', "~1")))
+        .lookup(&format!("/labels/{}", binding_id_label.replace('/', "~1")))
         .and_then(Value::as_str)
         .unwrap_or("");
     for (cluster, replicas) in targets {
@@ -314,16 +315,16 @@ fn previously_injected(
 ) -> Option<BTreeMap<String, String>> {
     let ns = execution_namespace(cluster);
     let work: &Value = existing.iter().map(Borrow::borrow).find(|w: &&Value| {
-        w.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str())
-            && w.pointer("/metadata/deletionTimestamp").is_none()
+        w.lookup("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str())
+            && w.lookup("/metadata/deletionTimestamp").is_none()
     })?;
     let keys = work
-        .pointer(&format!(
+        .lookup(&format!(
             "/metadata/annotations/{}",
             PRESERVED_LABELS_ANNOTATION.replace('/', "~1")
         ))
         .and_then(Value::as_str)?;
-    let labels = work.pointer("/spec/workload/manifests/0/metadata/labels")?;
+    let labels = work.lookup("/spec/workload/manifests/0/metadata/labels")?;
     let found: BTreeMap<String, String> = keys
         .split(',')
         .filter_map(|k| Some((k.to_string(), labels.get(k)?.as_str()?.to_string())))
@@ -455,7 +456,7 @@ impl BindingWorksController {
     /// The binding key a Work belongs to (from its annotations).
     pub fn work_key(work: &Value) -> Vec<String> {
         let ann = |k: &str| {
-            work.pointer(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
+            work.lookup(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
                 .and_then(Value::as_str)
         };
         match (
@@ -532,7 +533,7 @@ impl Reconciler for BindingWorksController {
         // Nothing is written for a cluster being deleted (Karmada: its execution namespace is
         // terminating); the scheduler takes it out of the placement (docs/semantics.md §2).
         plan.apply.retain(|w| {
-            w.pointer("/metadata/namespace")
+            w.lookup("/metadata/namespace")
                 .and_then(Value::as_str)
                 .and_then(cluster_of_execution_namespace)
                 .is_none_or(|c| !clusters.is_deleting(c))
@@ -613,7 +614,7 @@ impl Reconciler for BindingWorksController {
                         }
                     };
                 };
-                if current.pointer("/metadata/deletionTimestamp").is_some() {
+                if current.lookup("/metadata/deletionTimestamp").is_some() {
                     return Ok(());
                 }
                 // Most passes find the Work as planned: compare before copying it.

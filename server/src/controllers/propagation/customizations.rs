@@ -7,6 +7,7 @@ use crate::events::{EventRecorder, EventType};
 use crate::interpreter::{Interpreter, ResourceInterpreterCustomization};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::builtin_by_plural;
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ impl Reconciler for CustomizationsController {
             }
             Err(e) => return Err(e.into()),
         };
-        if raw.pointer("/metadata/deletionTimestamp").is_some() {
+        if raw.lookup("/metadata/deletionTimestamp").is_some() {
             self.interpreter.remove_customization(key);
             return Ok(Action::Done);
         }

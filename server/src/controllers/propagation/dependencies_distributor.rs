@@ -50,6 +50,7 @@ use flotilla_api::binding::{
     BindingSnapshot, ResourceBindingSpec, TargetCluster, BINDING_API_VERSION, RB_PERMANENT_ID_LABEL,
 };
 use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType, WORK_GROUP};
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
@@ -186,11 +187,11 @@ pub enum AttachError {
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    v.lookup(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn required_by(binding: &Value) -> Result<Vec<BindingSnapshot>, AttachError> {
-    match binding.pointer("/spec/requiredBy") {
+    match binding.lookup("/spec/requiredBy") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| AttachError::Decode {
             binding: str_at(binding, "/metadata/name").to_string(),
@@ -211,7 +212,7 @@ fn set_required_by(binding: &mut Value, snapshots: &[BindingSnapshot]) {
 
 fn controller_uid(binding: &Value) -> String {
     binding
-        .pointer("/metadata/ownerReferences")
+        .lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .and_then(|refs| refs.iter().find(|r| r["controller"] == true))
         .map(|r| str_at(r, "/uid").to_string())
@@ -267,7 +268,7 @@ pub fn plan_attach(
             },
         })));
     };
-    if existing.pointer("/metadata/deletionTimestamp").is_some() {
+    if existing.lookup("/metadata/deletionTimestamp").is_some() {
         return Err(AttachError::Deleting(name));
     }
     let owner = controller_uid(existing);
@@ -303,14 +304,14 @@ pub fn plan_release(
     namespace: &str,
     name: &str,
 ) -> Result<AttachedPlan, AttachError> {
-    if existing.pointer("/metadata/deletionTimestamp").is_some() {
+    if existing.lookup("/metadata/deletionTimestamp").is_some() {
         return Ok(AttachedPlan::Keep);
     }
     let before = required_by(existing)?;
     let after = remove_snapshot(&before, namespace, name);
     let label = depended_by_label(namespace, name);
     let labelled = existing
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .and_then(Value::as_object)
         .is_some_and(|l| l.contains_key(&label));
     if after == before && !labelled {
@@ -318,7 +319,7 @@ pub fn plan_release(
         return Ok(AttachedPlan::Keep);
     }
     let placed = existing
-        .pointer("/spec/placement")
+        .lookup("/spec/placement")
         .is_some_and(|p| !p.is_null());
     if after.is_empty() && !placed {
         return Ok(AttachedPlan::Delete);
@@ -384,12 +385,12 @@ fn annotation_pointer() -> String {
 }
 
 fn has_recorded_dependencies(binding: &Value) -> bool {
-    binding.pointer(&annotation_pointer()).is_some()
+    binding.lookup(&annotation_pointer()).is_some()
 }
 
 /// The dependencies recorded on a binding; `None` when there is no record.
 pub fn recorded_dependencies(binding: &Value) -> Result<Option<BTreeSet<DependencyRef>>, String> {
-    match binding.pointer(&annotation_pointer()) {
+    match binding.lookup(&annotation_pointer()) {
         None => Ok(None),
         Some(v) => {
             let text = v.as_str().ok_or("not a string")?;
@@ -429,14 +430,11 @@ pub fn with_recorded_dependencies(binding: &Value, deps: &BTreeSet<DependencyRef
 /// put right at once). Other bindings concern nobody here.
 pub fn binding_keys_concerned(binding: &Value) -> Vec<String> {
     let mut keys = Vec::new();
-    let propagating = binding.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+    let propagating = binding.lookup("/spec/propagateDeps") == Some(&Value::Bool(true));
     if propagating || has_recorded_dependencies(binding) {
         keys.extend(binding_key(binding));
     }
-    if let Some(snapshots) = binding
-        .pointer("/spec/requiredBy")
-        .and_then(Value::as_array)
-    {
+    if let Some(snapshots) = binding.lookup("/spec/requiredBy").and_then(Value::as_array) {
         for s in snapshots {
             let (ns, name) = (str_at(s, "/namespace"), str_at(s, "/name"));
             if !ns.is_empty() && !name.is_empty() {
@@ -471,7 +469,7 @@ impl PropagatingBindings {
         };
         let ns = str_at(binding, "/metadata/namespace").to_string();
         let propagating =
-            !deleted && binding.pointer("/spec/propagateDeps") == Some(&Value::Bool(true));
+            !deleted && binding.lookup("/spec/propagateDeps") == Some(&Value::Bool(true));
         if propagating {
             state.by_namespace.entry(ns).or_default().insert(key);
         } else if let Some(keys) = state.by_namespace.get_mut(&ns) {
@@ -622,7 +620,7 @@ impl DependenciesDistributor {
         }
         let opts = ListOptions {
             filter: Some(Arc::new(|b: &Value| {
-                b.pointer("/spec/propagateDeps") == Some(&Value::Bool(true))
+                b.lookup("/spec/propagateDeps") == Some(&Value::Bool(true))
             })),
             ..ListOptions::default()
         };
@@ -703,7 +701,7 @@ impl DependenciesDistributor {
                 let opts = ListOptions {
                     filter: Some(Arc::new(move |o: &Value| {
                         let labels: BTreeMap<String, String> = o
-                            .pointer("/metadata/labels")
+                            .lookup("/metadata/labels")
                             .and_then(Value::as_object)
                             .map(|m| {
                                 m.iter()
@@ -720,7 +718,7 @@ impl DependenciesDistributor {
                 Vec::new()
             };
             for o in found {
-                if o.pointer("/metadata/deletionTimestamp").is_some() {
+                if o.lookup("/metadata/deletionTimestamp").is_some() {
                     continue;
                 }
                 let k = (
@@ -747,7 +745,7 @@ impl DependenciesDistributor {
     ) -> Result<Action, ReconcileError> {
         let rb = well_known::resource_bindings();
         let binding = match self.store.get(&rb, Some(ns), name).await {
-            Ok(b) if b.pointer("/metadata/deletionTimestamp").is_none() => b,
+            Ok(b) if b.lookup("/metadata/deletionTimestamp").is_none() => b,
             Ok(_) | Err(StoreError::NotFound { .. }) => {
                 return self.release_all(key, ns, name).await;
             }
@@ -883,7 +881,7 @@ impl DependenciesDistributor {
         let label = depended_by_label(ns, name);
         let labelled = ListOptions {
             filter: Some(Arc::new(move |b: &Value| {
-                b.pointer("/metadata/labels")
+                b.lookup("/metadata/labels")
                     .and_then(Value::as_object)
                     .is_some_and(|l| l.contains_key(&label))
             })),

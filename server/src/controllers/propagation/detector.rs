@@ -30,6 +30,7 @@ use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
 use flotilla_api::binding::ReplicaRequirements;
 use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, ResourceType, WORK_GROUP};
 use flotilla_api::policy::{
     ResourceSelector, APPLIED_PLACEMENT_ANNOTATION, CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME,
@@ -90,11 +91,11 @@ fn parse_template_key(key: &str) -> Option<(ResourceType, String, String)> {
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    v.lookup(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn labels_of(v: &Value) -> BTreeMap<String, String> {
-    v.pointer("/metadata/labels")
+    v.lookup("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -308,7 +309,7 @@ impl Detector {
             Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
             Err(e) => return Err(e.into()),
         };
-        if template.pointer("/metadata/deletionTimestamp").is_some() {
+        if template.lookup("/metadata/deletionTimestamp").is_some() {
             return Ok(Action::Done);
         }
         let labels = labels_of(&template);
@@ -557,7 +558,7 @@ fn template_fingerprint(obj: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     generation_fingerprint(obj).hash(&mut h);
     for part in ["/metadata/labels", "/metadata/annotations"] {
-        if let Some(v) = obj.pointer(part) {
+        if let Some(v) = obj.lookup(part) {
             v.to_string().hash(&mut h);
         }
     }
@@ -573,7 +574,7 @@ fn set_or_remove(meta: &mut Map<String, Value>, key: &str, map: Map<String, Valu
 }
 
 fn owned_by(obj: &Value, uid: &str) -> bool {
-    obj.pointer("/metadata/ownerReferences")
+    obj.lookup("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
 }
@@ -674,7 +675,7 @@ const OWNED_SPEC_FIELDS: &[&str] = &[
 
 fn has_required_by(binding: &Value) -> bool {
     binding
-        .pointer("/spec/requiredBy")
+        .lookup("/spec/requiredBy")
         .and_then(Value::as_array)
         .is_some_and(|r| !r.is_empty())
 }

@@ -20,6 +20,7 @@
 use crate::controllers::propagation::policy_matching::{Candidate, PolicyScope};
 use crate::controllers::runtime::controller::ReconcileError;
 use crate::store::{ListOptions, Store, StoreError};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::ObjectMeta;
 use flotilla_api::policy::{PropagationSpec, CPP_PERMANENT_ID_LABEL, PP_PERMANENT_ID_LABEL};
@@ -136,7 +137,7 @@ fn id_label(scope: PolicyScope) -> &'static str {
 }
 
 fn str_at<'a>(raw: &'a Value, pointer: &str) -> &'a str {
-    raw.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    raw.lookup(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Where a raw policy is kept: `(scope, namespace, name)`.
@@ -154,7 +155,7 @@ fn slot_key(scope: PolicyScope, raw: &Value) -> (PolicyScope, String, String) {
 
 /// The permanent id of a policy that does not decode, read from its raw JSON.
 fn raw_id(scope: PolicyScope, raw: &Value) -> String {
-    raw.pointer("/metadata/labels")
+    raw.lookup("/metadata/labels")
         .and_then(|l| l.get(id_label(scope)))
         .and_then(Value::as_str)
         .unwrap_or_else(|| str_at(raw, "/metadata/uid"))

@@ -31,6 +31,7 @@ use crate::scheduler::{
 use crate::store::Store;
 use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::policy::{APPLIED_PLACEMENT_ANNOTATION, DEFAULT_SCHEDULER_NAME};
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};
@@ -154,7 +155,7 @@ impl SchedulerController {
 fn set_spec(binding: &mut Value, spec: &SpecWrite) -> bool {
     let clusters = json!(spec.clusters);
     let mut changed = false;
-    if binding.pointer("/spec/clusters") != Some(&clusters) {
+    if binding.lookup("/spec/clusters") != Some(&clusters) {
         set_path(binding, &["spec", "clusters"], clusters);
         changed = true;
     }
@@ -163,7 +164,7 @@ fn set_spec(binding: &mut Value, spec: &SpecWrite) -> bool {
             "/metadata/annotations/{}",
             APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
         );
-        if binding.pointer(&pointer).and_then(Value::as_str) != Some(placement.as_str()) {
+        if binding.lookup(&pointer).and_then(Value::as_str) != Some(placement.as_str()) {
             set_path(
                 binding,
                 &["metadata", "annotations", APPLIED_PLACEMENT_ANNOTATION],
@@ -201,7 +202,7 @@ fn apply_status(updated: &mut Value, status: &StatusWrite, now: chrono::DateTime
     set_path(updated, &["status", "conditions"], json!(status.conditions));
     if status.observe_generation {
         let generation = updated
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         set_path(
@@ -225,7 +226,7 @@ fn apply_status(updated: &mut Value, status: &StatusWrite, now: chrono::DateTime
         let at = flotilla_api::meta::Time::new(now);
         // An eviction whose own history write was lost still gets its entry, from its task.
         let tasks: Vec<flotilla_api::binding::GracefulEvictionTask> = updated
-            .pointer("/spec/gracefulEvictionTasks")
+            .lookup("/spec/gracefulEvictionTasks")
             .and_then(|t| serde::Deserialize::deserialize(t).ok())
             .unwrap_or_default();
         let opened = flotilla_api::history::backfill(
@@ -261,11 +262,11 @@ impl Reconciler for SchedulerController {
             return Ok(Action::Done);
         };
         let generation = binding
-            .pointer("/metadata/generation")
+            .lookup("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         let applied = binding
-            .pointer(&format!(
+            .lookup(&format!(
                 "/metadata/annotations/{}",
                 APPLIED_PLACEMENT_ANNOTATION.replace('/', "~1")
             ))

@@ -12,6 +12,7 @@ use crate::controllers::runtime::limiter::TokenBucket;
 use crate::controllers::runtime::queue::{Backoff, WorkQueue};
 use crate::store::{EventType, ListOptions, Store, StoreError, WatchEvent, WatchOptions};
 use async_trait::async_trait;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use futures::StreamExt;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
@@ -59,10 +60,10 @@ pub type KeyMapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
 
 /// The usual key of an object: `namespace/name`, or `name` when cluster-scoped.
 pub fn object_key(obj: &Value) -> Option<String> {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str)?;
+    let name = obj.lookup("/metadata/name").and_then(Value::as_str)?;
     Some(
         match obj
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .filter(|ns| !ns.is_empty())
         {
@@ -207,9 +208,9 @@ impl Seen {
     fn is_news(&mut self, fingerprint: &Fingerprint, event: EventType, obj: &Value) -> bool {
         // The key as `object_key` spells it (empty without a name).
         self.key.clear();
-        if let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
+        if let Some(name) = obj.lookup("/metadata/name").and_then(Value::as_str) {
             if let Some(ns) = obj
-                .pointer("/metadata/namespace")
+                .lookup("/metadata/namespace")
                 .and_then(Value::as_str)
                 .filter(|ns| !ns.is_empty())
             {

@@ -15,6 +15,7 @@ use crate::probes::HttpMemberClient;
 use crate::store::{KvStore, ListOptions, Store, StoreConfig};
 use chrono::{DateTime, TimeZone, Utc};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
 use serde_json::{json, Value};
@@ -161,7 +162,7 @@ pub struct SpecReplicas;
 impl TemplateInterpreter for SpecReplicas {
     fn replicas(&self, t: &Value) -> Result<(i32, Option<ReplicaRequirements>), InterpretError> {
         let n = t
-            .pointer("/spec/replicas")
+            .lookup("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         Ok((i32::try_from(n).unwrap_or(0), None))
@@ -169,7 +170,7 @@ impl TemplateInterpreter for SpecReplicas {
 
     fn revise_replicas(&self, manifest: &Value, replicas: i32) -> Result<Value, InterpretError> {
         let mut m = manifest.clone();
-        if m.pointer("/spec/replicas").is_some() {
+        if m.lookup("/spec/replicas").is_some() {
             m["spec"]["replicas"] = json!(replicas);
         }
         Ok(m)
@@ -181,10 +182,10 @@ impl TemplateInterpreter for SpecReplicas {
 
     fn health(&self, o: &Value) -> ResourceHealth {
         let want = o
-            .pointer("/spec/replicas")
+            .lookup("/spec/replicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        match o.pointer("/status/readyReplicas").and_then(Value::as_i64) {
+        match o.lookup("/status/readyReplicas").and_then(Value::as_i64) {
             Some(r) if r >= want => ResourceHealth::Healthy,
             Some(_) => ResourceHealth::Unhealthy,
             None => ResourceHealth::Unknown,

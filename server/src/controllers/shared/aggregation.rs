@@ -13,6 +13,7 @@ use flotilla_api::binding::{
     REASON_FULLY_APPLIED_SUCCESS,
 };
 use flotilla_api::cluster::cluster_of_execution_namespace;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{Condition, ConditionStatus};
 use flotilla_api::work::{ResourceHealth, ASSIGNED_REPLICAS_ANNOTATION, CONDITION_APPLIED};
 use serde_json::{json, Value};
@@ -48,12 +49,12 @@ pub fn aggregate(
     let mut items: Vec<AggregatedStatusItem> = works
         .iter()
         .map(std::borrow::Borrow::borrow)
-        .filter(|w: &&Value| w.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|w: &&Value| w.lookup("/metadata/deletionTimestamp").is_none())
         .filter_map(|w| {
-            let ns = w.pointer("/metadata/namespace")?.as_str()?;
+            let ns = w.lookup("/metadata/namespace")?.as_str()?;
             let cluster = cluster_of_execution_namespace(ns)?.to_string();
             let applied = w
-                .pointer("/status/conditions")
+                .lookup("/status/conditions")
                 .and_then(Value::as_array)
                 .and_then(|cs| cs.iter().find(|c| c["type"] == CONDITION_APPLIED));
             let is_applied = applied.is_some_and(|c| c["status"] == "True");
@@ -70,11 +71,11 @@ pub fn aggregate(
                     health: Some(ResourceHealth::Unknown),
                 });
             }
-            let reported = w.pointer("/status/manifestStatuses/0/status");
+            let reported = w.lookup("/status/manifestStatuses/0/status");
             let generation = w
-                .pointer("/status/manifestStatuses/0/generation")
+                .lookup("/status/manifestStatuses/0/generation")
                 .and_then(Value::as_i64);
-            let observed = match (reported, w.pointer("/spec/workload/manifests/0")) {
+            let observed = match (reported, w.lookup("/spec/workload/manifests/0")) {
                 (Some(s), Some(m)) => Some(observed_object(m, s, generation)),
                 _ => None,
             };
@@ -87,7 +88,7 @@ pub fn aggregate(
             // A Work written for another replica count than the binding now assigns has not
             // caught up with the placement: its health is no news of the placement's.
             let stale = w
-                .pointer(&format!(
+                .lookup(&format!(
                     "/metadata/annotations/{}",
                     ASSIGNED_REPLICAS_ANNOTATION.replace('/', "~1")
                 ))

@@ -4,6 +4,7 @@
 
 use crate::controllers::runtime::controller::ReconcileError;
 use crate::store::{Store, StoreError};
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, ResourceType};
 use serde_json::Value;
 
@@ -17,10 +18,10 @@ pub struct LiveBinding {
 
 /// The key of a binding object.
 pub fn binding_key(binding: &Value) -> Option<String> {
-    let name = binding.pointer("/metadata/name").and_then(Value::as_str)?;
+    let name = binding.lookup("/metadata/name").and_then(Value::as_str)?;
     Some(
         match binding
-            .pointer("/metadata/namespace")
+            .lookup("/metadata/namespace")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
         {
@@ -47,7 +48,7 @@ pub async fn live_binding(
         }
     };
     match store.get_shared(&rt, ns, name).await {
-        Ok(b) if b.pointer("/metadata/deletionTimestamp").is_some() => Ok(None),
+        Ok(b) if b.lookup("/metadata/deletionTimestamp").is_some() => Ok(None),
         Ok(object) => Ok(Some(LiveBinding { rt, object })),
         Err(StoreError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
@@ -119,7 +120,7 @@ pub async fn owned_works(
     binding: &Value,
 ) -> Result<Vec<std::sync::Arc<Value>>, StoreError> {
     let uid = binding
-        .pointer("/metadata/uid")
+        .lookup("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or("");
     if uid.is_empty() {

@@ -22,6 +22,7 @@ use crate::controllers::shared::binding_keys::binding_key;
 use crate::controllers::shared::fan_out::{
     cluster_placement_fingerprint, clusters_named, ClusterBindingIndex,
 };
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, ResourceType};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -46,13 +47,13 @@ pub struct ClusterView {
 /// The [`ClusterView`] of a stored Cluster.
 pub fn view(cluster: &Value) -> ClusterView {
     let str_at = |v: &Value, p: &str| {
-        v.pointer(p)
+        v.lookup(p)
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string()
     };
     let hard_taints = cluster
-        .pointer("/spec/taints")
+        .lookup("/spec/taints")
         .and_then(Value::as_array)
         .map(|ts| {
             ts.iter()
@@ -69,7 +70,7 @@ pub fn view(cluster: &Value) -> ClusterView {
         })
         .unwrap_or_default();
     let apis = cluster
-        .pointer("/status/apiEnablements")
+        .lookup("/status/apiEnablements")
         .and_then(Value::as_array)
         .map(|groups| {
             groups
@@ -86,7 +87,7 @@ pub fn view(cluster: &Value) -> ClusterView {
         })
         .unwrap_or_default();
     let labels = cluster
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .and_then(Value::as_object)
         .map(|l| {
             l.iter()
@@ -101,11 +102,11 @@ pub fn view(cluster: &Value) -> ClusterView {
         "/spec/zones",
     ]
     .iter()
-    .map(|p| cluster.pointer(p).map(Value::to_string).unwrap_or_default())
+    .map(|p| cluster.lookup(p).map(Value::to_string).unwrap_or_default())
     .collect::<Vec<_>>()
     .join("|");
     ClusterView {
-        deleting: cluster.pointer("/metadata/deletionTimestamp").is_some(),
+        deleting: cluster.lookup("/metadata/deletionTimestamp").is_some(),
         hard_taints,
         apis,
         labels,
@@ -156,7 +157,7 @@ impl Openness {
 /// while they are not satisfied (the replicas placed fall short of `spec.replicas`, or the
 /// last scheduling failed). Mirrors `needs_scheduling`'s triggers 2 and 4 (§8.1).
 pub fn open_to(binding: &Value) -> Option<Openness> {
-    if binding.pointer("/metadata/deletionTimestamp").is_some() {
+    if binding.lookup("/metadata/deletionTimestamp").is_some() {
         return None;
     }
     let spec = binding.get("spec")?;
@@ -168,7 +169,7 @@ pub fn open_to(binding: &Value) -> Option<Openness> {
     if !scheduler.is_empty() && scheduler != flotilla_api::policy::DEFAULT_SCHEDULER_NAME {
         return None;
     }
-    if spec.pointer("/suspension/scheduling") == Some(&Value::Bool(true)) {
+    if spec.lookup("/suspension/scheduling") == Some(&Value::Bool(true)) {
         return None;
     }
     let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(0);
@@ -181,7 +182,7 @@ pub fn open_to(binding: &Value) -> Option<Openness> {
             .and_then(Value::as_array)
             .is_some_and(|c| !c.is_empty());
     let divided = placement
-        .pointer("/replicaScheduling/replicaSchedulingType")
+        .lookup("/replicaScheduling/replicaSchedulingType")
         .and_then(Value::as_str)
         == Some("Divided");
     let open = if !workload || !divided {
@@ -197,7 +198,7 @@ pub fn open_to(binding: &Value) -> Option<Openness> {
             })
             .unwrap_or(0);
         let failed = binding
-            .pointer("/status/conditions")
+            .lookup("/status/conditions")
             .and_then(Value::as_array)
             .is_some_and(|cs| {
                 cs.iter()
@@ -209,7 +210,7 @@ pub fn open_to(binding: &Value) -> Option<Openness> {
         return None;
     }
     let names: BTreeSet<String> = placement
-        .pointer("/clusterAffinity/clusterNames")
+        .lookup("/clusterAffinity/clusterNames")
         .and_then(Value::as_array)
         .map(|ns| {
             ns.iter()

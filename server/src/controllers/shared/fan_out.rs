@@ -9,6 +9,7 @@ use crate::controllers::runtime::controller::{
     generation_fingerprint, object_key, Observer, Source,
 };
 use crate::controllers::shared::binding_keys::binding_key;
+use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, ResourceType};
 use parking_lot::RwLock;
 use serde_json::Value;
@@ -43,15 +44,15 @@ pub fn cluster_fingerprint(cluster: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cluster.get("spec").map(Value::to_string).hash(&mut h);
     cluster
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .map(Value::to_string)
         .hash(&mut h);
     cluster
-        .pointer("/metadata/deletionTimestamp")
+        .lookup("/metadata/deletionTimestamp")
         .is_some()
         .hash(&mut h);
     if let Some(conditions) = cluster
-        .pointer("/status/conditions")
+        .lookup("/status/conditions")
         .and_then(Value::as_array)
     {
         for c in conditions {
@@ -69,10 +70,10 @@ pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for pointer in ["/spec", "/metadata/labels", "/status/apiEnablements"] {
-        cluster.pointer(pointer).map(Value::to_string).hash(&mut h);
+        cluster.lookup(pointer).map(Value::to_string).hash(&mut h);
     }
     cluster
-        .pointer("/metadata/deletionTimestamp")
+        .lookup("/metadata/deletionTimestamp")
         .is_some()
         .hash(&mut h);
     h.finish()
@@ -83,7 +84,7 @@ pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
 pub fn hash_cluster_health(binding: &Value, h: &mut impl std::hash::Hasher) {
     use std::hash::Hash;
     if let Some(items) = binding
-        .pointer("/status/aggregatedStatus")
+        .lookup("/status/aggregatedStatus")
         .and_then(Value::as_array)
     {
         for i in items {
@@ -101,11 +102,11 @@ pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cluster
-        .pointer("/metadata/labels")
+        .lookup("/metadata/labels")
         .map(Value::to_string)
         .hash(&mut h);
     cluster
-        .pointer("/status/conditions")
+        .lookup("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| {
             cs.iter()
@@ -114,7 +115,7 @@ pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
         .and_then(|c| c["status"].as_str())
         .hash(&mut h);
     cluster
-        .pointer("/metadata/deletionTimestamp")
+        .lookup("/metadata/deletionTimestamp")
         .is_some()
         .hash(&mut h);
     h.finish()

@@ -5,13 +5,14 @@
 //! Flotilla's controllers that record those build the reference here, so that
 //! `kubectl get events --field-selector involvedObject.name=<template>` shows them.
 
+use flotilla_api::json_pointer::JsonPointer;
 use serde_json::Value;
 
 /// The resource template a binding propagates (its `spec.resource`: apiVersion, kind, name,
 /// namespace and uid, as Karmada's `ObjectReference`), as an object an Event can be recorded
 /// on. `None` when the binding names no template.
 pub fn template_ref(binding: &Value) -> Option<Value> {
-    let r = binding.pointer("/spec/resource")?;
+    let r = binding.lookup("/spec/resource")?;
     let field = |name: &str| r.get(name).and_then(Value::as_str).unwrap_or_default();
     if field("kind").is_empty() || field("name").is_empty() {
         return None;
