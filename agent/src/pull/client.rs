@@ -276,6 +276,18 @@ impl ServerClient {
         token: &str,
         body: Option<(&'static str, &Value)>,
     ) -> Result<Value, ClientError> {
+        self.call_as(method, path, token, body).await
+    }
+
+    /// As [`Self::call`], the answer decoded straight into `T` (`serde::de::IgnoredAny` when
+    /// the caller only needs to know the request was accepted).
+    pub async fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<(&'static str, &(impl Serialize + Sync + ?Sized))>,
+    ) -> Result<T, ClientError> {
         let body = body.map(|(ct, v)| (ct, serde_json::to_vec(v).unwrap_or_default()));
         let resp = self
             .send(
@@ -547,9 +559,19 @@ impl ClusterClient {
         path: &str,
         body: Option<(&'static str, &Value)>,
     ) -> Result<Value, ClientError> {
+        self.call_as(method, path, body).await
+    }
+
+    /// As [`Self::call`], the answer decoded straight into `T`.
+    pub async fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&'static str, &(impl Serialize + Sync + ?Sized))>,
+    ) -> Result<T, ClientError> {
         self.with_token(|t| {
             let method = method.clone();
-            async move { self.server.call(method, path, &t, body).await }
+            async move { self.server.call_as(method, path, &t, body).await }
         })
         .await
     }
@@ -569,6 +591,23 @@ impl ClusterClient {
     pub async fn put(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         self.call(Method::PUT, path, Some(("application/json", body)))
             .await
+    }
+
+    /// PUT a body encoded as JSON straight from `body`; the answer decoded as `T`.
+    pub async fn put_as<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &(impl Serialize + Sync + ?Sized),
+    ) -> Result<T, ClientError> {
+        self.call_as(Method::PUT, path, Some(("application/json", body)))
+            .await
+    }
+
+    /// POST a JSON body whose answer is not needed: it is checked to be JSON, not kept.
+    pub async fn post_unkept(&self, path: &str, body: &Value) -> Result<(), ClientError> {
+        self.call_as::<serde::de::IgnoredAny>(Method::POST, path, Some(("application/json", body)))
+            .await
+            .map(drop)
     }
 
     /// PATCH with a JSON merge patch.

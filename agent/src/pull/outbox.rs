@@ -24,13 +24,15 @@ use tokio::task::JoinHandle;
 
 use super::client::ClientError;
 use super::PullContext;
+use flotilla_api::work::Work;
 
 /// What the server answered to one request of the outbox.
 pub(crate) enum Sent {
     /// A Work's status write: the stored Work, or why it was refused.
     Status {
         name: String,
-        result: Result<Value, ClientError>,
+        /// The Work as the server stored it.
+        result: Result<Box<Work>, ClientError>,
     },
     /// An Event (a failure is only logged).
     Event,
@@ -79,11 +81,16 @@ impl Outbox {
     }
 
     /// Sends a Work's status (`body`, the whole Work) to `path`.
-    pub(crate) fn send_status(&mut self, name: String, path: String, body: Value) {
+    pub(crate) fn send_status(&mut self, name: String, path: String, body: Work) {
         self.reporting.insert(name.clone());
         let ctx = self.ctx.clone();
         let task_path = path.clone();
-        let task = tokio::spawn(async move { ctx.client.put(&task_path, &body).await });
+        let task = tokio::spawn(async move {
+            ctx.client
+                .put_as::<Box<Work>>(&task_path, &body)
+                .await
+                .map(Some)
+        });
         self.in_flight.push(Request {
             work: Some(name),
             path,
@@ -97,12 +104,12 @@ impl Outbox {
         let ctx = self.ctx.clone();
         let task_path = path.clone();
         let task = tokio::spawn(async move {
-            let result = ctx.client.post(&task_path, &event).await;
+            let result = ctx.client.post_unkept(&task_path, &event).await;
             if let Err(e) = &result {
                 tracing::debug!(cluster = %ctx.cluster(), error = %crate::error_chain(e),
                     "recording an event failed");
             }
-            result
+            result.map(|()| None)
         });
         self.in_flight.push(Request {
             work: None,
@@ -130,7 +137,8 @@ struct Request {
     /// The Work whose status it writes; `None` for an Event.
     work: Option<String>,
     path: String,
-    task: JoinHandle<Result<Value, ClientError>>,
+    /// A status write answers the stored Work; an Event nothing.
+    task: JoinHandle<Result<Option<Box<Work>>, ClientError>>,
 }
 
 impl Future for Request {
@@ -145,13 +153,20 @@ impl Future for Request {
             None => Sent::Event,
             Some(name) => Sent::Status {
                 name,
-                result: joined.unwrap_or_else(|e| {
-                    Err(ClientError::Abandoned {
+                result: match joined {
+                    Ok(Ok(Some(work))) => Ok(work),
+                    Ok(Ok(None)) => Err(ClientError::Abandoned {
+                        method: "PUT".into(),
+                        path: std::mem::take(&mut this.path),
+                        message: "the status write answered no Work".into(),
+                    }),
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(ClientError::Abandoned {
                         method: "PUT".into(),
                         path: std::mem::take(&mut this.path),
                         message: e.to_string(),
-                    })
-                }),
+                    }),
+                },
             },
         })
     }

@@ -664,21 +664,21 @@ impl WorksController {
             return;
         };
         match result {
-            Ok(stored) => {
-                if let Ok(w) = serde_json::from_value::<Work>(stored) {
-                    // Not a Work forgotten meanwhile, nor over a newer one the watch brought.
-                    if let Some(held) = self.works.get(&name) {
-                        if !is_older(
-                            &w.metadata.resource_version,
-                            &held.metadata.resource_version,
-                        ) {
-                            self.works.insert(name.clone(), w);
-                        }
+            Ok(w) => {
+                // Not a Work forgotten meanwhile, nor over a newer one the watch brought.
+                if let Some(held) = self.works.get(&name) {
+                    if !is_older(
+                        &w.metadata.resource_version,
+                        &held.metadata.resource_version,
+                    ) {
+                        self.works.insert(name.clone(), *w);
                     }
                 }
                 tracing::debug!(cluster = %self.ctx.cluster(), work = %self.key(&name),
                     "work status reported");
             }
+            // Written, but the answer is not a Work this agent reads: the watch brings it.
+            Err(ClientError::Decode { .. }) => {}
             // Read the Work again; the next send writes its status on what it read.
             Err(e) if e.is_conflict() => {
                 if self.refresh(&name).await {
@@ -759,7 +759,7 @@ impl WorksController {
 
     /// The Work with the status it should carry, when that differs from the cached one (and
     /// the Work is neither being deleted nor suspended).
-    async fn status_body(&self, name: &str) -> Option<Value> {
+    async fn status_body(&self, name: &str) -> Option<Work> {
         let work = self.works.get(name)?;
         if work.metadata.is_deleting() || work.spec.suspend_dispatching == Some(true) {
             return None;
@@ -770,7 +770,7 @@ impl WorksController {
         }
         let mut body = work.clone();
         body.status = status;
-        serde_json::to_value(&body).ok()
+        Some(body)
     }
 
     /// Reads one Work again into the cache; false when it is gone or unreadable.

@@ -348,11 +348,11 @@ impl Effects<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_api::json_pointer::JsonPointer;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::store::{ListOptions, WatchOptions};
     use flotilla_api::history::GONE_WITHOUT_TASK;
+    use flotilla_api::json_pointer::JsonPointer;
     use flotilla_api::kinds::well_known;
     use serde_json::json;
 
