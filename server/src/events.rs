@@ -102,7 +102,8 @@ impl EventRecorder {
     /// Records an event about `object` (any stored object).
     pub async fn record(&self, object: &Value, kind: EventType, reason: &str, message: &str) {
         let now = self.clock.now();
-        let meta = object.get("metadata").cloned().unwrap_or(json!({}));
+        // Read in place: an object's metadata can be large (annotations, owners).
+        let meta = object.get("metadata").unwrap_or(&Value::Null);
         let name = meta["name"].as_str().unwrap_or("unknown");
         let namespace = meta["namespace"]
             .as_str()
