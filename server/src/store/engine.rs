@@ -156,6 +156,25 @@ pub struct Scan<'a> {
 /// A key and its value.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
+impl Scan<'_> {
+    /// The scan over a tree held in memory as an ordered map (the memory and log engines).
+    pub fn over<V: AsRef<[u8]>>(
+        &self,
+        tree: &std::collections::BTreeMap<Vec<u8>, V>,
+    ) -> Vec<Entry> {
+        use std::ops::Bound;
+        let lower = match self.start_after {
+            Some(after) if after >= self.prefix => Bound::Excluded(after),
+            _ => Bound::Included(self.prefix),
+        };
+        tree.range::<[u8], _>((lower, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(self.prefix))
+            .take(self.limit.unwrap_or(usize::MAX))
+            .map(|(k, v)| (k.clone(), v.as_ref().to_vec()))
+            .collect()
+    }
+}
+
 /// A raw key-value engine. Reads of a tree that does not exist see an empty tree and do not
 /// create it; a tree exists once a batch wrote to it.
 pub trait Engine: Send + Sync + 'static {

@@ -71,7 +71,6 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -867,18 +866,6 @@ fn recover(dir: &Path) -> Result<(State, LogFile), EngineError> {
     Ok((state, log))
 }
 
-fn scan_tree(tree: &Tree, scan: Scan<'_>) -> Vec<Entry> {
-    let lower = match scan.start_after {
-        Some(after) if after >= scan.prefix => Bound::Excluded(after),
-        _ => Bound::Included(scan.prefix),
-    };
-    tree.range::<[u8], _>((lower, Bound::Unbounded))
-        .take_while(|(k, _)| k.starts_with(scan.prefix))
-        .take(scan.limit.unwrap_or(usize::MAX))
-        .map(|(k, v)| (k.clone(), v.to_vec()))
-        .collect()
-}
-
 impl Engine for LogEngine {
     fn name(&self) -> &'static str {
         "log"
@@ -906,7 +893,7 @@ impl Engine for LogEngine {
         Ok(state
             .trees
             .get(tree)
-            .map(|t| scan_tree(t, scan))
+            .map(|t| scan.over(t))
             .unwrap_or_default())
     }
 
@@ -997,6 +984,14 @@ mod tests {
         LogOptions {
             lock_wait: Duration::from_millis(100),
             ..LogOptions::default()
+        }
+    }
+
+    /// Options that compact after a few hundred bytes of log.
+    fn compacting() -> LogOptions {
+        LogOptions {
+            compact_after_bytes: 512,
+            ..quick()
         }
     }
 
@@ -1215,10 +1210,7 @@ mod tests {
     #[test]
     fn compaction_keeps_the_state_and_removes_old_generations() {
         let dir = tempfile::tempdir().unwrap();
-        let options = LogOptions {
-            compact_after_bytes: 512,
-            ..quick()
-        };
+        let options = compacting();
         let expected = {
             let e = LogEngine::open(dir.path(), options.clone()).unwrap();
             write(&e, 0..300);
@@ -1246,10 +1238,7 @@ mod tests {
     #[test]
     fn an_interrupted_compaction_recovers_from_the_old_generations() {
         let dir = tempfile::tempdir().unwrap();
-        let options = LogOptions {
-            compact_after_bytes: 512,
-            ..quick()
-        };
+        let options = compacting();
         let expected = {
             let e = LogEngine::open(dir.path(), options.clone()).unwrap();
             write(&e, 0..100);
@@ -1272,10 +1261,7 @@ mod tests {
     #[test]
     fn a_missing_log_generation_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let options = LogOptions {
-            compact_after_bytes: 512,
-            ..quick()
-        };
+        let options = compacting();
         drop({
             let e = LogEngine::open(dir.path(), options.clone()).unwrap();
             e.shared.interrupt_snapshots.store(true, Ordering::Relaxed);

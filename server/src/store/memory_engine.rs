@@ -5,7 +5,6 @@
 use super::engine::{Engine, EngineError, Entry, Scan, WriteBatch};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 type Tree = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -20,18 +19,6 @@ impl MemoryEngine {
     pub fn new() -> Self {
         Self::default()
     }
-}
-
-fn scan_tree(tree: &Tree, scan: Scan<'_>) -> Vec<Entry> {
-    let lower = match scan.start_after {
-        Some(after) if after >= scan.prefix => Bound::Excluded(after.to_vec()),
-        _ => Bound::Included(scan.prefix.to_vec()),
-    };
-    tree.range((lower, Bound::Unbounded))
-        .take_while(|(k, _)| k.starts_with(scan.prefix))
-        .take(scan.limit.unwrap_or(usize::MAX))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 impl Engine for MemoryEngine {
@@ -61,7 +48,7 @@ impl Engine for MemoryEngine {
             .trees
             .read()
             .get(tree)
-            .map(|t| scan_tree(t, scan))
+            .map(|t| scan.over(t))
             .unwrap_or_default())
     }
 
