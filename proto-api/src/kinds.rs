@@ -215,6 +215,9 @@ fn build_table() -> Vec<ResourceType> {
         // core/v1
         rt("", "v1", "Namespace", "namespaces", &["ns"], false, true),
         rt("", "v1", "Event", "events", &["ev"], true, false),
+        // Nodes, so that the server can play a member cluster's API (the kube runtime reads
+        // their allocatable resources and Ready condition); nothing of Flotilla writes them.
+        rt("", "v1", "Node", "nodes", &["no"], false, true),
         rt("", "v1", "ConfigMap", "configmaps", &["cm"], true, false),
         rt("", "v1", "Secret", "secrets", &[], true, false),
         rt(
@@ -364,6 +367,17 @@ fn build_table() -> Vec<ResourceType> {
             true,
             false,
         ),
+        // events.k8s.io/v1: the core/v1 Events above, seen in the newer form (the server's
+        // API converts; nothing is stored under this group).
+        rt(
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            &["ev"],
+            true,
+            false,
+        ),
         // apiextensions.k8s.io/v1
         rt(
             "apiextensions.k8s.io",
@@ -433,6 +447,18 @@ pub mod well_known {
     pub fn events() -> ResourceType {
         get("", "events")
     }
+    /// `v1` Secret (push members' credentials).
+    pub fn secrets() -> ResourceType {
+        get("", "secrets")
+    }
+    /// `events.k8s.io/v1` Event (served from the stored `v1` Events).
+    pub fn events_v1() -> ResourceType {
+        get("events.k8s.io", "events")
+    }
+    /// `v1` Node.
+    pub fn nodes() -> ResourceType {
+        get("", "nodes")
+    }
     /// `coordination.k8s.io/v1` Lease.
     pub fn leases() -> ResourceType {
         get("coordination.k8s.io", "leases")
@@ -479,5 +505,9 @@ mod tests {
         well_known::cluster_resource_bindings();
         well_known::leases();
         well_known::custom_resource_definitions();
+        assert_eq!(well_known::events_v1().api_version(), "events.k8s.io/v1");
+        let nodes = well_known::nodes();
+        assert!(!nodes.namespaced && nodes.status_subresource);
+        assert_eq!(nodes.short_names, ["no"]);
     }
 }

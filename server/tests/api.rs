@@ -1102,3 +1102,258 @@ async fn every_answer_advertises_the_member_timing_of_the_grace_period() {
     let none = TestApi::with_config(|c| c.controllers = None).await;
     assert_eq!(header(&none, common::TOKEN, "/version").await.1, None);
 }
+
+#[tokio::test]
+async fn events_k8s_io_and_core_events_are_one_event() {
+    let api = TestApi::new().await;
+    const V1: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+    const CORE: &str = "/api/v1/namespaces/default/events";
+    // Discovery lists the group.
+    let (s, doc) = api.call("GET", "/apis/events.k8s.io/v1", None).await;
+    assert_eq!(s, StatusCode::OK, "{doc}");
+    assert_eq!(doc["resources"][0]["name"], "events");
+    let recorded = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "web.1"},
+        "eventTime": "2026-01-01T00:00:00.000001Z",
+        "reportingController": "example.com/operator", "reportingInstance": "operator-0",
+        "action": "Scale", "reason": "Scaled", "note": "scaled to 3", "type": "Normal",
+        "regarding": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default"},
+    });
+    let (s, created) = api.call("POST", V1, Some(recorded.clone())).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(created["note"], "scaled to 3");
+    // The same Event through core/v1.
+    let (s, core) = api.call("GET", &format!("{CORE}/web.1"), None).await;
+    assert_eq!(s, StatusCode::OK, "{core}");
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["message"], "scaled to 3");
+    assert_eq!(core["involvedObject"]["name"], "web");
+    assert_eq!(core["reportingComponent"], "example.com/operator");
+    assert!(core.get("note").is_none() && core.get("regarding").is_none());
+    // A core Event through events.k8s.io/v1.
+    let legacy = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "old.1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Started", "message": "started", "type": "Normal",
+        "source": {"component": "kubelet"}, "count": 3,
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:01:00Z"});
+    let (s, body) = api.call("POST", CORE, Some(legacy)).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, list) = api.call("GET", V1, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["kind"], "EventList");
+    assert_eq!(list["apiVersion"], "events.k8s.io/v1");
+    let old = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["metadata"]["name"] == "old.1")
+        .unwrap();
+    assert_eq!(old["note"], "started");
+    assert_eq!(old["deprecatedCount"], 3);
+    assert_eq!(old["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(old["regarding"]["name"], "p");
+    // Selectors read the served form.
+    let (_, selected) = api
+        .call(
+            "GET",
+            &format!("{V1}?fieldSelector=regarding.name%3Dweb"),
+            None,
+        )
+        .await;
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1, "{selected}");
+    // Kubernetes' rules for events.k8s.io/v1 writes: 422 naming the fields.
+    let mut bad = recorded.clone();
+    bad["metadata"]["name"] = json!("web.2");
+    bad["deprecatedCount"] = json!(2);
+    bad.as_object_mut().unwrap().remove("reportingController");
+    let (s, body) = api.call("POST", V1, Some(bad)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["reportingController", "count"]);
+    assert_eq!(body["details"]["group"], "events.k8s.io");
+    // The Recorder's second publish: a merge patch adding the series.
+    let (s, patched) = api
+        .patch(
+            &format!("{V1}/web.1"),
+            "application/merge-patch+json",
+            json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:05.000000Z"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{patched}");
+    assert_eq!(patched["series"]["count"], 2);
+    let (_, core) = api.call("GET", &format!("{CORE}/web.1"), None).await;
+    assert_eq!(core["series"]["count"], 2);
+    // Anything else is immutable through events.k8s.io/v1.
+    let (s, body) = api
+        .patch(
+            &format!("{V1}/web.1"),
+            "application/merge-patch+json",
+            json!({"note": "rewritten"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "message");
+    // kubectl's table of core Events shows it.
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let (_, text) = api
+        .send("GET", CORE, None, Body::empty(), &[("accept", accept)])
+        .await;
+    assert!(
+        text.contains("deployment/web") && text.contains("scaled to 3"),
+        "{text}"
+    );
+    // A watch of the view streams the view's form, its bookmarks of the view's kind.
+    let (s, text) = api
+        .send(
+            "GET",
+            &format!("{V1}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"),
+            None,
+            Body::empty(),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let added: Vec<&Value> = lines.iter().filter(|e| e["type"] == "ADDED").collect();
+    assert_eq!(added.len(), 2, "{text}");
+    assert!(
+        added
+            .iter()
+            .all(|e| e["object"]["apiVersion"] == "events.k8s.io/v1"),
+        "{text}"
+    );
+    let end = lines
+        .iter()
+        .find(|e| e["type"] == "BOOKMARK")
+        .expect("the end bookmark");
+    assert_eq!(end["object"]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    // Metadata only, in a watch too.
+    let accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let (_, text) = api
+        .send(
+            "GET",
+            &format!("{CORE}?watch=true&timeoutSeconds=1"),
+            None,
+            Body::empty(),
+            &[("accept", accept)],
+        )
+        .await;
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata", "{text}");
+    assert!(first["object"].get("message").is_none(), "{text}");
+    // Deleted through one API, gone from both.
+    let (s, _) = api.call("DELETE", &format!("{V1}/web.1"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = api.call("GET", &format!("{CORE}/web.1"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn namespaces_have_a_phase_nodes_a_status_and_metadata_only_answers() {
+    let api = TestApi::new().await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
+    let (s, created) = api.call("POST", "/api/v1/namespaces", Some(ns)).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["status"]["phase"], "Active");
+    let held = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    api.call("POST", "/api/v1/namespaces", Some(held)).await;
+    let (s, deleting) = api.call("DELETE", "/api/v1/namespaces/held", None).await;
+    assert_eq!(s, StatusCode::OK, "{deleting}");
+    assert_eq!(deleting["status"]["phase"], "Terminating");
+    let (_, list) = api.call("GET", "/api/v1/namespaces", None).await;
+    let phases: Vec<(&str, &str)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["metadata"]["name"].as_str().unwrap(),
+                n["status"]["phase"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(phases, [("apps", "Active"), ("held", "Terminating")]);
+
+    // Nodes: cluster-scoped, `no`, their status a subresource.
+    let (_, doc) = api.call("GET", "/api/v1", None).await;
+    let nodes = doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "nodes")
+        .expect("nodes in discovery");
+    assert_eq!(nodes["namespaced"], false);
+    assert_eq!(nodes["shortNames"], json!(["no"]));
+    assert!(doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "nodes/status"));
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "8"}}});
+    let (s, created) = api.call("POST", "/api/v1/nodes", Some(node)).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert!(
+        created.get("status").is_none(),
+        "a create drops the status: {created}"
+    );
+    let (s, body) = api
+        .patch(
+            "/api/v1/nodes/n1/status",
+            "application/merge-patch+json",
+            json!({"status": {"allocatable": {"cpu": "4"},
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let (_, read) = api.call("GET", "/api/v1/nodes/n1", None).await;
+    assert_eq!(read["status"]["allocatable"]["cpu"], "4");
+
+    // Metadata only, as `as=PartialObjectMetadataList` asks.
+    let accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let (s, text) = api
+        .send(
+            "GET",
+            "/api/v1/namespaces",
+            None,
+            Body::empty(),
+            &[("accept", accept)],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(list["items"][0]["metadata"]["name"], "apps");
+    assert!(list["items"][0].get("status").is_none());
+    let accept = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let (_, text) = api
+        .send(
+            "GET",
+            "/api/v1/nodes/n1",
+            None,
+            Body::empty(),
+            &[("accept", accept)],
+        )
+        .await;
+    let one: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "n1");
+    assert!(one.get("status").is_none());
+}

@@ -265,12 +265,24 @@ async fn invalid_delete_options_are_400_and_delete_nothing() {
         for query in [
             "gracePeriodSeconds=abc",
             "propagationPolicy=Sideways",
-            "resourceVersionMatch=Bogus&resourceVersion=1",
             "orphanDependents=maybe",
         ] {
             let (code, answer) = api.call("DELETE", &format!("{target}?{query}"), None).await;
             assert_eq!(code, StatusCode::BAD_REQUEST, "{target}?{query}: {answer}");
         }
+        // ListOptions Kubernetes refuses are a 422 naming the field, as kube-apiserver's.
+        let query = "resourceVersionMatch=Bogus&resourceVersion=1";
+        let (code, answer) = api.call("DELETE", &format!("{target}?{query}"), None).await;
+        assert_eq!(
+            code,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{target}?{query}: {answer}"
+        );
+        assert_status(&answer, 422, "Invalid");
+        assert_eq!(
+            answer["details"]["causes"][0]["field"],
+            "resourceVersionMatch"
+        );
         // A body that is not JSON at all.
         let (code, _) = api
             .send(

@@ -323,6 +323,7 @@ mod tests {
     fn target(rt: ResourceType, sub: Option<&str>) -> Target {
         Target {
             rt,
+            view: None,
             namespace: None,
             name: Some("x".into()),
             subresource: sub.map(String::from),

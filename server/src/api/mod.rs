@@ -9,6 +9,7 @@ pub mod body;
 pub mod computed;
 pub mod discovery;
 pub mod error;
+pub mod events_v1;
 pub mod eviction_brakes;
 pub mod explain;
 pub mod failovers;
@@ -27,6 +28,7 @@ pub mod simulation;
 pub mod table;
 pub mod target;
 pub mod update;
+pub mod views;
 pub mod watch;
 
 use crate::clock::SharedClock;

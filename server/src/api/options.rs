@@ -5,7 +5,7 @@
 //! naming the parameter, so a malformed delete never deletes and a malformed dry run never
 //! writes.
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, Cause};
 use crate::store::{DeleteOptions, ListOptions, ObjectFilter, Propagation};
 use flotilla_api::json_pointer::JsonPointer;
 use serde::Deserialize;
@@ -108,20 +108,6 @@ pub fn check(params: &Params) -> ApiResult<()> {
     if let Some(v) = params.get("propagationPolicy") {
         propagation(Some(v))?;
     }
-    if let Some(v) = params.get("resourceVersionMatch") {
-        if !matches!(v.as_str(), "" | "NotOlderThan" | "Exact") {
-            return Err(unsupported(
-                "resourceVersionMatch",
-                v,
-                &["NotOlderThan", "Exact"],
-            ));
-        }
-        if !v.is_empty() && params.get("resourceVersion").is_none_or(String::is_empty) {
-            return Err(ApiError::BadRequest(
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
-            ));
-        }
-    }
     if let Some(v) = params.get("resourceVersion") {
         if !v.is_empty() && v.parse::<u64>().is_err() {
             return Err(bad(
@@ -147,7 +133,120 @@ pub fn check(params: &Params) -> ApiResult<()> {
             "propagationPolicy: Invalid value: orphanDependents and propagationPolicy cannot both be set".into(),
         ));
     }
-    Ok(())
+    let causes = list_option_causes(params);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let detail = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(ApiError::Invalid {
+        message: format!("ListOptions.meta.k8s.io \"\" is invalid: {detail}"),
+        name: String::new(),
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        causes,
+    })
+}
+
+/// Whether a boolean query parameter is true (`true` or `1`, as [`check`] accepts them).
+pub fn flag(params: &Params, key: &str) -> bool {
+    params.get(key).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// `sendInitialEvents` when given (a value, even `false`), as Kubernetes reads the pointer.
+pub fn send_initial_events(params: &Params) -> Option<bool> {
+    params
+        .get("sendInitialEvents")
+        .filter(|v| !v.is_empty())
+        .map(|v| v == "true" || v == "1")
+}
+
+/// kube-apiserver's `ValidateListOptions` with the WatchList feature on (as it is from 1.32):
+/// the rules on `resourceVersionMatch` and `sendInitialEvents`, for a list and for a watch.
+/// Like Kubernetes it does not ask a streaming watch for `allowWatchBookmarks`: without it the
+/// stream simply has no initial-events-end bookmark.
+fn list_option_causes(params: &Params) -> Vec<Cause> {
+    let get = |key: &str| params.get(key).map(String::as_str).unwrap_or("");
+    let forbidden = |field: &str, detail: &str| Cause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {detail}"),
+        field: field.into(),
+    };
+    let not_supported = |field: &str, value: &str, supported: &[&str]| Cause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!(
+            "Unsupported value: {value:?}: supported values: {}",
+            supported
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        field: field.into(),
+    };
+    let matched = get("resourceVersionMatch");
+    let send_initial = send_initial_events(params);
+    let rvm = "resourceVersionMatch";
+    let mut causes = Vec::new();
+    if flag(params, "watch") {
+        if send_initial.is_some() && matched != "NotOlderThan" {
+            causes.push(forbidden(
+                rvm,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !matched.is_empty() {
+            if send_initial.is_none() {
+                causes.push(forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if matched != "NotOlderThan" {
+                causes.push(not_supported(rvm, matched, &["NotOlderThan"]));
+            }
+            if !get("continue").is_empty() {
+                causes.push(forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+        return causes;
+    }
+    if !matched.is_empty() {
+        if get("resourceVersion").is_empty() {
+            causes.push(forbidden(
+                rvm,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !get("continue").is_empty() {
+            causes.push(forbidden(
+                rvm,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if matched != "Exact" && matched != "NotOlderThan" {
+            causes.push(not_supported(rvm, matched, &["Exact", "NotOlderThan", ""]));
+        }
+        if matched == "Exact" && get("resourceVersion") == "0" {
+            causes.push(forbidden(
+                rvm,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if send_initial.is_some() {
+        causes.push(forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    causes
 }
 
 fn propagation(value: Option<&String>) -> ApiResult<Propagation> {
@@ -346,8 +445,6 @@ mod tests {
             &[("fieldValidation", "Loose")],
             &[("propagationPolicy", "Sideways")],
             &[("gracePeriodSeconds", "abc")],
-            &[("resourceVersionMatch", "Bogus"), ("resourceVersion", "1")],
-            &[("resourceVersionMatch", "Exact")],
             &[("resourceVersion", "abc")],
             &[("timeoutSeconds", "-1")],
             &[("limit", "x")],
@@ -360,6 +457,101 @@ mod tests {
         for pairs in bad {
             let err = check(&Params::from_pairs(pairs.iter().copied()));
             assert!(matches!(err, Err(ApiError::BadRequest(_))), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn list_and_watch_options_follow_kube_apiserver() {
+        // The rows of kube-apiserver's own TestValidateListOptions.
+        /// (query, the causes' "field: message" of Kubernetes' 422, none if valid)
+        type Row = (
+            &'static [(&'static str, &'static str)],
+            &'static [&'static str],
+        );
+        let table: &[Row] = &[
+            (&[], &[]),
+            (&[("resourceVersion", "1"), ("resourceVersionMatch", "Exact")], &[]),
+            (
+                &[("resourceVersion", "0"), ("resourceVersionMatch", "Exact")],
+                &["resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""],
+            ),
+            (&[("resourceVersion", "0"), ("resourceVersionMatch", "NotOlderThan")], &[]),
+            (
+                &[("resourceVersion", "0"), ("resourceVersionMatch", "foo")],
+                &[r#"resourceVersionMatch: Unsupported value: "foo": supported values: "Exact", "NotOlderThan", """#],
+            ),
+            (
+                &[("resourceVersionMatch", "Exact")],
+                &["resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"],
+            ),
+            (
+                &[("sendInitialEvents", "true")],
+                &["sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"],
+            ),
+            (&[("watch", "true")], &[]),
+            (
+                &[("watch", "true"), ("sendInitialEvents", "true"),
+                  ("resourceVersionMatch", "NotOlderThan"), ("allowWatchBookmarks", "true")],
+                &[],
+            ),
+            (
+                &[("watch", "true"), ("sendInitialEvents", "false"),
+                  ("resourceVersionMatch", "NotOlderThan"), ("allowWatchBookmarks", "true")],
+                &[],
+            ),
+            // Kubernetes does not require allowWatchBookmarks (a legacy rv=0 watch could already
+            // ask for the initial events).
+            (
+                &[("watch", "true"), ("sendInitialEvents", "true"),
+                  ("resourceVersionMatch", "NotOlderThan")],
+                &[],
+            ),
+            (
+                &[("watch", "true"), ("resourceVersionMatch", "NotOlderThan")],
+                &["resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"],
+            ),
+            (
+                &[("watch", "true"), ("sendInitialEvents", "true")],
+                &["resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"],
+            ),
+            (
+                &[("watch", "true"), ("sendInitialEvents", "true"),
+                  ("resourceVersionMatch", "Exact"), ("allowWatchBookmarks", "true")],
+                &[
+                    "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    r#"resourceVersionMatch: Unsupported value: "Exact": supported values: "NotOlderThan""#,
+                ],
+            ),
+            (
+                &[("watch", "true"), ("sendInitialEvents", "true"),
+                  ("resourceVersionMatch", "NotOlderThan"), ("continue", "123")],
+                &["resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"],
+            ),
+        ];
+        for (pairs, want) in table {
+            let got = check(&Params::from_pairs(pairs.iter().copied()));
+            match got {
+                Ok(()) => assert!(want.is_empty(), "{pairs:?}: valid, want {want:?}"),
+                Err(ApiError::Invalid {
+                    causes,
+                    kind,
+                    group,
+                    message,
+                    ..
+                }) => {
+                    let got: Vec<String> = causes
+                        .iter()
+                        .map(|c| format!("{}: {}", c.field, c.message))
+                        .collect();
+                    assert_eq!(got, *want, "{pairs:?}");
+                    assert_eq!(
+                        (kind.as_str(), group.as_str()),
+                        ("ListOptions", "meta.k8s.io")
+                    );
+                    assert!(message.starts_with("ListOptions.meta.k8s.io \"\" is invalid: "));
+                }
+                Err(other) => panic!("{pairs:?}: {other:?}"),
+            }
         }
     }
 

@@ -19,6 +19,7 @@ use super::path;
 use super::table;
 use super::target::{check_identity, place, resolve, rt_with_kind, Target};
 use super::update::write_update;
+use super::views;
 use super::watch;
 use super::ApiState;
 use crate::store::{DeleteOptions, Deleted, StoreError};
@@ -236,12 +237,13 @@ async fn get(
     encoding: Encoding,
 ) -> ApiResult<Response> {
     let name = target.name.as_deref().unwrap_or_default();
-    let obj = state
+    let mut obj = state
         .store
         .get(&target.rt, target.namespace.as_deref(), name)
         .await
         .map_err(|e| target.store_err(e))?;
     if table::wants_table(&accept(headers)) {
+        views::decorate(&target.rt, &mut obj);
         let rv = resource_version_of(&obj);
         let t = table::table(
             &target.rt.group,
@@ -253,7 +255,23 @@ async fn get(
         );
         return Ok(respond(StatusCode::OK, &t, encoding));
     }
-    Ok(respond(StatusCode::OK, &obj, encoding))
+    Ok(answer(target, headers, StatusCode::OK, &obj, encoding))
+}
+
+/// An answer carrying one stored object, as the target shows it ([`Target::present`]).
+fn answer(
+    target: &Target,
+    headers: &HeaderMap,
+    status: StatusCode,
+    stored: &Value,
+    encoding: Encoding,
+) -> Response {
+    let metadata = views::wants_metadata(headers);
+    if target.rewrites(metadata) {
+        respond(status, &target.present(stored, metadata), encoding)
+    } else {
+        respond(status, stored, encoding)
+    }
 }
 
 fn kind_of(target: &Target, obj: &Value) -> String {
@@ -278,17 +296,22 @@ async fn list(
     headers: &HeaderMap,
     encoding: Encoding,
 ) -> ApiResult<Response> {
-    let opts = list_options(params)?;
+    let mut opts = list_options(params)?;
+    opts.filter = target.served_filter(opts.filter);
     let store = state.store.clone();
     let target = target.clone();
     let as_table = table::wants_table(&accept(headers));
+    let metadata_only = views::wants_metadata(headers);
     let now = state.clock.now();
     off_thread::run(move |runtime| {
-        let page = runtime
+        let mut page = runtime
             .block_on(store.list(&target.rt, target.namespace.as_deref(), &opts))
             .map_err(|e| target.store_err(e))?;
         let kind = target.kind_label();
         if as_table {
+            for item in &mut page.items {
+                views::decorate(&target.rt, item);
+            }
             let t = table::table(
                 &target.rt.group,
                 &kind,
@@ -306,11 +329,27 @@ async fn list(
         if let Some(r) = page.remaining {
             metadata["remainingItemCount"] = json!(r);
         }
+        let items = if target.rewrites(metadata_only) {
+            page.items
+                .iter()
+                .map(|item| target.present(item, metadata_only))
+                .collect()
+        } else {
+            page.items
+        };
+        let (list_kind, api_version) = if metadata_only {
+            (
+                "PartialObjectMetadataList".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            )
+        } else {
+            (format!("{kind}List"), target.served().api_version())
+        };
         let list = json!({
-            "kind": format!("{kind}List"),
-            "apiVersion": target.rt.api_version(),
+            "kind": list_kind,
+            "apiVersion": api_version,
             "metadata": metadata,
-            "items": page.items,
+            "items": items,
         });
         Ok(respond(StatusCode::OK, &list, encoding))
     })
@@ -328,17 +367,26 @@ async fn create(
 ) -> ApiResult<Response> {
     let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, false)?;
+    let obj = target.to_stored(obj);
     authz::check_write(who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
-    Ok(respond(StatusCode::CREATED, &created, encoding))
+    Ok(answer(
+        target,
+        headers,
+        StatusCode::CREATED,
+        &created,
+        encoding,
+    ))
 }
 
+/// Creates `obj` (in its stored form, identity checked).
 async fn create_object(
     state: &ApiState,
     target: &Target,
     params: &Params,
     mut obj: Value,
 ) -> ApiResult<Value> {
+    target.check_create(&obj)?;
     let rt = rt_with_kind(target, &obj);
     admission::check_strict(params, &rt, &obj)?;
     // Admission derives permanent ids from the uid, so the object gets one first (the store
@@ -370,6 +418,7 @@ async fn update(
 ) -> ApiResult<Response> {
     let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, true)?;
+    let obj = target.to_stored(obj);
     let rt = rt_with_kind(target, &obj);
     admission::check_strict(params, &rt, &obj)?;
     let name = target.name.as_deref().unwrap_or_default();
@@ -378,6 +427,7 @@ async fn update(
         .get_shared(&rt, target.namespace.as_deref(), name)
         .await
         .map_err(|e| target.store_err(e))?;
+    target.check_update(&obj, &old)?;
     authz::check_write(
         who,
         place(target),
@@ -387,7 +437,7 @@ async fn update(
         },
     )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
-    Ok(respond(StatusCode::OK, &updated, encoding))
+    Ok(answer(target, headers, StatusCode::OK, &updated, encoding))
 }
 
 async fn patch(
@@ -435,12 +485,20 @@ async fn patch(
                     ));
                 }
                 check_identity(target, &mut obj, true)?;
+                let obj = target.to_stored(obj);
                 let created = create_object(state, target, params, obj).await?;
-                return Ok(respond(StatusCode::CREATED, &created, encoding));
+                return Ok(answer(
+                    target,
+                    headers,
+                    StatusCode::CREATED,
+                    &created,
+                    encoding,
+                ));
             }
             Err(e) => return Err(target.store_err(e)),
         };
-        let mut patched = live.clone();
+        // The patch applies to the object as the path's kind shows it.
+        let mut patched = target.to_served(&live);
         apply_patch(&mut patched, &patch_body, kind, state.limits.max_body_bytes).map_err(|e| {
             match e {
                 PatchError::Malformed(m) => ApiError::BadRequest(m),
@@ -463,9 +521,11 @@ async fn patch(
             ));
         }
         check_identity(target, &mut patched, true)?;
+        let mut patched = target.to_stored(patched);
         if !pinned {
             patched["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
         }
+        target.check_update(&patched, &live)?;
         let rt = rt_with_kind(target, &patched);
         // Strict validation holds for every patch type: what the patch left is checked.
         admission::check_strict(params, &rt, &patched)?;
@@ -480,7 +540,7 @@ async fn patch(
         match write_update(state, target, &rt, params, patched, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
-            Ok(updated) => return Ok(respond(StatusCode::OK, &updated, encoding)),
+            Ok(updated) => return Ok(answer(target, headers, StatusCode::OK, &updated, encoding)),
         }
     }
 }
@@ -520,7 +580,7 @@ async fn delete(
             .await
             .map_err(|e| target.store_err(e))?;
         check_preconditions(target, &obj, &opts)?;
-        return Ok(respond(StatusCode::OK, &obj, encoding));
+        return Ok(answer(target, headers, StatusCode::OK, &obj, encoding));
     }
     let outcome = state
         .store
@@ -532,7 +592,7 @@ async fn delete(
     admission::after_write(state, &target.rt).await;
     // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
     let (Deleted::Gone(obj) | Deleted::Pending(obj)) = outcome;
-    Ok(respond(StatusCode::OK, &obj, encoding))
+    Ok(answer(target, headers, StatusCode::OK, &obj, encoding))
 }
 
 /// What a dry-run delete would check of the stored object: its preconditions.
@@ -574,6 +634,7 @@ async fn delete_collection(
     }
     let mut opts = list_options(params)?;
     opts.limit = None;
+    opts.filter = target.served_filter(opts.filter);
     let page = state
         .store
         .list(&target.rt, target.namespace.as_deref(), &opts)
@@ -620,9 +681,14 @@ async fn delete_collection(
 
 /// The list a collection delete answers with.
 fn item_list(target: &Target, items: Vec<Value>) -> Value {
+    let items: Vec<Value> = if target.rewrites(false) {
+        items.iter().map(|i| target.present(i, false)).collect()
+    } else {
+        items
+    };
     json!({
         "kind": format!("{}List", target.kind_label()),
-        "apiVersion": target.rt.api_version(),
+        "apiVersion": target.served().api_version(),
         "metadata": {},
         "items": items,
     })

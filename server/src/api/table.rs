@@ -189,7 +189,16 @@ fn event_source(ev: &Value) -> Value {
             .unwrap_or("")
             .to_string()
     };
-    let component = first("/source/component", "/reportingController");
+    let component = [
+        "/source/component",
+        "/reportingComponent",
+        "/reportingController",
+    ]
+    .iter()
+    .filter_map(|p| ev.lookup(p).and_then(Value::as_str))
+    .find(|s| !s.is_empty())
+    .unwrap_or("")
+    .to_string();
     let host = first("/source/host", "/reportingInstance");
     Value::String(match (component.is_empty(), host.is_empty()) {
         (true, _) => String::new(),
@@ -429,9 +438,83 @@ fn columns(group: &str, kind: &str) -> Vec<Column> {
             out.push(age);
         }
         ("policy.karmada.io", "ClusterTaintPolicy") => taint_policy_columns(&mut out, age),
+        ("", "Namespace") => {
+            out.push(Column {
+                name: "Status",
+                kind: "string",
+                priority: 0,
+                description: "The phase of the namespace (Active, Terminating).",
+                cell: |o, _| text(o, "/status/phase"),
+            });
+            out.push(age);
+        }
+        ("", "Node") => {
+            out.push(Column {
+                name: "Status",
+                kind: "string",
+                priority: 0,
+                description: "Ready or NotReady (the Ready condition), and SchedulingDisabled.",
+                cell: |o, _| node_status(o),
+            });
+            out.push(Column {
+                name: "Roles",
+                kind: "string",
+                priority: 0,
+                description: "The node-role.kubernetes.io/<role> labels.",
+                cell: |o, _| node_roles(o),
+            });
+            out.push(age);
+            out.push(Column {
+                name: "Version",
+                kind: "string",
+                priority: 0,
+                description: "Kubelet version.",
+                cell: |o, _| text(o, "/status/nodeInfo/kubeletVersion"),
+            });
+        }
         _ => out.push(age),
     }
     out
+}
+
+/// A Node's STATUS cell, as kubectl prints it: `Ready`, `NotReady` or `Unknown`, with
+/// `,SchedulingDisabled` when it is cordoned.
+fn node_status(node: &Value) -> Value {
+    let ready = match condition_status(node, "Ready").as_str() {
+        Some("True") => "Ready",
+        Some("False") => "NotReady",
+        _ => "Unknown",
+    };
+    let cordoned = node
+        .lookup("/spec/unschedulable")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Value::String(if cordoned {
+        format!("{ready},SchedulingDisabled")
+    } else {
+        ready.to_string()
+    })
+}
+
+/// A Node's ROLES cell: the roles of its `node-role.kubernetes.io/<role>` labels, or `<none>`.
+fn node_roles(node: &Value) -> Value {
+    let mut roles: Vec<&str> = node
+        .lookup("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .filter(|r| !r.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    roles.sort_unstable();
+    Value::String(if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    })
 }
 
 /// ClusterTaintPolicy: its taints and the conditions that add and remove them, e.g.
@@ -617,6 +700,59 @@ mod tests {
             json!(["member1", "v1.32.0", "Push", "True", "10m", "", ""])
         );
         assert_eq!(t["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn node_and_namespace_tables_are_kubectls() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 10, 0).unwrap();
+        let node = |labels: Value, ready: Option<&str>, cordoned: bool| {
+            let mut n = json!({
+                "metadata": {"name": "n1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                             "labels": labels},
+                "spec": {"unschedulable": cordoned},
+                "status": {"nodeInfo": {"kubeletVersion": "v1.33.1"}},
+            });
+            if let Some(r) = ready {
+                n["status"]["conditions"] = json!([{"type": "Ready", "status": r}]);
+            }
+            table("", "Node", &[n], 7, None, now)["rows"][0]["cells"].clone()
+        };
+        // (labels, Ready condition, cordoned, cells)
+        let rows = [
+            (
+                json!({}),
+                Some("True"),
+                false,
+                json!(["n1", "Ready", "<none>", "10m", "v1.33.1"]),
+            ),
+            (
+                json!({"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/control-plane": ""}),
+                Some("False"),
+                false,
+                json!(["n1", "NotReady", "control-plane,worker", "10m", "v1.33.1"]),
+            ),
+            (
+                json!({}),
+                None,
+                true,
+                json!([
+                    "n1",
+                    "Unknown,SchedulingDisabled",
+                    "<none>",
+                    "10m",
+                    "v1.33.1"
+                ]),
+            ),
+        ];
+        for (labels, ready, cordoned, want) in rows {
+            assert_eq!(node(labels, ready, cordoned), want);
+        }
+        let ns = json!({"metadata": {"name": "apps", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Active"}});
+        assert_eq!(
+            table("", "Namespace", &[ns], 7, None, now)["rows"][0]["cells"],
+            json!(["apps", "Active", "10m"])
+        );
     }
 
     #[test]

@@ -5,17 +5,21 @@
 use super::authz::Place;
 use super::error::{ApiError, ApiResult};
 use super::path;
+use super::views::{self, View};
 use crate::kinds::KindRegistry;
-use crate::store::StoreError;
+use crate::store::{ObjectFilter, StoreError};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::ResourceType;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// What a resource path addresses.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Target {
-    /// The kind.
+    /// The kind as stored (for a view, the kind it is stored as).
     pub rt: ResourceType,
+    /// The view the path addresses, when the kind is served as another's ([`views`]).
+    pub view: Option<&'static View>,
     /// Namespace from the path, if any.
     pub namespace: Option<String>,
     /// Object name, if any.
@@ -36,8 +40,102 @@ impl Target {
 
     /// A store error about this kind, as the API answers it.
     pub fn store_err(&self, e: StoreError) -> ApiError {
-        ApiError::from_store(e, &self.rt.group, &self.rt.plural)
+        let served = self.served();
+        ApiError::from_store(e, &served.group, &served.plural)
     }
+
+    /// The kind as the path addresses it (the view's, for a view).
+    pub fn served(&self) -> ResourceType {
+        match self.view {
+            Some(view) => (view.served)(),
+            None => self.rt.clone(),
+        }
+    }
+
+    /// A stored object as the path's kind shows it (through the view, if any).
+    pub fn to_served(&self, stored: &Value) -> Value {
+        match self.view {
+            Some(view) => (view.present)(stored),
+            None => stored.clone(),
+        }
+    }
+
+    /// An object written at the path, as it is stored (through the view, if any).
+    pub fn to_stored(&self, served: Value) -> Value {
+        match self.view {
+            Some(view) => (view.store)(&served),
+            None => served,
+        }
+    }
+
+    /// The filter of a request's selectors, read against the object as the path's kind shows
+    /// it (`regarding.name` of an events.k8s.io Event is the stored `involvedObject.name`).
+    pub fn served_filter(&self, filter: Option<ObjectFilter>) -> Option<ObjectFilter> {
+        match (self.view, filter) {
+            (Some(view), Some(f)) => {
+                let wrapped: ObjectFilter =
+                    Arc::new(move |stored: &Value| f(&(view.present)(stored)));
+                Some(wrapped)
+            }
+            (_, filter) => filter,
+        }
+    }
+
+    /// Whether an answer must be rewritten from the stored object: a view, a computed field
+    /// or metadata only. Otherwise the stored object is the answer, as it is.
+    pub fn rewrites(&self, metadata: bool) -> bool {
+        metadata
+            || self.view.is_some()
+            || (self.rt.group.is_empty() && self.rt.plural == "namespaces")
+    }
+
+    /// A stored object as an answer shows it: computed fields filled in, through the view,
+    /// metadata only when asked.
+    pub fn present(&self, stored: &Value, metadata: bool) -> Value {
+        let mut obj = self.to_served(stored);
+        views::decorate(&self.rt, &mut obj);
+        if metadata {
+            views::metadata_only(&obj)
+        } else {
+            obj
+        }
+    }
+
+    /// Refuses (422) a create through a view that Kubernetes refuses; `stored` is the object
+    /// as it will be stored.
+    pub fn check_create(&self, stored: &Value) -> ApiResult<()> {
+        match self.view {
+            Some(view) => view.refuse(&name_of(stored), (view.create_causes)(stored)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses (422) an update through a view that Kubernetes refuses (stored forms).
+    pub fn check_update(&self, new: &Value, old: &Value) -> ApiResult<()> {
+        match self.view {
+            Some(view) => view.refuse(&name_of(new), (view.update_causes)(new, old)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("rt", &self.rt)
+            .field("view", &self.view.map(|v| (v.served)().api_version()))
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("subresource", &self.subresource)
+            .finish()
+    }
+}
+
+fn name_of(obj: &Value) -> String {
+    obj.lookup("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Maps the path segments after the group-version to a target. A name or namespace that no
@@ -69,19 +167,24 @@ pub fn resolve(
     if let Some(n) = &name {
         path::check_name(n)?;
     }
-    let rt = match registry.lookup(group, version, plural) {
-        Some(rt) => rt,
-        None if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() => {
+    let view = views::find(group, version, plural);
+    let rt = match (view, registry.lookup(group, version, plural)) {
+        (Some(view), _) => (view.stored)(),
+        (None, Some(rt)) => rt,
+        (None, None)
+            if !group.is_empty() && registry.lookup_group_plural(group, plural).is_none() =>
+        {
             // A free-form template of an undeclared kind.
             KindRegistry::adhoc(group, version, plural, namespace.is_some())
         }
-        None => return Ok(None),
+        (None, None) => return Ok(None),
     };
     if namespace.is_some() && !rt.namespaced {
         return Ok(None);
     }
     Ok(Some(Target {
         rt,
+        view,
         namespace,
         name,
         subresource: sub,
@@ -104,7 +207,8 @@ pub fn check_identity(target: &Target, obj: &mut Value, name_from_path: bool) ->
             return Err(ApiError::BadRequest(format!("{field}: must be a string")));
         }
     }
-    let rt = &target.rt;
+    let served = target.served();
+    let rt = &served;
     let want_api = rt.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => obj["apiVersion"] = json!(want_api),

@@ -173,6 +173,21 @@ impl Scan<'_> {
             .map(|(k, v)| (k.clone(), v.as_ref().to_vec()))
             .collect()
     }
+
+    /// How many keys of a tree held in memory lie within the scan's bounds (its limit
+    /// ignored), without copying any.
+    pub fn count_over<V>(&self, tree: &std::collections::BTreeMap<Vec<u8>, V>) -> u64 {
+        use std::ops::Bound;
+        let lower = match self.start_after {
+            Some(after) if after >= self.prefix => Bound::Excluded(after),
+            _ => Bound::Included(self.prefix),
+        };
+        let n = tree
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(self.prefix))
+            .count();
+        u64::try_from(n).unwrap_or(u64::MAX)
+    }
 }
 
 /// A raw key-value engine. Reads of a tree that does not exist see an empty tree and do not
@@ -196,12 +211,45 @@ pub trait Engine: Send + Sync + 'static {
     /// Number of keys in a tree (O(n) on sled).
     fn len(&self, tree: &str) -> Result<u64, EngineError>;
 
+    /// Number of keys within `scan`'s bounds, its limit ignored (a list's
+    /// `remainingItemCount`). This default reads the entries page by page; the engines
+    /// count without copying values.
+    fn count(&self, tree: &str, scan: Scan<'_>) -> Result<u64, EngineError> {
+        count_by_pages(self, tree, scan)
+    }
+
     /// Applies every write of the batch atomically: after a crash, either all of them or none
     /// are there (once flushed). Not durable until [`Engine::durable_flush`] returns.
     fn apply(&self, batch: &WriteBatch) -> Result<(), EngineError>;
 
     /// Makes every applied batch durable (fsync).
     fn durable_flush(&self) -> Result<(), EngineError>;
+}
+
+/// [`Engine::count`] by scanning page after page (values read and dropped).
+pub(crate) fn count_by_pages<E: Engine + ?Sized>(
+    engine: &E,
+    tree: &str,
+    scan: Scan<'_>,
+) -> Result<u64, EngineError> {
+    const PAGE: usize = 1024;
+    let mut after = scan.start_after.map(<[u8]>::to_vec);
+    let mut n = 0u64;
+    loop {
+        let page = engine.scan(
+            tree,
+            Scan {
+                prefix: scan.prefix,
+                start_after: after.as_deref(),
+                limit: Some(PAGE),
+            },
+        )?;
+        n += page.len() as u64;
+        match page.into_iter().last() {
+            Some((key, _)) => after = Some(key),
+            None => return Ok(n),
+        }
+    }
 }
 
 /// A [`RawStore`] view of an engine, for [`flotilla_migrations::run`]. Keys and tree names of
@@ -309,6 +357,25 @@ pub(crate) mod conformance {
         assert_eq!(keys(e.scan("t", before_prefix).unwrap()).len(), 3);
         assert_eq!(e.len("t").unwrap(), 5);
         assert_eq!(e.get("t", b"b/2").unwrap().as_deref(), Some(&b"b/2"[..]));
+        // Counting sees what the scan would, whatever its limit; the paged default agrees.
+        for (scan, want) in [
+            (Scan::default(), 5),
+            (b, 3),
+            (after, 2),
+            (before_prefix, 3),
+            (
+                Scan {
+                    prefix: b"",
+                    start_after: Some(b"b/3"),
+                    limit: Some(1),
+                },
+                1,
+            ),
+        ] {
+            assert_eq!(e.count("t", scan).unwrap(), want, "{scan:?}");
+            assert_eq!(count_by_pages(e, "t", scan).unwrap(), want, "{scan:?}");
+        }
+        assert_eq!(e.count("nope", Scan::default()).unwrap(), 0);
     }
 
     pub(crate) fn batches_span_trees(e: &impl Engine) {

@@ -19,7 +19,7 @@ use super::sled_engine::{SledEngine, SledOptions};
 use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
 use super::{
     DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, StoreError,
-    WatchOptions, WatchStream,
+    WatchOptions, WatchProgress, WatchStream,
 };
 use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
@@ -1124,6 +1124,23 @@ impl<E: Engine> Store for KvStore<E> {
                 break;
             }
         }
+        // As kube-apiserver: a page cut by the limit says how many objects follow it, unless
+        // a selector filters them (then the count is unknown without reading them all).
+        let remaining = match (&after, more && opts.filter.is_none()) {
+            (Some(key), true) => Some(
+                self.engine
+                    .count(
+                        &tree,
+                        Scan {
+                            prefix: prefix.as_bytes(),
+                            start_after: Some(key),
+                            limit: None,
+                        },
+                    )
+                    .map_err(engine_error)?,
+            ),
+            _ => None,
+        };
         let continue_token = match (more, after) {
             (true, Some(key)) => Some(encode_continue(&String::from_utf8_lossy(&key))),
             _ => None,
@@ -1132,7 +1149,7 @@ impl<E: Engine> Store for KvStore<E> {
             items,
             resource_version,
             continue_token,
-            remaining: None,
+            remaining,
         })
     }
 
@@ -1243,6 +1260,16 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         opts: WatchOptions,
     ) -> Result<WatchStream, StoreError> {
+        self.watch_with_progress(res, opts)
+            .await
+            .map(|(stream, _)| stream)
+    }
+
+    async fn watch_with_progress(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<(WatchStream, WatchProgress), StoreError> {
         let from = match opts.from {
             Some(from) => {
                 self.log.check_from(from)?;

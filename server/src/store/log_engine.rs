@@ -902,6 +902,11 @@ impl Engine for LogEngine {
         Ok(state.trees.get(tree).map_or(0, |t| t.len() as u64))
     }
 
+    fn count(&self, tree: &str, scan: Scan<'_>) -> Result<u64, EngineError> {
+        let state = self.shared.state.read();
+        Ok(state.trees.get(tree).map_or(0, |t| scan.count_over(t)))
+    }
+
     fn apply(&self, batch: &WriteBatch) -> Result<(), EngineError> {
         if batch.is_empty() {
             return Ok(());

@@ -56,6 +56,14 @@ impl Engine for MemoryEngine {
         Ok(self.trees.read().get(tree).map_or(0, |t| t.len() as u64))
     }
 
+    fn count(&self, tree: &str, scan: Scan<'_>) -> Result<u64, EngineError> {
+        Ok(self
+            .trees
+            .read()
+            .get(tree)
+            .map_or(0, |t| scan.count_over(t)))
+    }
+
     fn apply(&self, batch: &WriteBatch) -> Result<(), EngineError> {
         let mut trees = self.trees.write();
         for op in &batch.ops {

@@ -30,8 +30,9 @@ pub use sled_engine::{SledEngine, SledOptions};
 
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, StreamExt};
 use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Errors of the store. The API layer maps each variant to one HTTP status.
@@ -161,6 +162,31 @@ pub struct WatchOptions {
 /// A stream of watch events. It ends with `Err(StoreError::Expired)` when the watcher fell
 /// behind the bounded event log; the caller relists.
 pub type WatchStream = BoxStream<'static, Result<WatchEvent, StoreError>>;
+
+/// How far a watch stream has looked: every change up to [`WatchProgress::get`] that the
+/// watch's selector matches has been yielded by the stream. It is the store's position, not
+/// the last event delivered: a watcher of a quiet kind moves on with every write anywhere, so
+/// a BOOKMARK carrying it keeps the client inside the event log (as kube-apiserver's watch
+/// cache bookmarks carry its current resourceVersion).
+#[derive(Clone, Debug, Default)]
+pub struct WatchProgress(Arc<AtomicU64>);
+
+impl WatchProgress {
+    /// Progress that starts at `from` (everything up to it was seen before the watch).
+    pub fn new(from: u64) -> Self {
+        Self(Arc::new(AtomicU64::new(from)))
+    }
+
+    /// Every matching change up to this resourceVersion has been yielded.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Records that everything up to `rv` has been looked at (never moves backwards).
+    pub fn advance(&self, rv: u64) {
+        self.0.fetch_max(rv, Ordering::AcqRel);
+    }
+}
 
 /// The `metadata.generation` that an update of `stored` (as read, with its resourceVersion) to
 /// `new` leaves: one more when anything outside `metadata` and `status` changed, else the same
@@ -316,6 +342,26 @@ pub trait Store: Send + Sync + 'static {
         res: &ResourceType,
         opts: WatchOptions,
     ) -> Result<WatchStream, StoreError>;
+
+    /// As [`Store::watch`], with the stream's [`WatchProgress`]. This default knows only the
+    /// events the stream yields; [`KvStore`] says how far its cursor went past them.
+    async fn watch_with_progress(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<(WatchStream, WatchProgress), StoreError> {
+        let progress = WatchProgress::new(opts.from.unwrap_or_default());
+        let stream = self.watch(res, opts).await?;
+        let seen = progress.clone();
+        let stream = stream
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    seen.advance(event.resource_version);
+                }
+            })
+            .boxed();
+        Ok((stream, progress))
+    }
 
     /// The resourceVersion of the last change to any object of this kind since the store
     /// was opened (0 when none). A cache of a kind's list stays valid while this is unchanged;

@@ -282,6 +282,27 @@ impl Engine for SledEngine {
         Ok(self.existing(tree)?.map_or(0, |t| t.len() as u64))
     }
 
+    fn count(&self, tree: &str, scan: Scan<'_>) -> Result<u64, EngineError> {
+        self.drain()?;
+        let Some(t) = self.existing(tree)? else {
+            return Ok(0);
+        };
+        let lower = match scan.start_after {
+            Some(after) if after >= scan.prefix => Bound::Excluded(after.to_vec()),
+            _ => Bound::Included(scan.prefix.to_vec()),
+        };
+        let mut n = 0u64;
+        // Keys only: sled shares the values' buffers, nothing is copied.
+        for item in t.range::<Vec<u8>, _>((lower, Bound::Unbounded)) {
+            let (k, _) = item.map_err(sled_err("scan"))?;
+            if !k.starts_with(scan.prefix) {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
     fn apply(&self, batch: &WriteBatch) -> Result<(), EngineError> {
         if batch.is_empty() {
             return Ok(());

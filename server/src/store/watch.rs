@@ -16,7 +16,7 @@
 //! resourceVersion. A watcher whose cursor falls behind the trimmed log ends with `Expired`.
 
 use super::engine::EngineError;
-use super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchStream};
+use super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchProgress, WatchStream};
 use flotilla_migrations::EVENTS_TREE;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
@@ -342,14 +342,22 @@ struct Watcher {
     selector: Selector,
     pending: VecDeque<WatchEvent>,
     done: bool,
+    /// The cursor, published whenever nothing read up to it is still pending.
+    progress: WatchProgress,
 }
 
 impl Watcher {
     async fn next(mut self) -> Option<(Result<WatchEvent, StoreError>, Self)> {
         loop {
             if let Some(event) = self.pending.pop_front() {
+                if self.pending.is_empty() {
+                    // Published in the same poll that yields the event: whoever reads the
+                    // progress next has been handed the event already.
+                    self.progress.advance(self.cursor);
+                }
                 return Some((Ok(event), self));
             }
+            self.progress.advance(self.cursor);
             if self.done {
                 return None;
             }
@@ -392,9 +400,15 @@ impl Watcher {
     }
 }
 
-/// A stream of the events after `from` that `selector` matches.
-pub(crate) fn stream(log: Arc<EventLog>, from: u64, selector: Selector) -> WatchStream {
+/// A stream of the events after `from` that `selector` matches, and how far it has looked: its
+/// cursor moves with every durable write, matching or not.
+pub(crate) fn stream(
+    log: Arc<EventLog>,
+    from: u64,
+    selector: Selector,
+) -> (WatchStream, WatchProgress) {
     let durable = log.durable.subscribe();
+    let progress = WatchProgress::new(from);
     let watcher = Watcher {
         log,
         durable,
@@ -402,8 +416,12 @@ pub(crate) fn stream(log: Arc<EventLog>, from: u64, selector: Selector) -> Watch
         selector,
         pending: VecDeque::new(),
         done: false,
+        progress: progress.clone(),
     };
-    Box::pin(futures::stream::unfold(watcher, Watcher::next))
+    (
+        Box::pin(futures::stream::unfold(watcher, Watcher::next)),
+        progress,
+    )
 }
 
 #[cfg(test)]
@@ -473,6 +491,46 @@ mod tests {
             .map(|e| e.resource_version)
             .collect();
         assert_eq!(got, [4, 5]);
+    }
+
+    #[tokio::test]
+    async fn progress_moves_past_what_the_selector_skips_once_nothing_is_pending() {
+        use futures::StreamExt;
+        let other = |rv: u64| LoggedEvent {
+            resource: "core/secrets".to_string(),
+            ..event(rv)
+        };
+        let log = Arc::new(EventLog::new(Vec::new(), capacity(100, 1 << 20), 0));
+        let selector = Selector {
+            resource: "core/configmaps".to_string(),
+            namespace: None,
+            filter: None,
+        };
+        let (mut stream, progress) = stream(log.clone(), 0, selector);
+        assert_eq!(progress.get(), 0);
+        // One match among writes of another kind: the match comes, and with it the progress
+        // up to everything read.
+        log.append(vec![other(1), event(2), other(3)], 0);
+        log.publish_durable(3);
+        let first = stream.next().await.unwrap().unwrap();
+        assert_eq!(first.resource_version, 2);
+        assert_eq!(progress.get(), 3);
+        // Only other kinds: nothing is yielded, the progress follows the log.
+        log.append(vec![other(4), other(5)], 0);
+        log.publish_durable(5);
+        let nothing =
+            tokio::time::timeout(std::time::Duration::from_millis(50), stream.next()).await;
+        assert!(nothing.is_err(), "nothing matched");
+        assert_eq!(progress.get(), 5);
+        // Never ahead of a match still pending: two matches read in one batch.
+        log.append(vec![event(6), event(7)], 0);
+        log.publish_durable(7);
+        let six = stream.next().await.unwrap().unwrap();
+        assert_eq!(six.resource_version, 6);
+        assert!(progress.get() < 7, "7 is read but not yet yielded");
+        let seven = stream.next().await.unwrap().unwrap();
+        assert_eq!(seven.resource_version, 7);
+        assert_eq!(progress.get(), 7);
     }
 
     #[test]
