@@ -1,7 +1,8 @@
 //! Starting the agent: [`run`] turns an [`AgentConfig`] into running members (one, or
 //! `sim_members` of them named `<prefix>1..N`, each with its own data directory), their sim
-//! runtimes ticked by one driver, the member HTTP surface when `listen` is set, and in pull
-//! mode each member's pull loops. The [`AgentHandle`] it answers gives the bound address and
+//! runtimes ticked by one driver (or, with [`RuntimeKind::Kube`], one member backed by a real
+//! cluster's API: [`crate::runtime::kube`]), the member HTTP surface when `listen` is set, and
+//! in pull mode each member's pull loops. The [`AgentHandle`] it answers gives the bound address and
 //! the members, and stops everything cleanly (state flushed).
 
 use std::net::SocketAddr;
@@ -15,8 +16,19 @@ use tokio::task::JoinHandle;
 use crate::clock::{Clock, SystemClock};
 use crate::member::Member;
 use crate::pull::{self, PullOptions, PullTiming, Registration, ServerClient};
+use crate::runtime::kube::{ConnectError, KubeRuntime, KubeSettings};
 use crate::runtime::sim::{SimConfig, SimDriver, SimRuntime};
 use crate::runtime::{MemberRuntime, RuntimeError};
+
+/// What a member is: the embedded simulated cluster, or a real cluster's Kubernetes API.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    /// The embedded simulated cluster (`runtime::sim`).
+    #[default]
+    Sim,
+    /// A real cluster, through its Kubernetes API (`runtime::kube`).
+    Kube,
+}
 
 /// Push (serve the member HTTP surface only) or pull (also register with a server and pull
 /// Works).
@@ -34,6 +46,13 @@ pub enum Mode {
 pub struct AgentConfig {
     /// Push or pull.
     pub mode: Mode,
+    /// Which runtime backs the members.
+    pub runtime: RuntimeKind,
+    /// Kube runtime: the member's kubeconfig (`None`: `KUBECONFIG`, `~/.kube/config`, else
+    /// the in-cluster service account).
+    pub kubeconfig: Option<PathBuf>,
+    /// Kube runtime: the kubeconfig context (`None`: its current context).
+    pub kube_context: Option<String>,
     /// Server URL (pull mode).
     pub server: Option<String>,
     /// The member's name when the process hosts one.
@@ -66,6 +85,9 @@ impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
             mode: Mode::Pull,
+            runtime: RuntimeKind::Sim,
+            kubeconfig: None,
+            kube_context: None,
             server: None,
             cluster_name: None,
             sim_members: 0,
@@ -97,6 +119,15 @@ pub enum StartError {
         /// What failed.
         #[source]
         source: std::io::Error,
+    },
+    /// The member cluster's API client could not be built.
+    #[error("connecting to the Kubernetes API of {member}")]
+    Connect {
+        /// The member.
+        member: String,
+        /// What failed.
+        #[source]
+        source: ConnectError,
     },
     /// A runtime could not be opened.
     #[error("opening the runtime of {member}")]
@@ -186,6 +217,22 @@ impl AgentHandle {
 
 /// The member names a config asks for.
 pub fn member_names(config: &AgentConfig) -> Result<Vec<String>, StartError> {
+    match config.runtime {
+        RuntimeKind::Kube if config.sim_members > 0 => {
+            return Err(StartError::Config(
+                "--sim-members hosts simulated members; --runtime kube hosts one member, \
+                 the cluster its kubeconfig names (--cluster-name)"
+                    .into(),
+            ));
+        }
+        RuntimeKind::Sim if config.kubeconfig.is_some() || config.kube_context.is_some() => {
+            return Err(StartError::Config(
+                "--kubeconfig and --context name a real member cluster: they need --runtime kube"
+                    .into(),
+            ));
+        }
+        _ => {}
+    }
     if config.sim_members > 0 {
         if config.member_prefix.is_empty() {
             return Err(StartError::Config(
@@ -257,17 +304,22 @@ pub async fn run_with_clock(
             path: dir.display().to_string(),
             source,
         })?;
-        let sim = SimRuntime::open(
-            config.sim.clone(),
-            clock.clone(),
-            Some(dir.join("sim-state.json")),
-        )
-        .map_err(|source| StartError::Runtime {
-            member: name.clone(),
-            source,
-        })?;
-        sims.push(sim.clone());
-        let runtime: Arc<dyn MemberRuntime> = sim;
+        let runtime: Arc<dyn MemberRuntime> = match config.runtime {
+            RuntimeKind::Sim => {
+                let sim = SimRuntime::open(
+                    config.sim.clone(),
+                    clock.clone(),
+                    Some(dir.join("sim-state.json")),
+                )
+                .map_err(|source| StartError::Runtime {
+                    member: name.clone(),
+                    source,
+                })?;
+                sims.push(sim.clone());
+                sim
+            }
+            RuntimeKind::Kube => Arc::new(kube_runtime(&config, name).await?),
+        };
         members.push(Member::new(name, runtime));
         dirs.push(dir);
     }
@@ -296,10 +348,12 @@ pub async fn run_with_clock(
             }
         }));
     }
-    tasks.push(tokio::spawn(
-        SimDriver::new(sims.clone(), config.sim_tick, config.sim_save_every)
-            .run(shutdown_rx.clone()),
-    ));
+    if !sims.is_empty() {
+        tasks.push(tokio::spawn(
+            SimDriver::new(sims.clone(), config.sim_tick, config.sim_save_every)
+                .run(shutdown_rx.clone()),
+        ));
+    }
     if let Some(server) = server {
         let options = PullOptions {
             server,
@@ -322,14 +376,37 @@ pub async fn run_with_clock(
             tasks.push(task);
         }
     }
-    tracing::info!(members = members.len(), mode = ?config.mode, listen = ?local_addr,
-        "flotilla-agent started");
+    tracing::info!(members = members.len(), mode = ?config.mode, runtime = ?config.runtime,
+        listen = ?local_addr, "flotilla-agent started");
     Ok(AgentHandle {
         local_addr,
         members,
         sims,
         shutdown,
         tasks,
+    })
+}
+
+/// The kube runtime of the member `name`, on a client from the config's kubeconfig (or the
+/// in-cluster service account). Nothing is asked of the member's API yet: a member whose API
+/// is down still starts, registers and reports itself not ready.
+async fn kube_runtime(config: &AgentConfig, name: &str) -> Result<KubeRuntime, StartError> {
+    let client = crate::runtime::kube::client_from_kubeconfig(
+        config.kubeconfig.as_deref(),
+        config.kube_context.as_deref(),
+    )
+    .await
+    .map_err(|source| StartError::Connect {
+        member: name.to_string(),
+        source,
+    })?;
+    let settings = KubeSettings {
+        cluster: name.to_string(),
+        ..KubeSettings::default()
+    };
+    KubeRuntime::new(client, settings).map_err(|source| StartError::Runtime {
+        member: name.to_string(),
+        source,
     })
 }
 
@@ -378,6 +455,41 @@ mod tests {
                     ..named("m1")
                 },
                 "must start with http",
+            ),
+            (
+                "kube with sim members",
+                AgentConfig {
+                    runtime: RuntimeKind::Kube,
+                    ..many.clone()
+                },
+                "--runtime kube hosts one member",
+            ),
+            (
+                "kubeconfig without kube",
+                AgentConfig {
+                    kubeconfig: Some(dir.path().join("kubeconfig")),
+                    ..named("m1")
+                },
+                "need --runtime kube",
+            ),
+            (
+                "context without kube",
+                AgentConfig {
+                    kube_context: Some("kind-m1".into()),
+                    ..named("m1")
+                },
+                "need --runtime kube",
+            ),
+            (
+                "missing kubeconfig",
+                AgentConfig {
+                    runtime: RuntimeKind::Kube,
+                    mode: Mode::Push,
+                    listen: Some("127.0.0.1:0".parse().unwrap()),
+                    kubeconfig: Some(dir.path().join("no-such-kubeconfig")),
+                    ..named("m1")
+                },
+                "kubeconfig",
             ),
         ];
         for (what, config, want) in cases {

@@ -1,6 +1,7 @@
 //! `flotilla-agent`: a member cluster's side of Flotilla.
 //!
-//! - [`runtime`]: the member runtime trait and `sim`, the embedded simulated cluster.
+//! - [`runtime`]: the member runtime trait; `sim`, the embedded simulated cluster; `kube`, a
+//!   real cluster through its Kubernetes API (kube-rs).
 //! - [`member_api`]: the member's HTTP surface (readyz/healthz, apply/get/delete objects,
 //!   cluster summary, fault API), which is what a push-mode member is to the server.
 //! - [`pull`]: pull mode: register with the server, renew the lease, report cluster status,
@@ -17,7 +18,7 @@ pub mod member_api;
 pub mod pull;
 pub mod runtime;
 
-pub use app::{run, AgentConfig, AgentHandle, Mode};
+pub use app::{run, AgentConfig, AgentHandle, Mode, RuntimeKind};
 pub use member::Member;
 
 /// An error with its whole `source()` chain, `: `-separated, for logs.

@@ -1,5 +1,6 @@
 //! `flotilla-agent`: parse flags (and `FLOTILLA_AGENT_*` environment variables), start
-//! logging, run the agent until SIGTERM or Ctrl-C, then stop cleanly.
+//! logging, run the agent until SIGTERM or Ctrl-C, then stop cleanly. The sim runtime's flags
+//! are refused with `--runtime kube`, whose member is a real cluster.
 
 /// mimalloc: the control loops allocate and free many small JSON values; glibc's malloc spent
 /// a quarter of the server's CPU on them under load (see docs/performance.md).
@@ -12,8 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-use flotilla_agent::app::{AgentConfig, Mode};
+use clap::{CommandFactory, FromArgMatches, Parser};
+use flotilla_agent::app::{AgentConfig, Mode, RuntimeKind};
 use flotilla_agent::pull::{PullTiming, Registration};
 use flotilla_agent::runtime::sim::SimConfig;
 use flotilla_api::Quantity;
@@ -25,13 +26,29 @@ enum LogFormat {
 }
 
 /// Flotilla's member agent: a pull-mode agent for one or many (simulated) member clusters,
-/// or a push-mode member HTTP surface.
+/// or for a real cluster (`--runtime kube`), or a push-mode member HTTP surface.
 #[derive(Debug, Parser)]
 #[command(name = "flotilla-agent", version)]
 struct Args {
     /// pull: register with --server and pull Works; push: serve the member HTTP surface only.
     #[arg(long, value_enum, default_value = "pull", env = "FLOTILLA_AGENT_MODE")]
     mode: Mode,
+    /// sim: an embedded simulated cluster; kube: a real cluster, through its Kubernetes API
+    /// (--kubeconfig, else the in-cluster service account).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "sim",
+        env = "FLOTILLA_AGENT_RUNTIME"
+    )]
+    runtime: RuntimeKind,
+    /// With --runtime kube: the member cluster's kubeconfig. Unset: KUBECONFIG or
+    /// ~/.kube/config when there is one, else the pod's service account (in-cluster).
+    #[arg(long, env = "FLOTILLA_AGENT_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// With --runtime kube: the kubeconfig context (unset: its current context).
+    #[arg(long = "context", env = "FLOTILLA_AGENT_KUBE_CONTEXT")]
+    kube_context: Option<String>,
     /// Flotilla server URL (https://... or http://...). Required in pull mode.
     #[arg(long, env = "FLOTILLA_AGENT_SERVER")]
     server: Option<String>,
@@ -159,6 +176,9 @@ impl Args {
         extra_apis.extend(self.sim_apis);
         AgentConfig {
             mode: self.mode,
+            runtime: self.runtime,
+            kubeconfig: self.kubeconfig,
+            kube_context: self.kube_context,
             server: self.server,
             cluster_name: self.cluster_name,
             sim_members: self.sim_members,
@@ -246,9 +266,58 @@ async fn stdin_closed() {
     }
 }
 
+/// The flags (by id) that describe the simulated cluster.
+const SIM_FLAGS: [&str; 10] = [
+    "sim_members",
+    "member_prefix",
+    "sim_nodes",
+    "sim_node_cpu",
+    "sim_node_memory",
+    "sim_node_pods",
+    "pod_startup_delay_ms",
+    "job_run_ms",
+    "sim_kubernetes_version",
+    "sim_apis",
+];
+
+/// Why these flags cannot go together, if they cannot: the sim runtime's flags given (on the
+/// command line or in the environment) with `--runtime kube`.
+fn runtime_conflicts(matches: &clap::ArgMatches, runtime: RuntimeKind) -> Option<String> {
+    if runtime != RuntimeKind::Kube {
+        return None;
+    }
+    let given: Vec<String> = SIM_FLAGS
+        .iter()
+        .filter(|id| {
+            matches!(
+                matches.value_source(id),
+                Some(
+                    clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable
+                )
+            )
+        })
+        .map(|id| format!("--{}", id.replace('_', "-").replace("sim-apis", "sim-api")))
+        .collect();
+    (!given.is_empty()).then(|| {
+        format!(
+            "{} describe the simulated cluster: with --runtime kube the member is the real \
+             cluster --kubeconfig names (its nodes, version and APIs are read from it)",
+            given.join(", ")
+        )
+    })
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    if let Some(problem) = runtime_conflicts(&matches, args.runtime) {
+        eprintln!("flotilla-agent: {problem}");
+        return ExitCode::FAILURE;
+    }
     init_logging(args.log_format);
     let args_exit_on_stdin_close = args.exit_on_stdin_close;
     let handle = match flotilla_agent::run(args.config()).await {
@@ -274,4 +343,47 @@ async fn main() -> ExitCode {
     tracing::info!("stopping");
     handle.shutdown().await;
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_flags_are_refused_with_the_kube_runtime() {
+        let table: [(&[&str], Option<&str>); 5] = [
+            (&["--runtime", "kube", "--kubeconfig", "k"], None),
+            (&["--sim-nodes", "5"], None),
+            (
+                &[
+                    "--runtime",
+                    "kube",
+                    "--sim-nodes",
+                    "5",
+                    "--sim-api",
+                    "a/v1/K",
+                ],
+                Some("--sim-nodes, --sim-api describe the simulated cluster"),
+            ),
+            (
+                &["--runtime", "kube", "--sim-members", "3"],
+                Some("--sim-members describe"),
+            ),
+            // Defaults are not "given".
+            (&["--runtime", "kube", "--mode", "push"], None),
+        ];
+        for (flags, want) in table {
+            let argv = std::iter::once("flotilla-agent").chain(flags.iter().copied());
+            let matches = Args::command()
+                .try_get_matches_from(argv)
+                .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+            let args = Args::from_arg_matches(&matches).unwrap();
+            let got = runtime_conflicts(&matches, args.runtime);
+            match (got, want) {
+                (None, None) => {}
+                (Some(got), Some(want)) => assert!(got.contains(want), "{flags:?}: {got}"),
+                (got, want) => panic!("{flags:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
 }

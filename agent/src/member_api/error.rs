@@ -37,6 +37,8 @@ impl ApiError {
             ApiError::Runtime(RuntimeError::Unsupported(_)) => {
                 (StatusCode::NOT_IMPLEMENTED, "NotImplemented")
             }
+            ApiError::Runtime(RuntimeError::Conflict(_)) => (StatusCode::CONFLICT, "Conflict"),
+            ApiError::Runtime(RuntimeError::Api { .. }) => (StatusCode::BAD_GATEWAY, "BadGateway"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
             ApiError::Runtime(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         }
@@ -54,7 +56,7 @@ impl IntoResponse for ApiError {
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": self.to_string(),
+            "message": crate::error_chain(&self),
             "reason": reason,
             "code": code.as_u16(),
         });

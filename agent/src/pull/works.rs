@@ -554,7 +554,8 @@ impl WorksController {
                     });
                 }
                 Err(e) => {
-                    errors.push(format!("{r}: {e}"));
+                    // With its causes: a member API's refusal says why in its source.
+                    errors.push(format!("{r}: {}", crate::error_chain(&e)));
                     // Still applied in its previous form, if it ever was.
                     objects[idx] = previous
                         .as_ref()

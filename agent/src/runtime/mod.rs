@@ -2,9 +2,10 @@
 //! interface the pull loop and the member HTTP surface use to apply, read and delete objects
 //! and to summarise the cluster (version, APIs, nodes, resources, health). [`RuntimeFaults`]
 //! is the optional fault-injection side a runtime may offer. [`sim`] is the embedded default,
-//! a kwok-like simulated cluster; a runtime backed by a real Kubernetes API would implement
-//! the same traits.
+//! a kwok-like simulated cluster; [`kube`] is a real member cluster reached through its
+//! Kubernetes API (kube-rs).
 
+pub mod kube;
 pub mod sim;
 
 use flotilla_api::json_pointer::JsonPointer;
@@ -215,6 +216,20 @@ pub enum RuntimeError {
         /// The state file.
         path: String,
         /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The member holds an object of that name that is not Flotilla's to change or delete
+    /// (not created by Flotilla, or by another Work); the message names the object and says
+    /// how to take it over.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The member's API server refused the request or could not be reached.
+    #[error("{operation}")]
+    Api {
+        /// What was asked, naming the object (e.g. `applying apps/v1 Deployment web/api`).
+        operation: String,
+        /// The answer or the transport failure.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },

@@ -185,7 +185,8 @@ fn pretty(name: &str, q: &Quantity) -> Quantity {
     Quantity::parse(&bytes.to_string()).unwrap_or_else(|_| q.clone())
 }
 
-fn pretty_list(list: ResourceList) -> ResourceList {
+/// [`pretty`] of every quantity of a list.
+pub(crate) fn pretty_list(list: ResourceList) -> ResourceList {
     list.iter()
         .map(|(k, q)| (k.clone(), pretty(k, q)))
         .collect()
