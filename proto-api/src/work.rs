@@ -25,6 +25,105 @@ pub const EXACTLY_ONCE: &str = "ExactlyOnce";
 /// so a Work that has not caught up with a new placement never reads as a Healthy copy of it.
 pub const ASSIGNED_REPLICAS_ANNOTATION: &str = "flotilla.io/assigned-replicas";
 
+/// Label on every object Flotilla applies to a member (Karmada's `ManagedByKarmadaLabel`): the
+/// mark of ownership. A member runtime never updates or deletes an object without it, unless
+/// the Work asks to take it over ([`CONFLICT_RESOLUTION_ANNOTATION`]).
+pub const MANAGED_LABEL: &str = "karmada.io/managed";
+/// The value of [`MANAGED_LABEL`].
+pub const MANAGED_VALUE: &str = "true";
+/// Annotation on a member object naming the Work it came from.
+pub const WORK_NAME_ANNOTATION: &str = "work.karmada.io/name";
+/// Annotation on a member object naming its Work's namespace (the execution namespace).
+pub const WORK_NAMESPACE_ANNOTATION: &str = "work.karmada.io/namespace";
+/// Annotation on a member object naming its binding.
+pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotation on a member object naming its binding's namespace (namespaced bindings only).
+pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
+/// Annotation on a member object: the uid of the resource template it was made from.
+pub const TEMPLATE_UID_ANNOTATION: &str = "resourcetemplate.karmada.io/uid";
+/// Annotation on a manifest: what to do when the member already holds an object of that name
+/// that Flotilla did not create: `abort` (the default: leave it, report a conflict) or
+/// `overwrite` (take it over). Set on the template by the user, or from the binding's
+/// `spec.conflictResolution`; the template's wins, as in Karmada.
+pub const CONFLICT_RESOLUTION_ANNOTATION: &str = "work.karmada.io/conflict-resolution";
+/// [`CONFLICT_RESOLUTION_ANNOTATION`]: take the object over.
+pub const CONFLICT_OVERWRITE: &str = "overwrite";
+/// [`CONFLICT_RESOLUTION_ANNOTATION`]: leave a foreign object alone (the default).
+pub const CONFLICT_ABORT: &str = "abort";
+
+/// Where a manifest comes from: what [`stamp_member_marks`] writes on it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberMarks<'a> {
+    /// The Work's name.
+    pub work_name: &'a str,
+    /// The Work's namespace (the cluster's execution namespace).
+    pub work_namespace: &'a str,
+    /// The binding's name.
+    pub binding_name: &'a str,
+    /// The binding's namespace; empty for a ClusterResourceBinding.
+    pub binding_namespace: &'a str,
+    /// The resource template's uid; empty when unknown.
+    pub template_uid: &'a str,
+    /// [`CONFLICT_OVERWRITE`] or [`CONFLICT_ABORT`] from the binding, when it says; a value
+    /// already on the manifest (the template's own) is kept.
+    pub conflict_resolution: Option<&'static str>,
+}
+
+/// Writes Karmada's ownership marks on a manifest bound for a member: the managed label and
+/// the annotations naming its Work, binding and template, and the conflict resolution. A
+/// member runtime reads them to tell its own objects from foreign ones (and to delete only
+/// its own). Does nothing to a manifest that is not a JSON object.
+pub fn stamp_member_marks(manifest: &mut serde_json::Value, marks: &MemberMarks<'_>) {
+    use serde_json::{Map, Value};
+    let Some(obj) = manifest.as_object_mut() else {
+        return;
+    };
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    object_at(meta, "labels").insert(MANAGED_LABEL.into(), MANAGED_VALUE.into());
+    let annotations = object_at(meta, "annotations");
+    let mut put = |k: &str, v: &str| {
+        if !v.is_empty() {
+            annotations.insert(k.into(), v.into());
+        }
+    };
+    put(WORK_NAME_ANNOTATION, marks.work_name);
+    put(WORK_NAMESPACE_ANNOTATION, marks.work_namespace);
+    put(BINDING_NAME_ANNOTATION, marks.binding_name);
+    put(BINDING_NAMESPACE_ANNOTATION, marks.binding_namespace);
+    put(TEMPLATE_UID_ANNOTATION, marks.template_uid);
+    if let Some(c) = marks.conflict_resolution {
+        annotations
+            .entry(CONFLICT_RESOLUTION_ANNOTATION.to_string())
+            .or_insert_with(|| c.into());
+    }
+}
+
+/// The object under `key`, made an empty one when absent or not an object.
+fn object_at<'m>(
+    map: &'m mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> &'m mut serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Map, Value};
+    let v = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object just above"),
+    }
+}
+
 /// Health of a workload on one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ResourceHealth {
@@ -149,4 +248,99 @@ pub struct ResourceIdentifier {
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn marks(conflict: Option<&'static str>) -> MemberMarks<'static> {
+        MemberMarks {
+            work_name: "nginx-687f7fb96f",
+            work_namespace: "karmada-es-member1",
+            binding_name: "nginx-deployment",
+            binding_namespace: "default",
+            template_uid: "u-1",
+            conflict_resolution: conflict,
+        }
+    }
+
+    #[test]
+    fn member_marks_are_stamped_and_the_templates_own_resolution_wins() {
+        let cases: [(&str, Value, Option<&'static str>, Value); 5] = [
+            (
+                "bare manifest",
+                json!({"kind": "Deployment", "metadata": {"name": "nginx"}}),
+                None,
+                json!({"kind": "Deployment", "metadata": {"name": "nginx",
+                    "labels": {MANAGED_LABEL: "true"},
+                    "annotations": {WORK_NAME_ANNOTATION: "nginx-687f7fb96f",
+                        WORK_NAMESPACE_ANNOTATION: "karmada-es-member1",
+                        BINDING_NAME_ANNOTATION: "nginx-deployment",
+                        BINDING_NAMESPACE_ANNOTATION: "default",
+                        TEMPLATE_UID_ANNOTATION: "u-1"}}}),
+            ),
+            (
+                "the binding's resolution is written",
+                json!({"metadata": {"name": "n", "labels": {"app": "x"}}}),
+                Some(CONFLICT_OVERWRITE),
+                json!({"metadata": {"name": "n", "labels": {"app": "x", MANAGED_LABEL: "true"},
+                    "annotations": {WORK_NAME_ANNOTATION: "nginx-687f7fb96f",
+                        WORK_NAMESPACE_ANNOTATION: "karmada-es-member1",
+                        BINDING_NAME_ANNOTATION: "nginx-deployment",
+                        BINDING_NAMESPACE_ANNOTATION: "default",
+                        TEMPLATE_UID_ANNOTATION: "u-1",
+                        CONFLICT_RESOLUTION_ANNOTATION: "overwrite"}}}),
+            ),
+            (
+                "the template's own resolution is kept",
+                json!({"metadata": {"name": "n",
+                    "annotations": {CONFLICT_RESOLUTION_ANNOTATION: "abort"}}}),
+                Some(CONFLICT_OVERWRITE),
+                json!({"metadata": {"name": "n", "labels": {MANAGED_LABEL: "true"},
+                    "annotations": {CONFLICT_RESOLUTION_ANNOTATION: "abort",
+                        WORK_NAME_ANNOTATION: "nginx-687f7fb96f",
+                        WORK_NAMESPACE_ANNOTATION: "karmada-es-member1",
+                        BINDING_NAME_ANNOTATION: "nginx-deployment",
+                        BINDING_NAMESPACE_ANNOTATION: "default",
+                        TEMPLATE_UID_ANNOTATION: "u-1"}}}),
+            ),
+            (
+                "malformed labels are replaced",
+                json!({"metadata": {"name": "n", "labels": "oops", "annotations": null}}),
+                None,
+                json!({"metadata": {"name": "n", "labels": {MANAGED_LABEL: "true"},
+                    "annotations": {WORK_NAME_ANNOTATION: "nginx-687f7fb96f",
+                        WORK_NAMESPACE_ANNOTATION: "karmada-es-member1",
+                        BINDING_NAME_ANNOTATION: "nginx-deployment",
+                        BINDING_NAMESPACE_ANNOTATION: "default",
+                        TEMPLATE_UID_ANNOTATION: "u-1"}}}),
+            ),
+            ("not an object", json!([1]), None, json!([1])),
+        ];
+        for (what, mut manifest, conflict, want) in cases {
+            stamp_member_marks(&mut manifest, &marks(conflict));
+            assert_eq!(manifest, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn empty_marks_are_left_out() {
+        let mut m = json!({"metadata": {"name": "n"}});
+        stamp_member_marks(
+            &mut m,
+            &MemberMarks {
+                work_name: "w",
+                work_namespace: "karmada-es-a",
+                binding_name: "crb",
+                ..MemberMarks::default()
+            },
+        );
+        assert_eq!(
+            m["metadata"]["annotations"],
+            json!({WORK_NAME_ANNOTATION: "w", WORK_NAMESPACE_ANNOTATION: "karmada-es-a",
+                BINDING_NAME_ANNOTATION: "crb"})
+        );
+    }
 }

@@ -15,7 +15,8 @@ use crate::clock::{SharedClock, SystemClock};
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
-use crate::probes::HttpMemberClient;
+use crate::probes::kube::KubeMemberClient;
+use crate::probes::{HttpMemberClient, MemberClients};
 use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
@@ -372,9 +373,12 @@ pub fn start_controllers(
     settings: &ControllerSettings,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<ControllerHandle>, StartError> {
-    // One HTTP client (and connection pool) for every call to push members.
-    let member =
-        Arc::new(HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?);
+    // One HTTP client (and connection pool) for every call to simulated push members, and one
+    // Kubernetes client per push member that is an API server.
+    let member = Arc::new(MemberClients {
+        surface: HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?,
+        kube: KubeMemberClient::new(settings.probe_timeout),
+    });
     let ctx = ControllerContext::new(
         state.store.clone(),
         state.registry.clone(),

@@ -1,21 +1,50 @@
-//! The server's client of push members' HTTP surface: health probes (`/readyz`, falling back to
-//! `/healthz` when the member answers 404, as docs/semantics.md §3.1 says), the cluster
-//! summary (`/cluster`: version, API enablements, nodes, resources), and objects (`POST /apply`,
-//! `GET`/`DELETE /objects?apiVersion=&kind=&namespace=&name=`). Controllers use it through the
-//! [`MemberClient`] trait so that they are tested without HTTP.
+//! The server's client of push members: health probes (`/readyz`, falling back to `/healthz`
+//! when the member answers 404, as docs/semantics.md §3.1 says), the cluster summary (version,
+//! API enablements, nodes, resources), and objects (apply, get, delete). Controllers use it
+//! through the [`MemberClient`] trait so that they are tested without HTTP.
+//!
+//! A push member is one of two things ([`MemberAccess`]): a Kubernetes API server, reached
+//! with the token and CA bundle of the Cluster's `spec.secretRef` ([`kube`], sharing the pull
+//! agent's kube runtime), or the member HTTP surface of `flotilla-agent --mode push`, a
+//! simulated member ([`surface`]). [`MemberClients`] sends each call to the right one.
+
+pub mod kube;
+pub mod surface;
+pub mod target;
+
+pub use surface::HttpMemberClient;
+pub use target::{KubeCredential, MemberAccess, MemberTarget};
 
 use async_trait::async_trait;
 use flotilla_api::json_pointer::JsonPointer;
 use serde_json::Value;
-use std::time::Duration;
 
 /// What a probe of a push member found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProbeResult {
     /// The member answered at all.
     pub online: bool,
     /// It answered 200.
     pub healthy: bool,
+    /// Why it is not healthy, when the probe knows better than "no answer" or "not ok" (a
+    /// refused credential, an unreadable Secret): the Ready condition's message.
+    pub problem: Option<String>,
+}
+
+impl ProbeResult {
+    /// A member that answered (`healthy` when with 200).
+    pub fn answered(healthy: bool) -> Self {
+        ProbeResult {
+            online: true,
+            healthy,
+            problem: None,
+        }
+    }
+
+    /// A member that did not answer.
+    pub fn unreachable() -> Self {
+        ProbeResult::default()
+    }
 }
 
 /// Why the member's summary could not be read.
@@ -76,160 +105,95 @@ impl MemberObject {
 #[async_trait]
 pub trait MemberClient: Send + Sync + 'static {
     /// Probes health.
-    async fn probe(&self, endpoint: &str) -> ProbeResult;
+    async fn probe(&self, member: &MemberTarget) -> ProbeResult;
     /// Reads the cluster summary (kubernetesVersion, apiEnablements, nodeSummary,
     /// resourceSummary).
-    async fn summary(&self, endpoint: &str) -> Result<Value, SummaryError>;
+    async fn summary(&self, member: &MemberTarget) -> Result<Value, SummaryError>;
     /// Creates or updates an object; answers it as stored (with status).
-    async fn apply(&self, endpoint: &str, manifest: &Value) -> Result<Value, MemberError>;
+    async fn apply(&self, member: &MemberTarget, manifest: &Value) -> Result<Value, MemberError>;
     /// Reads an object (`None` when absent).
     async fn get(
         &self,
-        endpoint: &str,
+        member: &MemberTarget,
         object: &MemberObject,
     ) -> Result<Option<Value>, MemberError>;
     /// Deletes an object (absent is fine).
-    async fn delete(&self, endpoint: &str, object: &MemberObject) -> Result<(), MemberError>;
+    async fn delete(&self, member: &MemberTarget, object: &MemberObject)
+        -> Result<(), MemberError>;
 }
 
-/// [`MemberClient`] over HTTP(S).
-#[derive(Clone, Debug)]
-pub struct HttpMemberClient {
-    client: reqwest::Client,
-}
-
-impl HttpMemberClient {
-    /// A client whose every request times out after `timeout`.
-    pub fn new(timeout: Duration) -> Result<Self, reqwest::Error> {
-        Ok(Self {
-            client: reqwest::Client::builder()
-                .timeout(timeout)
-                .connect_timeout(timeout)
-                .build()?,
-        })
-    }
-}
-
-fn join(endpoint: &str, path: &str) -> String {
-    format!("{}{path}", endpoint.trim_end_matches('/'))
+/// Sends each call to the client of the member's kind: the Kubernetes API client for members
+/// with credentials, the member-surface client for simulated ones. A member whose credential
+/// could not be read fails every call with that reason.
+pub struct MemberClients {
+    /// Flotilla's member HTTP surface.
+    pub surface: HttpMemberClient,
+    /// Kubernetes API servers.
+    pub kube: kube::KubeMemberClient,
 }
 
 #[async_trait]
-impl MemberClient for HttpMemberClient {
-    async fn probe(&self, endpoint: &str) -> ProbeResult {
-        let mut status = self
-            .client
-            .get(join(endpoint, "/readyz"))
-            .send()
-            .await
-            .map(|r| r.status());
-        if matches!(status, Ok(s) if s == reqwest::StatusCode::NOT_FOUND) {
-            status = self
-                .client
-                .get(join(endpoint, "/healthz"))
-                .send()
-                .await
-                .map(|r| r.status());
-        }
-        match status {
-            Err(_) => ProbeResult {
+impl MemberClient for MemberClients {
+    async fn probe(&self, member: &MemberTarget) -> ProbeResult {
+        match &member.access {
+            MemberAccess::Surface => self.surface.probe(member).await,
+            MemberAccess::Kube(_) => self.kube.probe(member).await,
+            MemberAccess::Broken(problem) => ProbeResult {
                 online: false,
                 healthy: false,
-            },
-            Ok(s) => ProbeResult {
-                online: true,
-                healthy: s == reqwest::StatusCode::OK,
+                problem: Some(problem.clone()),
             },
         }
     }
 
-    async fn summary(&self, endpoint: &str) -> Result<Value, SummaryError> {
-        let err = |message: String| SummaryError {
-            endpoint: endpoint.to_string(),
-            message,
-        };
-        let resp = self
-            .client
-            .get(join(endpoint, "/cluster"))
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        if !resp.status().is_success() {
-            return Err(err(format!("answered {}", resp.status())));
+    async fn summary(&self, member: &MemberTarget) -> Result<Value, SummaryError> {
+        match &member.access {
+            MemberAccess::Surface => self.surface.summary(member).await,
+            MemberAccess::Kube(_) => self.kube.summary(member).await,
+            MemberAccess::Broken(problem) => Err(SummaryError {
+                endpoint: member.endpoint.clone(),
+                message: problem.clone(),
+            }),
         }
-        resp.json().await.map_err(|e| err(e.to_string()))
     }
 
-    async fn apply(&self, endpoint: &str, manifest: &Value) -> Result<Value, MemberError> {
-        let err = |message: String| MemberError {
-            operation: "apply",
-            endpoint: endpoint.to_string(),
-            message,
-        };
-        let resp = self
-            .client
-            .post(join(endpoint, "/apply"))
-            .json(manifest)
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        let status = resp.status();
-        let body: Value = resp.json().await.map_err(|e| err(e.to_string()))?;
-        if !status.is_success() {
-            return Err(err(format!("answered {status}: {body}")));
+    async fn apply(&self, member: &MemberTarget, manifest: &Value) -> Result<Value, MemberError> {
+        match &member.access {
+            MemberAccess::Surface => self.surface.apply(member, manifest).await,
+            MemberAccess::Kube(_) => self.kube.apply(member, manifest).await,
+            MemberAccess::Broken(problem) => Err(broken("apply", member, problem)),
         }
-        Ok(body)
     }
 
     async fn get(
         &self,
-        endpoint: &str,
+        member: &MemberTarget,
         object: &MemberObject,
     ) -> Result<Option<Value>, MemberError> {
-        let err = |message: String| MemberError {
-            operation: "get",
-            endpoint: endpoint.to_string(),
-            message,
-        };
-        let resp = self
-            .client
-            .get(join(endpoint, "/objects"))
-            .query(&object_query(object))
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        match resp.status() {
-            reqwest::StatusCode::NOT_FOUND => Ok(None),
-            s if s.is_success() => resp.json().await.map(Some).map_err(|e| err(e.to_string())),
-            s => Err(err(format!("answered {s}"))),
+        match &member.access {
+            MemberAccess::Surface => self.surface.get(member, object).await,
+            MemberAccess::Kube(_) => self.kube.get(member, object).await,
+            MemberAccess::Broken(problem) => Err(broken("get", member, problem)),
         }
     }
 
-    async fn delete(&self, endpoint: &str, object: &MemberObject) -> Result<(), MemberError> {
-        let err = |message: String| MemberError {
-            operation: "delete",
-            endpoint: endpoint.to_string(),
-            message,
-        };
-        let resp = self
-            .client
-            .delete(join(endpoint, "/objects"))
-            .query(&object_query(object))
-            .send()
-            .await
-            .map_err(|e| err(e.to_string()))?;
-        match resp.status() {
-            s if s.is_success() || s == reqwest::StatusCode::NOT_FOUND => Ok(()),
-            s => Err(err(format!("answered {s}"))),
+    async fn delete(
+        &self,
+        member: &MemberTarget,
+        object: &MemberObject,
+    ) -> Result<(), MemberError> {
+        match &member.access {
+            MemberAccess::Surface => self.surface.delete(member, object).await,
+            MemberAccess::Kube(_) => self.kube.delete(member, object).await,
+            MemberAccess::Broken(problem) => Err(broken("delete", member, problem)),
         }
     }
 }
 
-fn object_query(o: &MemberObject) -> [(&'static str, &str); 4] {
-    [
-        ("apiVersion", &o.api_version),
-        ("kind", &o.kind),
-        ("namespace", &o.namespace),
-        ("name", &o.name),
-    ]
+fn broken(operation: &'static str, member: &MemberTarget, problem: &str) -> MemberError {
+    MemberError {
+        operation,
+        endpoint: member.endpoint.clone(),
+        message: problem.to_string(),
+    }
 }

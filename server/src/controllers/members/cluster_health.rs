@@ -15,7 +15,7 @@ use crate::controllers::settings::{GracePeriods, Thresholds};
 use crate::probes::ProbeResult;
 
 /// The Ready condition a probe result stands for (§3.1 table).
-pub fn observed_ready(probe: ProbeResult) -> Condition {
+pub fn observed_ready(probe: &ProbeResult) -> Condition {
     let (status, reason, message) = match (probe.online, probe.healthy) {
         (false, _) => (
             ConditionStatus::False,
@@ -32,6 +32,10 @@ pub fn observed_ready(probe: ProbeResult) -> Condition {
             "ClusterReady",
             "cluster is healthy and ready to accept workloads",
         ),
+    };
+    let message = match &probe.problem {
+        Some(problem) if status != ConditionStatus::True => problem.as_str(),
+        _ => message,
     };
     Condition::new(CONDITION_READY, status, reason, message)
 }
@@ -194,8 +198,46 @@ mod tests {
             (true, true, ConditionStatus::True, "ClusterReady"),
         ];
         for (online, healthy, status, reason) in table {
-            let c = observed_ready(ProbeResult { online, healthy });
+            let c = observed_ready(&ProbeResult {
+                online,
+                healthy,
+                problem: None,
+            });
             assert_eq!((c.status, c.reason.as_str()), (status, reason));
+        }
+    }
+
+    #[test]
+    fn a_probes_problem_is_the_message_of_a_not_ready_condition() {
+        let refused = "the member's API server refused the credential of spec.secretRef";
+        let table = [
+            (true, false, Some(refused), refused),
+            (
+                false,
+                false,
+                Some("cluster is not reachable: tls"),
+                "cluster is not reachable: tls",
+            ),
+            (
+                true,
+                false,
+                None,
+                "cluster is reachable but health endpoint responded without ok",
+            ),
+            (
+                true,
+                true,
+                Some("ignored when Ready"),
+                "cluster is healthy and ready to accept workloads",
+            ),
+        ];
+        for (online, healthy, problem, message) in table {
+            let c = observed_ready(&ProbeResult {
+                online,
+                healthy,
+                problem: problem.map(str::to_string),
+            });
+            assert_eq!(c.message, message);
         }
     }
 

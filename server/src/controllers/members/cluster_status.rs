@@ -18,6 +18,7 @@ use crate::controllers::members::cluster_taints::renew_time_of;
 use crate::controllers::members::lease_renewal::{
     declared_duration, renewal_condition, CONDITION_LEASE_RENEWAL_TOO_SLOW,
 };
+use crate::controllers::members::member_credentials::member_target;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::HealthConfig;
 use crate::events::{EventRecorder, EventType};
@@ -172,10 +173,11 @@ impl ClusterStatusController {
                 return Ok(Action::RequeueAfter(to_std(last + period - now)));
             }
         }
-        let probe = self.member.probe(&cluster.spec.api_endpoint).await;
+        let member = member_target(self.store.as_ref(), cluster).await?;
+        let probe = self.member.probe(&member).await;
         let now = self.clock.now();
         self.last_probe.lock().insert(key.to_string(), now);
-        let observed = observed_ready(probe);
+        let observed = observed_ready(&probe);
         let current = cluster.ready_condition().cloned();
         let entry = self.thresholds.lock().get(key).cloned();
         let (ready, entry) = threshold_adjusted(
@@ -190,7 +192,7 @@ impl ClusterStatusController {
         let is_ready = ready.status == ConditionStatus::True;
         set_condition(&mut status.conditions, ready, now);
         if probe.online && probe.healthy && is_ready {
-            match self.member.summary(&cluster.spec.api_endpoint).await {
+            match self.member.summary(&member).await {
                 Ok(summary) => merge_summary(&mut status, &summary, now),
                 Err(e) => {
                     tracing::warn!(cluster = key, error = %e, "collecting the member summary failed")
@@ -387,8 +389,8 @@ mod tests {
     use crate::clock::{Clock, FakeClock};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::controllers::settings::GracePeriods;
-    use crate::probes::ProbeResult;
     use crate::probes::{MemberError, MemberObject, SummaryError};
+    use crate::probes::{MemberTarget, ProbeResult};
     use chrono::TimeZone;
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -399,25 +401,26 @@ mod tests {
 
     #[async_trait]
     impl MemberClient for FakeMember {
-        async fn probe(&self, _: &str) -> ProbeResult {
+        async fn probe(&self, _: &MemberTarget) -> ProbeResult {
             let ok = self.healthy.load(Ordering::SeqCst);
-            ProbeResult {
-                online: true,
-                healthy: ok,
-            }
+            ProbeResult::answered(ok)
         }
-        async fn summary(&self, _: &str) -> Result<Value, SummaryError> {
+        async fn summary(&self, _: &MemberTarget) -> Result<Value, SummaryError> {
             Ok(json!({"kubernetesVersion": "v1.32.0-sim",
                 "apiEnablements": [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}],
                 "nodeSummary": {"totalNum": 3, "readyNum": 3}}))
         }
-        async fn apply(&self, _: &str, m: &Value) -> Result<Value, MemberError> {
+        async fn apply(&self, _: &MemberTarget, m: &Value) -> Result<Value, MemberError> {
             Ok(m.clone())
         }
-        async fn get(&self, _: &str, _: &MemberObject) -> Result<Option<Value>, MemberError> {
+        async fn get(
+            &self,
+            _: &MemberTarget,
+            _: &MemberObject,
+        ) -> Result<Option<Value>, MemberError> {
             Ok(None)
         }
-        async fn delete(&self, _: &str, _: &MemberObject) -> Result<(), MemberError> {
+        async fn delete(&self, _: &MemberTarget, _: &MemberObject) -> Result<(), MemberError> {
             Ok(())
         }
     }

@@ -4,7 +4,8 @@
 //! period (the pure [`lease_renewal`]), [`cluster_taints`] the taints that follow from it,
 //! [`cluster_taint_policy`] the taints ClusterTaintPolicies declare, [`cluster_removal`] keeps a
 //! deleted Cluster until its bindings left it and its Works are gone, and [`push_execution`]
-//! applies Works to push members and reads their status back.
+//! applies Works to push members and reads their status back, reaching each as
+//! [`member_credentials`] says (a Kubernetes API with a token, or a simulated member).
 
 pub mod cluster_health;
 pub mod cluster_removal;
@@ -12,4 +13,5 @@ pub mod cluster_status;
 pub mod cluster_taint_policy;
 pub mod cluster_taints;
 pub mod lease_renewal;
+pub mod member_credentials;
 pub mod push_execution;

@@ -6,6 +6,7 @@
 //! being deleted. Pull members do all of this in their agent.
 
 use crate::clock::SharedClock;
+use crate::controllers::members::member_credentials::member_target;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::probes::{MemberClient, MemberObject};
 use crate::store::{Store, StoreError};
@@ -137,7 +138,7 @@ impl Reconciler for PushExecutionController {
             }
             Err(e) => return Err(e.into()),
         };
-        let endpoint = cluster.spec.api_endpoint.clone();
+        let member = member_target(self.store.as_ref(), &cluster).await?;
         let uid = work
             .lookup("/metadata/uid")
             .and_then(Value::as_str)
@@ -167,7 +168,7 @@ impl Reconciler for PushExecutionController {
                 }
                 for m in manifests(&work) {
                     self.member
-                        .delete(&endpoint, &MemberObject::of(&m))
+                        .delete(&member, &MemberObject::of(&m))
                         .await
                         .map_err(|e| ReconcileError::Other(e.to_string()))?;
                 }
@@ -195,9 +196,9 @@ impl Reconciler for PushExecutionController {
         let mut failure = None;
         for (i, m) in manifests(&work).iter().enumerate() {
             let result = if needs_apply {
-                self.member.apply(&endpoint, m).await.map(Some)
+                self.member.apply(&member, m).await.map(Some)
             } else {
-                self.member.get(&endpoint, &MemberObject::of(m)).await
+                self.member.get(&member, &MemberObject::of(m)).await
             };
             match result {
                 Ok(obj) => statuses.push(manifest_status(i, m, obj.as_ref())),
@@ -244,8 +245,8 @@ impl Reconciler for PushExecutionController {
 mod tests {
     use super::*;
     use crate::controllers::runtime::testing::TestWorld;
-    use crate::probes::ProbeResult;
     use crate::probes::{MemberError, SummaryError};
+    use crate::probes::{MemberTarget, ProbeResult};
     use crate::store::DeleteOptions;
 
     #[derive(Default)]
@@ -260,16 +261,13 @@ mod tests {
 
     #[async_trait]
     impl MemberClient for FakeMember {
-        async fn probe(&self, _: &str) -> ProbeResult {
-            ProbeResult {
-                online: true,
-                healthy: true,
-            }
+        async fn probe(&self, _: &MemberTarget) -> ProbeResult {
+            ProbeResult::answered(true)
         }
-        async fn summary(&self, _: &str) -> Result<Value, SummaryError> {
+        async fn summary(&self, _: &MemberTarget) -> Result<Value, SummaryError> {
             Ok(json!({}))
         }
-        async fn apply(&self, _: &str, m: &Value) -> Result<Value, MemberError> {
+        async fn apply(&self, _: &MemberTarget, m: &Value) -> Result<Value, MemberError> {
             *self.applies.lock() += 1;
             let mut stored = m.clone();
             stored["status"] = json!({"readyReplicas": 0});
@@ -279,10 +277,14 @@ mod tests {
                 .insert(id(&MemberObject::of(m)), stored.clone());
             Ok(stored)
         }
-        async fn get(&self, _: &str, o: &MemberObject) -> Result<Option<Value>, MemberError> {
+        async fn get(
+            &self,
+            _: &MemberTarget,
+            o: &MemberObject,
+        ) -> Result<Option<Value>, MemberError> {
             Ok(self.objects.lock().get(&id(o)).cloned())
         }
-        async fn delete(&self, _: &str, o: &MemberObject) -> Result<(), MemberError> {
+        async fn delete(&self, _: &MemberTarget, o: &MemberObject) -> Result<(), MemberError> {
             self.objects.lock().remove(&id(o));
             Ok(())
         }

@@ -37,8 +37,10 @@ use flotilla_api::binding::{ResourceBindingSpec, CRB_PERMANENT_ID_LABEL, RB_PERM
 use flotilla_api::cluster::{cluster_of_execution_namespace, execution_namespace};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
+use flotilla_api::policy::ConflictResolution;
 use flotilla_api::work::{
-    ASSIGNED_REPLICAS_ANNOTATION, EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER,
+    stamp_member_marks, MemberMarks, ASSIGNED_REPLICAS_ANNOTATION, CONFLICT_ABORT,
+    CONFLICT_OVERWRITE, EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER,
     PLACEMENT_GUARANTEE_ANNOTATION,
 };
 use parking_lot::Mutex;
@@ -48,13 +50,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Annotation on a Work naming its binding.
-pub const BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotations on a Work (and on its member objects) naming its binding and the binding's
+/// namespace.
+pub use flotilla_api::work::{BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION};
 /// Annotation of a Work whose manifest got preserved state (§10.3): the injected label keys,
 /// comma-separated, so that they stay on the manifest after the eviction task ends.
 pub const PRESERVED_LABELS_ANNOTATION: &str = "flotilla.io/preserved-labels";
-/// Annotation on a Work naming its binding's namespace.
-pub const BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
 /// How long to wait before looking again at a gated dispatch.
 pub const PURGE_GATE_RETRY: Duration = Duration::from_secs(5);
 /// The Warning Event of Works that could not be written as planned: Karmada's binding
@@ -203,6 +204,15 @@ pub fn plan_works(
         .lookup(&format!("/labels/{}", binding_id_label.replace('/', "~1")))
         .and_then(Value::as_str)
         .unwrap_or("");
+    let template_uid = template
+        .lookup("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // Karmada's rule: the binding's resolution (from its policy) unless the template says.
+    let conflict_resolution = spec.conflict_resolution.map(|c| match c {
+        ConflictResolution::Overwrite => CONFLICT_OVERWRITE,
+        ConflictResolution::Abort => CONFLICT_ABORT,
+    });
     for (cluster, replicas) in targets {
         if kept.contains(&cluster) {
             continue;
@@ -241,6 +251,19 @@ pub fn plan_works(
                 json!(generation.to_string()),
             );
         }
+        let name = work_name(kind, tns, tname);
+        let namespace = execution_namespace(&cluster);
+        stamp_member_marks(
+            &mut manifest,
+            &MemberMarks {
+                work_name: &name,
+                work_namespace: &namespace,
+                binding_name: bmeta["name"].as_str().unwrap_or(""),
+                binding_namespace: bmeta["namespace"].as_str().unwrap_or(""),
+                template_uid,
+                conflict_resolution,
+            },
+        );
         let mut annotations = Map::new();
         if let Some(labels) = preserved.as_ref().filter(|l| !l.is_empty()) {
             let keys: Vec<&str> = labels.keys().map(String::as_str).collect();
@@ -266,8 +289,8 @@ pub fn plan_works(
             "apiVersion": "work.karmada.io/v1alpha1",
             "kind": "Work",
             "metadata": {
-                "name": work_name(kind, tns, tname),
-                "namespace": execution_namespace(&cluster),
+                "name": name,
+                "namespace": namespace,
                 "labels": {binding_id_label: binding_id},
                 "annotations": annotations,
                 "finalizers": [EXECUTION_CONTROLLER_FINALIZER],
@@ -687,6 +710,10 @@ mod tests {
     use super::*;
     use crate::controllers::runtime::testing::SpecReplicas;
     use crate::interpreter::InterpretError;
+    use flotilla_api::work::{
+        CONFLICT_RESOLUTION_ANNOTATION, MANAGED_LABEL, TEMPLATE_UID_ANNOTATION,
+        WORK_NAMESPACE_ANNOTATION, WORK_NAME_ANNOTATION,
+    };
 
     fn binding(spec: Value) -> (Value, ResourceBindingSpec) {
         let b = json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
@@ -1002,7 +1029,36 @@ mod tests {
             m["metadata"]["annotations"][RESOURCE_TEMPLATE_GENERATION_ANNOTATION], "4",
             "the template generation the manifest was made from"
         );
+        // Karmada's ownership marks, read by member runtimes to tell their objects apart.
+        assert_eq!(m["metadata"]["labels"][MANAGED_LABEL], "true");
+        let a = &m["metadata"]["annotations"];
+        assert_eq!(a[WORK_NAME_ANNOTATION], w["metadata"]["name"]);
+        assert_eq!(a[WORK_NAMESPACE_ANNOTATION], "karmada-es-m1");
+        assert_eq!(a[BINDING_NAME_ANNOTATION], "nginx-deployment");
+        assert_eq!(a[BINDING_NAMESPACE_ANNOTATION], "default");
+        assert_eq!(a[TEMPLATE_UID_ANNOTATION], "t");
+        assert!(a.get(CONFLICT_RESOLUTION_ANNOTATION).is_none(), "{a}");
         assert!(plan.delete.is_empty() && plan.retry_after.is_none());
+    }
+
+    #[test]
+    fn the_bindings_conflict_resolution_reaches_the_manifest_unless_the_template_says() {
+        let spec = json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+            "namespace": "default", "name": "nginx"}, "replicas": 3,
+            "conflictResolution": "Overwrite", "clusters": [{"name": "m1", "replicas": 3}]});
+        let (b, typed) = binding(spec);
+        for (template_says, want) in [(None, "overwrite"), (Some("abort"), "abort")] {
+            let mut t = template();
+            if let Some(v) = template_says {
+                t["metadata"]["annotations"] = json!({CONFLICT_RESOLUTION_ANNOTATION: v});
+            }
+            let plan = plan_works(&b, &typed, &t, &[] as &[Value], &SpecReplicas, &all_ready);
+            let m = &plan.apply[0]["spec"]["workload"]["manifests"][0];
+            assert_eq!(
+                m["metadata"]["annotations"][CONFLICT_RESOLUTION_ANNOTATION], want,
+                "{template_says:?}"
+            );
+        }
     }
 
     #[test]
