@@ -404,29 +404,6 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
 /// the NoExecute taint, and the default tolerations of 0 s evict at once).
 pub const FAST_PULL_FAILOVER: &[&str] = &["--fast-failover"];
 
-/// Second-scale failure detection for push members: probes every 300 ms (each timing out
-/// after 1 s), a flip of Ready after 1 s of failed or good probes, Work status read back every
-/// second, the NoExecute taint 1 s after Ready left True, and policies that tolerate it for
-/// 0 s.
-pub const FAST_PUSH_FAILOVER: &[&str] = &[
-    "--cluster-status-update-frequency",
-    "300ms",
-    "--push-status-period",
-    "1s",
-    "--member-probe-timeout",
-    "1s",
-    "--cluster-failure-threshold",
-    "1s",
-    "--cluster-success-threshold",
-    "1s",
-    "--failover-eviction-timeout",
-    "1s",
-    "--default-not-ready-toleration-seconds",
-    "0",
-    "--default-unreachable-toleration-seconds",
-    "0",
-];
-
 /// Server flags that take the eviction brake's pacing and startup wait out of tests that are
 /// not about it (a default server waits one `--cluster-monitor-grace-period` after its start
 /// before it evicts anything, then lets one failed cluster out every 10 s per region). The
@@ -871,47 +848,3 @@ pub mod bench {
             .collect()
     }
 }
-
-/// An exactly-once workload: one `db` Deployment on one of member1 and member2, purged at once
-/// when it leaves a member, and fenced (`spec.failover.cluster.fencing.exactlyOnce`).
-pub const EXACTLY_ONCE_DB: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: db
-  namespace: default
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: db}
-  template:
-    metadata:
-      labels: {app: db}
-    spec:
-      containers:
-        - name: db
-          image: postgres
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: db
-  namespace: default
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: db
-  failover:
-    cluster:
-      purgeMode: Immediately
-      fencing:
-        exactlyOnce: true
-  placement:
-    clusterAffinity:
-      clusterNames: [member1, member2]
-    spreadConstraints:
-      - spreadByField: cluster
-        maxGroups: 1
-        minGroups: 1
-"#;

@@ -24,6 +24,33 @@ const RB: &str =
 const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
 const ALL_WORKS: &str = "/apis/work.karmada.io/v1alpha1/works";
 
+/// Second-scale timings for push members: probes every 300 ms (each timing out after 1 s), a
+/// flip of Ready after 1 s of failed or good probes, the NoExecute taint 1 s after Ready left
+/// True, and policies that tolerate it for 0 s.
+const PUSH_FAST: &[&str] = &[
+    "--cluster-status-update-frequency",
+    "300ms",
+    "--push-status-period",
+    "1s",
+    "--member-probe-timeout",
+    "1s",
+    "--cluster-failure-threshold",
+    "1s",
+    "--cluster-success-threshold",
+    "1s",
+    "--failover-eviction-timeout",
+    "1s",
+    "--default-not-ready-toleration-seconds",
+    "0",
+    "--default-unreachable-toleration-seconds",
+    "0",
+    // The partition brake's startup wait and pacing are not what this test is about
+    // (flotilla_tests::NO_EVICTION_PACING).
+    "--enable-eviction-rate-limit=false",
+    "--eviction-startup-grace-period",
+    "0s",
+];
+
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     placement_of(api, RB)
 }
@@ -136,15 +163,7 @@ fn wait_checking<T>(
 #[test]
 fn scenario_02_a_killed_push_member_moves_its_replicas_and_its_copy_goes_when_it_returns() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &data.path().join("server"),
-        &[
-            flotilla_tests::FAST_PUSH_FAILOVER,
-            flotilla_tests::NO_EVICTION_PACING,
-        ]
-        .concat(),
-    )
-    .unwrap();
+    let server = Server::start(&data.path().join("server"), PUSH_FAST).unwrap();
     let api = ApiClient::admin(&server).unwrap();
     let agents = data.path().join("agents");
     let mut member1 = push_agent("member1", &agents, "127.0.0.1:0", 200).unwrap();

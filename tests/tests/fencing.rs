@@ -24,6 +24,48 @@ const RB: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebind
 const FENCE_AFTER: &[&str] = &["--fence-after", "3s"];
 const MEMBER_FENCE_AFTER: &str = "6s";
 
+const MANIFESTS: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: db
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+        - name: db
+          image: postgres
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: db
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: db
+  failover:
+    cluster:
+      purgeMode: Immediately
+      fencing:
+        exactlyOnce: true
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 1
+        minGroups: 1
+"#;
+
 fn faults_of(agent: &Agent) -> Value {
     match member_call("GET", &format!("{}/faults", agent.url), None) {
         Ok((200, v)) => v,
@@ -69,7 +111,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     // member1 alone first, so the single copy lands there.
     let member1 = pull_agent_with(&server, "member1", data.path(), FENCE_AFTER);
     flotilla_tests::wait_members_ready(&api, 1);
-    post_manifests(&api, flotilla_tests::EXACTLY_ONCE_DB);
+    post_manifests(&api, MANIFESTS);
     eventually("db Healthy on member1", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(vec![("member1".to_string(), 1)])
             && healthy_on(&api, RB, "member1"))

@@ -461,6 +461,27 @@ fn an_unavailable_deployment_in_a_real_member_moves_to_another() {
     );
 }
 
+/// Push-mode timings: probes every 300 ms, Ready flips after 1 s, the NoExecute taint 1 s
+/// after that, tolerated for 0 s.
+const PUSH_FAST: &[&str] = &[
+    "--cluster-status-update-frequency",
+    "300ms",
+    "--push-status-period",
+    "500ms",
+    "--member-probe-timeout",
+    "1s",
+    "--cluster-failure-threshold",
+    "1s",
+    "--cluster-success-threshold",
+    "1s",
+    "--failover-eviction-timeout",
+    "1s",
+    "--default-not-ready-toleration-seconds",
+    "0",
+    "--default-unreachable-toleration-seconds",
+    "0",
+];
+
 /// Joins `member` in push mode as `karmadactl join` does: a Secret with the member API's
 /// token and CA bundle in `karmada-cluster`, and a Cluster naming it.
 fn join_push(api: &ApiClient, name: &str, endpoint: &str, token: &str, ca_pem: &[u8]) {
@@ -537,7 +558,7 @@ fn join_member_push(api: &ApiClient, member: &MemberApi) {
 #[test]
 fn push_members_on_real_apis_place_report_and_fail_over() {
     let data = tempfile::tempdir().unwrap();
-    let (control, api) = control_plane(data.path(), flotilla_tests::FAST_PUSH_FAILOVER);
+    let (control, api) = control_plane(data.path(), PUSH_FAST);
     let mut m1 = MemberApi::start(data.path(), "member1");
     let m2 = MemberApi::start(data.path(), "member2");
     let _status = StatusWriter::start(vec![
@@ -609,6 +630,49 @@ fn push_members_on_real_apis_place_report_and_fail_over() {
 
 const DB: &str = "/apis/apps/v1/namespaces/default/deployments/db";
 
+/// An exactly-once workload (a single copy, purged at once, fenced).
+const EXACTLY_ONCE: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: db
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+        - name: db
+          image: postgres
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: db
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: db
+  failover:
+    cluster:
+      purgeMode: Immediately
+      fencing:
+        exactlyOnce: true
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 1
+        minGroups: 1
+"#;
+
 #[test]
 fn a_cut_off_kube_agent_fences_its_exactly_once_workload_in_the_members_api() {
     let data = tempfile::tempdir().unwrap();
@@ -622,7 +686,7 @@ fn a_cut_off_kube_agent_fences_its_exactly_once_workload_in_the_members_api() {
     // member1 alone first, so the single copy lands there.
     let a1 = kube_agent_with(&control, &m1, data.path(), &["--fence-after", "3s"]);
     wait_members_ready(&api, 1);
-    post_manifests(&api, flotilla_tests::EXACTLY_ONCE_DB);
+    post_manifests(&api, EXACTLY_ONCE);
     eventually("db in member1's API", Duration::from_secs(60), || {
         let (code, _) = m1.api.send("GET", DB, None).ok()?;
         (code == 200).then_some(())
