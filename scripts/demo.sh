@@ -36,7 +36,7 @@ done
 
 for tool in curl jq kubectl; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "demo.sh: $tool is missing: run scripts/install-test-tools.sh" >&2
+    echo "demo.sh: $tool is missing: run scripts/setup.sh" >&2
     exit 1
   fi
 done

@@ -10,13 +10,14 @@
 //! reconciled again, long synchronous steps between awaits) never holds up a request; tests
 //! leave them on the caller's runtime and its clock.
 
-use crate::api::{self, auth, ApiState, Limits};
+use crate::api::{self, auth, ApiState, BrakeSlot, Limits};
 use crate::clock::{SharedClock, SystemClock};
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
 use crate::probes::kube::KubeMemberClient;
 use crate::probes::{HttpMemberClient, MemberClients};
+use crate::store::etcd::{EtcdConfig, EtcdStore, EtcdStoreOptions};
 use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
@@ -42,6 +43,9 @@ pub enum Engine {
     /// Every tree in memory, made durable by a write-ahead log and snapshots under
     /// `<data-dir>/store-log` (see `store::log_engine`).
     Log,
+    /// An etcd cluster, shared with the fleet's other servers: [`ServerConfig::etcd`] says
+    /// how to reach it (see `store::etcd`).
+    Etcd,
 }
 
 /// How the API is served.
@@ -71,6 +75,10 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Storage engine.
     pub engine: Engine,
+    /// How to reach etcd (`Engine::Etcd`): `--etcd-endpoints`, TLS files, prefix.
+    pub etcd: EtcdConfig,
+    /// The etcd engine's own knobs (`--etcd-compaction-interval`).
+    pub etcd_store: EtcdStoreOptions,
     /// HTTP or HTTPS, and with which certificate.
     pub tls: Tls,
     /// Defaulting parameters (default tolerations).
@@ -107,6 +115,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("listen", &self.listen)
             .field("data_dir", &self.data_dir)
             .field("engine", &self.engine)
+            .field("etcd", &self.etcd)
             .field("tls", &self.tls)
             .field("defaulting", &self.defaulting)
             .field("limits", &self.limits)
@@ -127,6 +136,8 @@ impl ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             data_dir: data_dir.into(),
             engine: Engine::Sled,
+            etcd: EtcdConfig::default(),
+            etcd_store: EtcdStoreOptions::default(),
             tls: Tls::SelfSigned,
             defaulting: DefaultingConfig::default(),
             limits: Limits::default(),
@@ -328,6 +339,9 @@ pub async fn open_store(
             let path = config.data_dir.join("store-log");
             KvStore::<LogEngine>::open_log(&path, store_config).map_err(StartError::Store)?
         }
+        Engine::Etcd => EtcdStore::open(&config.etcd, store_config, config.etcd_store.clone())
+            .await
+            .map_err(StartError::Store)?,
     };
     Ok(store)
 }
@@ -357,7 +371,7 @@ pub fn api_state(
             .unwrap_or_default(),
         dry_run: api::simulation::DryRun::default(),
         shutdown,
-        eviction_brake: None,
+        eviction_brake: BrakeSlot::default(),
         member_timing: config.controllers.as_ref().map(|c| {
             flotilla_api::member_timing::MemberTiming::for_grace_period(
                 c.health.grace.monitor.to_std().unwrap_or_default(),
@@ -388,7 +402,7 @@ pub fn start_controllers(
         settings.clone(),
     )
     .map_err(StartError::Controllers)?;
-    state.eviction_brake = Some(ctx.brake.clone());
+    *state.eviction_brake.write() = Some(ctx.brake.clone());
     ctx.start(controllers::CONTROLLERS, &stop)
         .map_err(StartError::Controllers)
 }

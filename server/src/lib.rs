@@ -10,6 +10,7 @@ pub mod events;
 pub mod feature_gates;
 pub mod interpreter;
 pub mod kinds;
+pub mod leadership;
 pub mod probes;
 pub mod profile;
 pub mod scheduler;

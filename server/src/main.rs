@@ -26,6 +26,7 @@ enum StoreEngine {
     Sled,
     Memory,
     Log,
+    Etcd,
 }
 
 /// Flotilla's control plane.
@@ -43,8 +44,30 @@ struct Flags {
     log_format: LogFormat,
     /// Storage engine (memory loses everything at exit; log keeps every object in memory and
     /// writes a write-ahead log and snapshots under <data-dir>/store-log).
+    /// etcd keeps the store in an etcd cluster shared by several servers (--etcd-endpoints).
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreEngine,
+    /// etcd's client URLs, comma-separated (--store etcd), e.g.
+    /// http://127.0.0.1:2379,http://127.0.0.1:22379.
+    #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
+    etcd_endpoints: Vec<String>,
+    /// PEM CA bundle that verifies etcd's server certificates (etcdctl's --cacert).
+    #[arg(long)]
+    etcd_cacert: Option<PathBuf>,
+    /// PEM client certificate for etcd's client-certificate authentication (etcdctl's --cert).
+    #[arg(long, requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// PEM private key of --etcd-cert (etcdctl's --key).
+    #[arg(long, requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+    /// Every key of this fleet in etcd lies under this prefix.
+    #[arg(long, default_value = flotilla_server::store::etcd::connect::DEFAULT_PREFIX)]
+    etcd_prefix: String,
+    /// How often the servers compact etcd's history, keeping one interval of it (Kubernetes'
+    /// --etcd-compaction-interval); 0 turns compaction off. Leave etcd's own
+    /// auto-compaction off.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    etcd_compaction_interval: Duration,
     /// PEM certificate for HTTPS (with --tls-key). Without it the server serves HTTPS with a
     /// self-signed certificate it generates in the data directory.
     #[arg(long, requires = "tls_key", conflicts_with = "plain_http")]
@@ -355,7 +378,17 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
         StoreEngine::Sled => Engine::Sled,
         StoreEngine::Memory => Engine::Memory,
         StoreEngine::Log => Engine::Log,
+        StoreEngine::Etcd => Engine::Etcd,
     };
+    config.etcd = flotilla_server::store::etcd::EtcdConfig {
+        endpoints: flags.etcd_endpoints.clone(),
+        ca_file: flags.etcd_cacert.clone(),
+        cert_file: flags.etcd_cert.clone(),
+        key_file: flags.etcd_key.clone(),
+        prefix: flags.etcd_prefix.clone(),
+        ..flotilla_server::store::etcd::EtcdConfig::default()
+    };
+    config.etcd_store.compaction_interval = flags.etcd_compaction_interval;
     config.tls = match (
         flags.plain_http,
         flags.tls_cert.clone(),

@@ -206,7 +206,7 @@ async fn computed_kinds_and_subresources_answer_504_at_the_deadline() {
         // A partition brake, as the controllers give the API, so `evictionbrakes` reads the
         // clusters.
         |state| {
-            state.eviction_brake = Some(EvictionBrake::new(
+            *state.eviction_brake.write() = Some(EvictionBrake::new(
                 BrakeSettings::default(),
                 chrono::Utc::now(),
                 None,

@@ -408,7 +408,7 @@ async fn a_refusal_over_http2_reaches_the_client_whole() {
                         &url,
                     ])
                     .output()
-                    .expect("curl runs (scripts/install-test-tools.sh installs it)")
+                    .expect("curl runs (scripts/setup.sh installs it)")
             })
             .await
             .unwrap();

@@ -6,11 +6,13 @@
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
 use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType};
 use flotilla_server::clock::FakeClock;
+use flotilla_server::store::etcd::{EtcdStore, EtcdStoreOptions};
 use flotilla_server::store::{
     DeleteOptions, Deleted, Engine, EventType, KvStore, ListOptions, ObjectFilter, Propagation,
     SledEngine, SledOptions, Store, StoreConfig, StoreError, WatchEvent, WatchOptions, WatchStream,
     FOREGROUND_FINALIZER,
 };
+use flotilla_server::testing::etcd::EtcdCluster;
 use flotilla_server::testing::eventually;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -25,6 +27,8 @@ enum Kind {
     Memory,
     Sled,
     Log,
+    /// A one-member etcd cluster of its own, started by the test.
+    Etcd,
 }
 
 struct Harness {
@@ -32,6 +36,8 @@ struct Harness {
     clock: FakeClock,
     gc_idle: Box<dyn Fn() -> bool + Send + Sync>,
     _dir: Option<tempfile::TempDir>,
+    /// The etcd cluster of an etcd run (stopped when the harness drops).
+    etcd: Option<EtcdCluster>,
 }
 
 fn fake_clock() -> FakeClock {
@@ -39,17 +45,43 @@ fn fake_clock() -> FakeClock {
 }
 
 impl Harness {
-    fn new(kind: Kind) -> Self {
-        Self::with_capacity(kind, 10_000)
+    async fn new(kind: Kind) -> Self {
+        Self::with_capacity(kind, 10_000).await
     }
 
-    fn with_capacity(kind: Kind, event_log_capacity: usize) -> Self {
+    /// A store of `kind`; `event_log_capacity` bounds the event log of the local engines (etcd
+    /// keeps its history until it is compacted).
+    async fn with_capacity(kind: Kind, event_log_capacity: usize) -> Self {
         let clock = fake_clock();
         let config = StoreConfig {
             event_log_capacity,
             ..StoreConfig::with_clock(Arc::new(clock.clone()))
         };
         match kind {
+            Kind::Etcd => {
+                let etcd = EtcdCluster::start(1)
+                    .await
+                    .expect("etcd starts (scripts/setup.sh installs it)");
+                let client = etcd.client().await.unwrap();
+                let store = EtcdStore::open_with_client(
+                    client,
+                    "/flotilla",
+                    config,
+                    EtcdStoreOptions {
+                        compaction_interval: Duration::ZERO,
+                    },
+                )
+                .await
+                .unwrap();
+                let idle = store.clone();
+                Self {
+                    store,
+                    clock,
+                    gc_idle: Box::new(move || idle.gc_idle()),
+                    _dir: None,
+                    etcd: Some(etcd),
+                }
+            }
             Kind::Memory => {
                 let store = KvStore::memory(config);
                 let idle = store.clone();
@@ -58,6 +90,7 @@ impl Harness {
                     clock,
                     gc_idle: Box::new(move || idle.gc_idle()),
                     _dir: None,
+                    etcd: None,
                 }
             }
             Kind::Sled | Kind::Log => {
@@ -82,6 +115,7 @@ impl Harness {
                     clock,
                     gc_idle: idle,
                     _dir: Some(dir),
+                    etcd: None,
                 }
             }
         }
@@ -189,7 +223,7 @@ async fn watch_from(store: &dyn Store, res: &ResourceType, from: Option<u64>) ->
 // Behaviours, each run on both engines.
 
 async fn create_sets_metadata(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let before = s.current_resource_version().await.unwrap();
     let d = s
@@ -236,7 +270,7 @@ async fn create_sets_metadata(kind: Kind) {
 }
 
 async fn create_refuses_duplicates_and_invalid_objects(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     s.create(&configmaps(), cm("ns", "a")).await.unwrap();
     assert!(matches!(
@@ -304,7 +338,7 @@ async fn create_refuses_duplicates_and_invalid_objects(kind: Kind) {
 }
 
 async fn get_and_list_by_kind_and_namespace(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     for (ns, name) in [("b", "y"), ("a", "x"), ("a", "z"), ("b", "x")] {
         s.create(&configmaps(), cm(ns, name)).await.unwrap();
@@ -390,7 +424,7 @@ async fn get_and_list_by_kind_and_namespace(kind: Kind) {
 }
 
 async fn list_filters_and_pages(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     for i in 0..25 {
         let mut c = cm("ns", &format!("c{i:02}"));
@@ -461,7 +495,7 @@ async fn list_filters_and_pages(kind: Kind) {
 }
 
 async fn update_follows_metadata_rules(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let d = s
         .create(&deployments(), deploy("ns", "web", 1))
@@ -563,7 +597,7 @@ async fn update_follows_metadata_rules(kind: Kind) {
 }
 
 async fn update_status_changes_only_status(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let d = s
         .create(&deployments(), deploy("ns", "web", 1))
@@ -614,7 +648,7 @@ async fn update_status_changes_only_status(kind: Kind) {
 /// resourceVersion); generation follows the spec as `update`'s does, and
 /// `generation_after_update` says which it will be before the write.
 async fn update_with_status_writes_both(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let d = s
         .create(&deployments(), deploy("ns", "web", 1))
@@ -663,7 +697,7 @@ async fn update_with_status_writes_both(kind: Kind) {
 }
 
 async fn finalizers_hold_deletion(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let mut c = cm("ns", "held");
     c["metadata"]["finalizers"] = json!(["a.example/one", "a.example/two"]);
@@ -729,7 +763,7 @@ async fn finalizers_hold_deletion(kind: Kind) {
 }
 
 async fn delete_checks_preconditions(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let c = s.create(&configmaps(), cm("ns", "c")).await.unwrap();
     let uid = c["metadata"]["uid"].as_str().unwrap().to_string();
@@ -776,7 +810,7 @@ async fn delete_checks_preconditions(kind: Kind) {
 }
 
 async fn list_dependents_follows_owner_references(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let owner = s
         .create(&deployments(), deploy("ns", "owner", 1))
@@ -847,7 +881,7 @@ async fn list_dependents_follows_owner_references(kind: Kind) {
 }
 
 async fn gc_background_deletes_dependents(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let owner = s
         .create(&deployments(), deploy("ns", "owner", 1))
@@ -934,7 +968,7 @@ async fn gc_background_deletes_dependents(kind: Kind) {
 }
 
 async fn gc_foreground_deletes_dependents_first(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let owner = s
         .create(&deployments(), deploy("ns", "owner", 1))
@@ -1049,7 +1083,7 @@ async fn gc_foreground_deletes_dependents_first(kind: Kind) {
 }
 
 async fn gc_orphan_keeps_dependents(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let owner = s
         .create(&deployments(), deploy("ns", "owner", 1))
@@ -1091,7 +1125,7 @@ async fn gc_orphan_keeps_dependents(kind: Kind) {
 async fn concurrent_compare_and_swap_loses_no_update(kind: Kind) {
     const TASKS: u64 = 16;
     const EACH: u64 = 10;
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let mut c = cm("ns", "counter");
     c["data"] = json!({"n": "0"});
     h.store.create(&configmaps(), c).await.unwrap();
@@ -1133,7 +1167,7 @@ async fn concurrent_compare_and_swap_loses_no_update(kind: Kind) {
 }
 
 async fn watch_delivers_changes_in_order(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let mut all = watch_from(s, &configmaps(), None).await;
     let mut in_a = s
@@ -1213,7 +1247,7 @@ async fn watch_delivers_changes_in_order(kind: Kind) {
 }
 
 async fn watch_resumes_from_a_resource_version(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let mut rvs = Vec::new();
     for i in 0..10 {
@@ -1243,7 +1277,7 @@ async fn watch_resumes_from_a_resource_version(kind: Kind) {
 }
 
 async fn watch_expires_behind_the_event_log(kind: Kind) {
-    let h = Harness::with_capacity(kind, 5);
+    let h = Harness::with_capacity(kind, 5).await;
     let s = &*h.store;
     let first = rv(&s.create(&configmaps(), cm("ns", "c0")).await.unwrap());
     let mut slow = watch_from(s, &configmaps(), Some(first)).await;
@@ -1254,6 +1288,11 @@ async fn watch_expires_behind_the_event_log(kind: Kind) {
     }
     let current = s.current_resource_version().await.unwrap();
     let oldest = current - 4;
+    if let Some(etcd) = &h.etcd {
+        // etcd keeps its history until compacted; servers compact (`compactor.rs`).
+        let mut client = etcd.client().await.unwrap();
+        client.compact(oldest as i64, None).await.unwrap();
+    }
     match s
         .watch(
             &configmaps(),
@@ -1276,6 +1315,15 @@ async fn watch_expires_behind_the_event_log(kind: Kind) {
     for want in oldest..=current {
         assert_eq!(next_event(&mut edge).await.resource_version, want);
     }
+    if h.etcd.is_some() {
+        // etcd compacts only history no watcher still needs: a watcher that was already
+        // following loses nothing.
+        for _ in 1..20 {
+            next_event(&mut slow).await;
+        }
+        assert_no_event(&mut slow).await;
+        return;
+    }
     // The watcher that fell behind ends with Expired.
     match tokio::time::timeout(WAIT, slow.next()).await.unwrap() {
         Some(Err(StoreError::Expired { .. })) => {}
@@ -1291,7 +1339,7 @@ async fn watch_expires_behind_the_event_log(kind: Kind) {
 }
 
 async fn close_ends_watches_and_refuses_writes(kind: Kind) {
-    let h = Harness::new(kind);
+    let h = Harness::new(kind).await;
     let s = &*h.store;
     let mut w = watch_from(s, &configmaps(), None).await;
     s.create(&configmaps(), cm("ns", "c")).await.unwrap();
@@ -1332,6 +1380,14 @@ macro_rules! behaviours {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Kind::Log).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::Etcd).await;
                 }
             )*
         }

@@ -640,7 +640,7 @@ pub fn time_at(v: &serde_json::Value, pointer: &str) -> chrono::DateTime<chrono:
         .with_timezone(&chrono::Utc)
 }
 
-/// Fails the test loudly when kubectl is missing: `scripts/install-test-tools.sh` (which
+/// Fails the test loudly when kubectl is missing: `scripts/setup.sh` (which
 /// `.ci/run` calls) installs it. A kubectl test never passes by skipping.
 pub fn require_kubectl() {
     let ok = Command::new("kubectl")
@@ -650,7 +650,7 @@ pub fn require_kubectl() {
         .unwrap_or(false);
     assert!(
         ok,
-        "kubectl is not installed: run scripts/install-test-tools.sh (the kubectl tests need it)"
+        "kubectl is not installed: run scripts/setup.sh (the kubectl tests need it)"
     );
 }
 

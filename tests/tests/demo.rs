@@ -68,7 +68,7 @@ fn require_tools() {
             .is_ok_and(|o| o.status.success());
         assert!(
             ok,
-            "{tool} is not installed: run scripts/install-test-tools.sh (scripts/demo.sh needs it)"
+            "{tool} is not installed: run scripts/setup.sh (scripts/demo.sh needs it)"
         );
     }
 }

@@ -94,11 +94,11 @@ fn members_page_examples_run() {
 
 #[test]
 fn scheduling_page_examples_run() {
-    // The page reads explanations with jq (scripts/install-test-tools.sh installs it).
+    // The page reads explanations with jq (scripts/setup.sh installs it).
     let jq = Command::new("jq").arg("--version").output();
     assert!(
         jq.is_ok_and(|o| o.status.success()),
-        "jq is missing: run scripts/install-test-tools.sh"
+        "jq is missing: run scripts/setup.sh"
     );
     run_page_with(
         "scheduling.md",

@@ -1,6 +1,6 @@
 //! kubectl (the real binary) against a real `flotilla-server` process: create and apply the
 //! failover scenarios, get in every output form, watch, patch, delete, and the cluster table.
-//! Without kubectl the tests fail, naming `scripts/install-test-tools.sh`.
+//! Without kubectl the tests fail, naming `scripts/setup.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{eventually, require_kubectl, scenarios_dir, Kubectl, Process, Server};

@@ -266,6 +266,7 @@ impl ApiError {
                     field,
                 }],
             ),
+            e @ StoreError::Fenced { .. } => ApiError::Unavailable(e.to_string()),
             e @ (StoreError::Schema(_) | StoreError::Engine(_)) => ApiError::Internal(Box::new(e)),
         }
     }

@@ -74,7 +74,7 @@ pub fn object(
 
 /// Every region's object, in region order (none when no controllers run).
 pub async fn objects(state: &ApiState) -> ApiResult<Vec<Value>> {
-    let Some(brake) = &state.eviction_brake else {
+    let Some(brake) = &state.brake() else {
         return Ok(Vec::new());
     };
     let clusters = cluster_cache::read(state.store.as_ref())

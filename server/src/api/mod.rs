@@ -11,6 +11,10 @@ pub mod discovery;
 pub mod error;
 pub mod events_v1;
 pub mod eviction_brakes;
+
+/// Where the API finds the brake of the controllers running on this server, if any.
+pub type BrakeSlot =
+    std::sync::Arc<parking_lot::RwLock<Option<crate::controllers::failover::brake::EvictionBrake>>>;
 pub mod explain;
 pub mod failovers;
 pub mod limits;
@@ -99,12 +103,20 @@ pub struct ApiState {
     pub dry_run: simulation::DryRun,
     /// Turns true when the server shuts down; open watches end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// The controllers' partition brake, read by `evictionbrakes` and `/metrics` (`None`
-    /// when no controllers run).
-    pub eviction_brake: Option<crate::controllers::failover::brake::EvictionBrake>,
+    /// The controllers' partition brake, read by `evictionbrakes` and `/metrics`: set while
+    /// this server's controllers run (always on one server; during its terms as leader when
+    /// several share an etcd store), empty otherwise.
+    pub eviction_brake: BrakeSlot,
     /// The periods pull agents are asked to keep, sent on every answer in the
     /// `Flotilla-Member-Timing` header (`None` when no controllers watch the members).
     pub member_timing: Option<flotilla_api::member_timing::MemberTiming>,
+}
+
+impl ApiState {
+    /// The brake of the controllers running on this server, if any.
+    pub fn brake(&self) -> Option<crate::controllers::failover::brake::EvictionBrake> {
+        self.eviction_brake.read().clone()
+    }
 }
 
 /// Builds the API router.
@@ -203,7 +215,7 @@ async fn render_metrics(State(state): State<ApiState>) -> impl IntoResponse {
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
-    if let Some(brake) = &state.eviction_brake {
+    if let Some(brake) = &state.brake() {
         // The brake's gauges say the state of now, not of the last eviction.
         if let Ok(clusters) =
             crate::controllers::shared::cluster_cache::read(state.store.as_ref()).await

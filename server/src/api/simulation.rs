@@ -84,7 +84,7 @@ pub async fn serve(
         bindings.extend(list.items.into_iter().map(|b| (kind, b)));
     }
     // The brake's flags and the server's start, from the brake the controllers share.
-    let settings = match &state.eviction_brake {
+    let settings = match &state.brake() {
         Some(brake) => state.simulation.clone().with_brake(brake),
         None => state.simulation.clone(),
     };

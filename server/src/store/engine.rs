@@ -79,6 +79,14 @@ pub enum EngineError {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// etcd refused or did not answer (the etcd engine).
+    #[error("etcd failed to {op}")]
+    Etcd {
+        /// What the engine was doing.
+        op: &'static str,
+        #[source]
+        source: etcd_client::Error,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {name} thread")]
     Thread {

@@ -18,6 +18,7 @@
 use super::engine::Engine;
 use super::kv_store::{KvStore, Txn};
 use super::meta::{self, FOREGROUND_FINALIZER};
+use super::rules::{self, Updated};
 use super::{DeleteOptions, EventType, Propagation, StoreError};
 use parking_lot::{Condvar, Mutex};
 use serde_json::Value;
@@ -335,17 +336,14 @@ impl<E: Engine> KvStore<E> {
                 let Some(res) = st.kinds.get(&r.resource).cloned() else {
                     return Ok(());
                 };
-                let Some(mut owner) = self.read_object(&res, &r.key)? else {
+                let Some(owner) = self.read_object(&res, &r.key)? else {
                     return Ok(());
                 };
-                let mut finalizers = meta::finalizers(&owner);
-                finalizers.retain(|f| f != FOREGROUND_FINALIZER);
-                meta::set_finalizers(&mut owner, &finalizers)?;
                 let mut txn = Txn::default();
-                if finalizers.is_empty() {
-                    txn.remove(&res, &r.key, owner);
-                } else {
-                    txn.put(&res, &r.key, owner, EventType::Modified);
+                match rules::foreground_released(&owner)? {
+                    Updated::Unchanged => return Ok(()),
+                    Updated::Remove(last) => txn.remove(&res, &r.key, last),
+                    Updated::Put(released) => txn.put(&res, &r.key, released, EventType::Modified),
                 }
                 tracing::debug!(resource = %r.resource, key = %r.key, "foreground deletion done");
                 self.commit_locked(&mut st, txn)?;

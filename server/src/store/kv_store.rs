@@ -13,8 +13,11 @@ use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
 use super::gc::{GcJob, GcQueue, ObjRef, OwnerIndex};
 use super::group_commit::{GroupCommit, Ticket};
 use super::memory_engine::MemoryEngine;
-use super::meta::{self, invalid, FOREGROUND_FINALIZER};
+use super::meta;
 use super::object_cache::ObjectCache;
+use super::rules::{
+    self, decode_continue, encode_continue, not_found, CreateName, Deletion, Part, Updated,
+};
 use super::sled_engine::{SledEngine, SledOptions};
 use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
 use super::{
@@ -23,7 +26,6 @@ use super::{
 };
 use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
-use base64::Engine as _;
 use flotilla_api::kinds::ResourceType;
 use flotilla_migrations::{
     MigrationError, EVENTS_TREE, META_TREE, RESOURCE_TYPE_PREFIX, RESOURCE_VERSION_KEY,
@@ -44,16 +46,6 @@ pub const DEFAULT_EVENT_LOG_MAX_BYTES: usize = 64 << 20;
 
 /// Entries read per engine scan by `list` and at open.
 const SCAN_CHUNK: usize = 1024;
-
-/// Names tried for one `generateName` before giving up.
-const GENERATE_NAME_ATTEMPTS: usize = 8;
-
-/// Version tag of continue tokens.
-const CONTINUE_TAG: &str = "k1:";
-
-/// The reason Kubernetes gives for a stale resourceVersion.
-const STALE_REASON: &str =
-    "the object has been modified; please apply your changes to the latest version and try again";
 
 /// How a store is opened.
 #[derive(Clone)]
@@ -184,17 +176,6 @@ impl Txn {
     }
 }
 
-/// What of an object an update replaces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Part {
-    /// Everything but the status of a kind with a status subresource (`update`).
-    Object,
-    /// Only the status (`update_status`).
-    Status,
-    /// Everything, the status too (`update_with_status`).
-    ObjectAndStatus,
-}
-
 /// What a commit produced: the objects as stored (with their resourceVersions), in the order
 /// of the changes, and what to await for durability.
 pub(crate) struct Committed {
@@ -266,55 +247,8 @@ fn decode_object(tree: &str, key: &[u8], bytes: &[u8]) -> Result<Value, StoreErr
     serde_json::from_slice(bytes).map_err(|e| corrupt(tree, key, e.to_string()))
 }
 
-fn encode_continue(key: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CONTINUE_TAG}{key}"))
-}
-
-fn decode_continue(token: &str, prefix: &str) -> Result<String, StoreError> {
-    let bad = || invalid("continue", "not a continue token of this list");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let key = text.strip_prefix(CONTINUE_TAG).ok_or_else(bad)?;
-    if !key.starts_with(prefix) {
-        return Err(bad());
-    }
-    Ok(key.to_string())
-}
-
-fn conflict(res: &ResourceType, name: &str, reason: impl Into<String>) -> StoreError {
-    StoreError::Conflict {
-        resource: res.qualified_name(),
-        name: name.to_string(),
-        reason: reason.into(),
-    }
-}
-
-fn not_found(res: &ResourceType, name: &str) -> StoreError {
-    StoreError::NotFound {
-        resource: res.qualified_name(),
-        name: name.to_string(),
-    }
-}
-
 fn set_resource_version(obj: &mut Value, rv: u64) -> Result<(), StoreError> {
     meta::set_meta(obj, "resourceVersion", Some(Value::String(rv.to_string())))
-}
-
-/// Fills `apiVersion` and `kind` when the object lacks them.
-fn fill_type_meta(obj: &mut Value, api_version: &str, kind: &str) -> Result<(), StoreError> {
-    let map = meta::object_mut(obj)?;
-    for (field, value) in [("apiVersion", api_version), ("kind", kind)] {
-        let missing = map
-            .get(field)
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
-        if missing {
-            map.insert(field.to_string(), Value::String(value.to_string()));
-        }
-    }
-    Ok(())
 }
 
 impl KvStore<SledEngine> {
@@ -762,18 +696,11 @@ impl<E: Engine> KvStore<E> {
         &self,
         st: &mut WriteState,
         res: &ResourceType,
-        mut obj: Value,
+        obj: Value,
     ) -> Result<(Value, Option<Ticket>), StoreError> {
-        meta::object_mut(&mut obj)?;
-        meta::validate_metadata(&obj)?;
-        let namespace = if res.namespaced {
-            meta::namespace(&obj).map(str::to_string)
-        } else {
-            None
-        };
-        let (name, key) = match meta::name(&obj).map(str::to_string) {
-            Some(name) => {
-                let key = meta::object_key(res, namespace.as_deref(), &name)?;
+        let (namespace, target) = rules::create_target(res, &obj)?;
+        let (name, key) = match target {
+            CreateName::Named { name, key } => {
                 if self.read_shared(res, &key)?.is_some() {
                     return Err(StoreError::AlreadyExists {
                         resource: res.qualified_name(),
@@ -782,17 +709,10 @@ impl<E: Engine> KvStore<E> {
                 }
                 (name, key)
             }
-            None => {
-                let Some(prefix) = meta::meta_str(&obj, "generateName")
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_string)
-                else {
-                    return Err(invalid("metadata.name", "name or generateName is required"));
-                };
+            CreateName::Generate { prefix } => {
                 let mut found = None;
-                for _ in 0..GENERATE_NAME_ATTEMPTS {
-                    let name = format!("{prefix}{}", meta::generated_suffix());
-                    let key = meta::object_key(res, namespace.as_deref(), &name)?;
+                for _ in 0..rules::GENERATE_NAME_ATTEMPTS {
+                    let (name, key) = rules::generated_name(res, namespace.as_deref(), &prefix)?;
                     if self.read_shared(res, &key)?.is_none() {
                         found = Some((name, key));
                         break;
@@ -804,66 +724,13 @@ impl<E: Engine> KvStore<E> {
                 })?
             }
         };
-
-        fill_type_meta(&mut obj, &res.api_version(), &res.kind)?;
         let now = meta::timestamp(self.clock.now());
         let uid = uuid::Uuid::new_v4().to_string();
-        meta::set_meta(&mut obj, "name", Some(Value::String(name)))?;
-        meta::set_meta(&mut obj, "namespace", namespace.map(Value::String))?;
-        meta::set_meta(&mut obj, "uid", Some(Value::String(uid)))?;
-        meta::set_meta(&mut obj, "creationTimestamp", Some(Value::String(now)))?;
-        meta::set_meta(&mut obj, "generation", Some(Value::from(1)))?;
-        meta::set_meta(&mut obj, "deletionTimestamp", None)?;
-        meta::set_meta(&mut obj, "deletionGracePeriodSeconds", None)?;
-        if res.status_subresource {
-            meta::object_mut(&mut obj)?.remove("status");
-        }
+        let obj = rules::created(res, obj, &name, namespace.as_deref(), &now, &uid)?;
         let mut txn = Txn::default();
         txn.put(res, &key, obj, EventType::Added);
         let (created, ticket) = self.commit_locked(st, txn)?.last();
         Ok((Arc::unwrap_or_clone(created), ticket))
-    }
-
-    /// Reads the stored object an update names and checks its preconditions.
-    fn stored_for_update(
-        &self,
-        res: &ResourceType,
-        obj: &Value,
-    ) -> Result<(String, String, Arc<Value>), StoreError> {
-        if !obj.is_object() {
-            return Err(invalid("", "an object must be a JSON object"));
-        }
-        meta::validate_metadata(obj)?;
-        let Some(name) = meta::name(obj).map(str::to_string) else {
-            return Err(invalid("metadata.name", "required"));
-        };
-        let namespace = if res.namespaced {
-            meta::namespace(obj)
-        } else {
-            None
-        };
-        let key = meta::object_key(res, namespace, &name)?;
-        let stored = self
-            .read_shared(res, &key)?
-            .ok_or_else(|| not_found(res, &name))?;
-        if let Some(wanted) = meta::resource_version(obj)? {
-            let current = meta::resource_version(&stored)?.unwrap_or(0);
-            if wanted != current {
-                return Err(conflict(res, &name, STALE_REASON));
-            }
-        }
-        if let (Some(wanted), Some(current)) = (meta::uid(obj), meta::uid(&stored)) {
-            if wanted != current {
-                return Err(conflict(
-                    res,
-                    &name,
-                    format!(
-                        "Precondition failed: UID in precondition: {wanted}, UID in object meta: {current}"
-                    ),
-                ));
-            }
-        }
-        Ok((name, key, stored))
     }
 
     /// Replaces the stored object with `obj`, the part of it `part` names, under the write lock
@@ -875,62 +742,20 @@ impl<E: Engine> KvStore<E> {
         obj: Value,
         part: Part,
     ) -> Result<(Arc<Value>, Option<Ticket>), StoreError> {
-        let (_name, key, stored) = self.stored_for_update(res, &obj)?;
-        let new = if part == Part::Status {
-            meta::with_status_of(&stored, obj)?
-        } else {
-            let mut new = obj;
-            for field in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "namespace",
-                "resourceVersion",
-            ] {
-                meta::keep_meta(&mut new, &stored, field)?;
-            }
-            let api_version = stored
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .map_or_else(|| res.api_version(), str::to_string);
-            let kind = stored
-                .get("kind")
-                .and_then(Value::as_str)
-                .map_or_else(|| res.kind.clone(), str::to_string);
-            fill_type_meta(&mut new, &api_version, &kind)?;
-            if res.status_subresource && part == Part::Object {
-                meta::keep_status(&mut new, &stored)?;
-            }
-            let generation = super::generation_after_update(&stored, &new);
-            if generation != meta::generation(&stored) {
-                meta::set_meta(&mut new, "generation", Some(Value::from(generation)))?;
-            }
-            new
-        };
-        if new == *stored {
-            return Ok((stored, None));
-        }
+        let (name, key) = rules::update_target(res, &obj)?;
+        let stored = self
+            .read_shared(res, &key)?
+            .ok_or_else(|| not_found(res, &name))?;
+        rules::check_update_preconditions(res, &name, &obj, &stored)?;
         let mut txn = Txn::default();
-        if meta::is_deleting(&stored) {
-            let before = meta::finalizers(&stored);
-            let after = meta::finalizers(&new);
-            if let Some(added) = after.iter().find(|f| !before.contains(f)) {
-                return Err(invalid(
-                    "metadata.finalizers",
-                    format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers [{added}]"
-                    ),
-                ));
-            }
-            if after.is_empty() {
+        match rules::updated(res, &stored, obj, part)? {
+            Updated::Unchanged => return Ok((stored, None)),
+            Updated::Remove(last) => {
                 tracing::debug!(resource = %res.storage_name(), key = %key, "last finalizer removed");
-                txn.remove(res, &key, new);
-                return Ok(self.commit_locked(st, txn)?.last());
+                txn.remove(res, &key, last);
             }
+            Updated::Put(new) => txn.put(res, &key, new, EventType::Modified),
         }
-        txn.put(res, &key, new, EventType::Modified);
         Ok(self.commit_locked(st, txn)?.last())
     }
 
@@ -962,65 +787,35 @@ impl<E: Engine> KvStore<E> {
         let stored = self
             .read_object(res, key)?
             .ok_or_else(|| not_found(res, name))?;
-        if let Some(wanted) = &opts.precondition_uid {
-            let current = meta::uid(&stored).unwrap_or_default();
-            if wanted != current {
-                return Err(conflict(
-                    res,
-                    name,
-                    format!(
-                        "Precondition failed: UID in precondition: {wanted}, UID in object meta: {current}"
-                    ),
-                ));
-            }
-        }
-        if let Some(wanted) = opts.precondition_resource_version {
-            let current = meta::resource_version(&stored)?.unwrap_or(0);
-            if wanted != current {
-                return Err(conflict(
-                    res,
-                    name,
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {current}"
-                    ),
-                ));
-            }
-        }
+        rules::check_delete_preconditions(res, name, &stored, opts)?;
         let uid = meta::uid(&stored).unwrap_or_default().to_string();
         let mut txn = Txn::default();
         if opts.propagation == Propagation::Orphan {
             self.orphan_into(st, &uid, &mut txn)?;
         }
-        if meta::is_deleting(&stored) {
-            // Already on its way out; only orphaning can still change something.
-            let ticket = if txn.is_empty() {
-                None
-            } else {
-                self.commit_locked(st, txn)?.ticket
-            };
-            return Ok((Deleted::Pending(stored), ticket));
-        }
-        let mut finalizers = meta::finalizers(&stored);
-        let wait_for_dependents = opts.propagation == Propagation::Foreground
-            && !st.owners.dependents_of(&uid).is_empty();
-        if wait_for_dependents && !finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
-            finalizers.push(FOREGROUND_FINALIZER.to_string());
-        }
-        if finalizers.is_empty() {
-            txn.remove(res, key, stored);
-            let (last, ticket) = self.commit_locked(st, txn)?.last();
-            return Ok((Deleted::Gone(Arc::unwrap_or_clone(last)), ticket));
-        }
-        let mut obj = stored;
-        let generation = meta::generation(&obj) + 1;
-        meta::set_finalizers(&mut obj, &finalizers)?;
+        let has_dependents = !st.owners.dependents_of(&uid).is_empty();
         let now = meta::timestamp(self.clock.now());
-        meta::set_meta(&mut obj, "deletionTimestamp", Some(Value::String(now)))?;
-        meta::set_meta(&mut obj, "deletionGracePeriodSeconds", Some(Value::from(0)))?;
-        meta::set_meta(&mut obj, "generation", Some(Value::from(generation)))?;
-        txn.put(res, key, obj, EventType::Modified);
-        let (pending, ticket) = self.commit_locked(st, txn)?.last();
-        Ok((Deleted::Pending(Arc::unwrap_or_clone(pending)), ticket))
+        match rules::deletion(&stored, opts.propagation, has_dependents, &now)? {
+            Deletion::AlreadyDeleting => {
+                // Only orphaning can still change something.
+                let ticket = if txn.is_empty() {
+                    None
+                } else {
+                    self.commit_locked(st, txn)?.ticket
+                };
+                Ok((Deleted::Pending(stored), ticket))
+            }
+            Deletion::Remove => {
+                txn.remove(res, key, stored);
+                let (last, ticket) = self.commit_locked(st, txn)?.last();
+                Ok((Deleted::Gone(Arc::unwrap_or_clone(last)), ticket))
+            }
+            Deletion::MarkDeleting(obj) => {
+                txn.put(res, key, obj, EventType::Modified);
+                let (pending, ticket) = self.commit_locked(st, txn)?.last();
+                Ok((Deleted::Pending(Arc::unwrap_or_clone(pending)), ticket))
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! field; typed views live in `flotilla-api`.
 
 pub mod engine;
+pub mod etcd;
 mod gc;
 mod group_commit;
 pub mod kv_store;
@@ -15,6 +16,7 @@ pub mod log_engine;
 pub mod memory_engine;
 mod meta;
 pub mod object_cache;
+pub mod rules;
 pub mod sled_engine;
 mod watch;
 
@@ -60,6 +62,10 @@ pub enum StoreError {
     /// The store on disk was written by a newer Flotilla or could not be migrated.
     #[error("store schema: {0}")]
     Schema(String),
+    /// A leader's write was refused because its term is over: another server leads now
+    /// (503). Only controllers write fenced; see `store::etcd::commit::Fence`.
+    #[error("not the leader: the term of election key {key} (revision {revision}) is over")]
+    Fenced { key: String, revision: i64 },
     /// The engine failed (500).
     #[error("storage engine failure")]
     Engine(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -4,6 +4,9 @@
 //! can use it; the server never calls it. The agent's tests (`agent/tests/support`) and the
 //! end-to-end tests (`flotilla_tests`) have twins of the same signature.
 
+/// Real etcd processes on 127.0.0.1 for the etcd store's tests.
+pub mod etcd;
+
 use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;

@@ -1,0 +1,772 @@
+//! [`EtcdStore`]: the [`Store`] on etcd. The object rules are the store's own
+//! ([`super::super::rules`]); what differs from `KvStore` is only how a decision commits:
+//! instead of a process-local lock, each write is one etcd transaction that compares the
+//! revision of every key it writes with the revision its rule read, so several servers can
+//! write the same objects and a decision taken on a stale read never lands (the caller's rule
+//! runs again on a fresh read, or the client gets a Conflict when it named a
+//! resourceVersion). resourceVersion is etcd's mod revision, a list's is the header revision,
+//! and watches come from etcd (`watch_stream.rs`). The owner index, the kinds and the counts
+//! come from the [`Mirror`], fed by a watch, so they include every server's writes; garbage
+//! collection runs on its jobs (`collector.rs`).
+
+use super::super::meta;
+use super::super::rules::{
+    self, decode_continue, encode_continue, not_found, CreateName, Deletion, Part, Precondition,
+    Updated,
+};
+use super::super::{
+    DeleteOptions, Deleted, EngineError, ListOptions, ObjectList, Propagation, Store, StoreConfig,
+    StoreError, WatchOptions, WatchProgress, WatchStream,
+};
+use super::collector::Collector;
+use super::commit::{self, etcd_error, revision_of, Fence, Read, Write};
+use super::compactor::Compactor;
+use super::connect::{connect, EtcdConfig};
+use super::keys::{prefix_end, Keys};
+use super::mirror::Mirror;
+use super::watch_stream::{self, Selection};
+use crate::clock::SharedClock;
+use async_trait::async_trait;
+use etcd_client::{Client, Compare, CompareOp, GetOptions};
+use flotilla_api::kinds::ResourceType;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Reads and commits an update or a delete tries before it answers Conflict: each failed
+/// attempt means another writer changed the object in between.
+const MAX_ATTEMPTS: usize = 32;
+
+/// Objects read per request by `list`.
+const LIST_CHUNK: usize = 500;
+
+/// The etcd engine's knobs beside the connection.
+#[derive(Clone, Debug)]
+pub struct EtcdStoreOptions {
+    /// How often the compactor runs (`--etcd-compaction-interval`); zero turns it off.
+    pub compaction_interval: Duration,
+}
+
+impl Default for EtcdStoreOptions {
+    fn default() -> Self {
+        Self {
+            compaction_interval: super::compactor::DEFAULT_COMPACTION_INTERVAL,
+        }
+    }
+}
+
+/// What the store and its background tasks share.
+pub(crate) struct Inner {
+    pub(crate) client: Client,
+    pub(crate) keys: Keys,
+    clock: SharedClock,
+    pub(crate) mirror: Arc<Mirror>,
+    /// The highest revision this process committed: reads that must see its own writes wait
+    /// for the mirror to reach it.
+    written: AtomicU64,
+    /// Kinds whose record this process has seen stored.
+    recorded_kinds: Mutex<HashSet<String>>,
+    closed: AtomicBool,
+    /// Set at close to the last revision this process wrote: watches deliver up to it, then
+    /// end.
+    closing: watch::Sender<Option<u64>>,
+    commits: AtomicU64,
+}
+
+/// Kubernetes object semantics on etcd. See the module.
+///
+/// [`EtcdStore::fenced`] gives a view of the same store whose every write carries a leader's
+/// fence: the controllers of a term write through it, the API through the store itself.
+pub struct EtcdStore {
+    inner: Arc<Inner>,
+    /// The fence of this view's writes; `None` for the store itself.
+    fence: Option<Fence>,
+    /// The background work, owned by the store itself (not by its fenced views).
+    background: Option<Background>,
+}
+
+/// What an opened store runs besides requests.
+struct Background {
+    collector: Arc<Collector>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    compactor: Mutex<Option<Compactor>>,
+}
+
+impl Background {
+    fn stop(&self) {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        self.collector.stop();
+        if let Some(compactor) = self.compactor.lock().take() {
+            compactor.stop();
+        }
+    }
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("prefix", &self.inner.keys.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdStore {
+    /// Connects to etcd as `etcd` says and opens the store under its prefix.
+    pub async fn open(
+        etcd: &EtcdConfig,
+        config: StoreConfig,
+        options: EtcdStoreOptions,
+    ) -> Result<Arc<Self>, StoreError> {
+        let client = connect(etcd).await.map_err(|e| {
+            StoreError::Engine(Box::new(EngineError::Io {
+                path: etcd.endpoints.join(","),
+                source: std::io::Error::other(e.to_string()),
+            }))
+        })?;
+        Self::open_with_client(client, &etcd.prefix, config, options).await
+    }
+
+    /// Opens the store under `prefix` with a connected client: lists everything into the
+    /// mirror, then follows it, and starts garbage collection (with the work a crash may have
+    /// left) and the compactor.
+    pub async fn open_with_client(
+        client: Client,
+        prefix: &str,
+        config: StoreConfig,
+        options: EtcdStoreOptions,
+    ) -> Result<Arc<Self>, StoreError> {
+        let keys = Keys::new(prefix);
+        let mirror = Mirror::new(keys.clone());
+        let (revision, recovery) = mirror.load(&client).await?;
+        let inner = Arc::new(Inner {
+            client: client.clone(),
+            keys: keys.clone(),
+            clock: config.clock,
+            mirror: mirror.clone(),
+            written: AtomicU64::new(revision),
+            recorded_kinds: Mutex::new(HashSet::new()),
+            closed: AtomicBool::new(false),
+            closing: watch::channel(None).0,
+            commits: AtomicU64::new(0),
+        });
+        let collector = Collector::start(inner.clone());
+        collector.push(recovery);
+        let queue = collector.clone();
+        let follow = tokio::spawn(
+            mirror
+                .clone()
+                .follow(client.clone(), revision, move |jobs| queue.push(jobs)),
+        );
+        let compactor = (!options.compaction_interval.is_zero())
+            .then(|| Compactor::start(client.clone(), keys.prefix(), options.compaction_interval));
+        tracing::info!(
+            prefix = keys.prefix(),
+            revision,
+            kinds = mirror.counts().len(),
+            "etcd store opened"
+        );
+        Ok(Arc::new(Self {
+            inner,
+            fence: None,
+            background: Some(Background {
+                collector,
+                tasks: Mutex::new(vec![follow]),
+                compactor: Mutex::new(compactor),
+            }),
+        }))
+    }
+
+    /// The same store, every write of which also requires `fence` to hold: a write after the
+    /// term ended commits nothing and fails with `StoreError::Fenced`. Reads and watches are
+    /// the store's.
+    pub fn fenced(&self, fence: Fence) -> Arc<EtcdStore> {
+        Arc::new(Self {
+            inner: self.inner.clone(),
+            fence: Some(fence),
+            background: None,
+        })
+    }
+
+    /// True when garbage collection has nothing queued or running and the mirror has every
+    /// write of this process (for tests).
+    pub fn gc_idle(&self) -> bool {
+        self.background
+            .as_ref()
+            .is_none_or(|b| b.collector.is_idle())
+            && self.inner.mirror.position() >= self.inner.written.load(Ordering::Acquire)
+    }
+
+    /// The etcd client (for tools and tests).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The key layout.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        if let Some(background) = &self.background {
+            self.inner.closed.store(true, Ordering::Release);
+            self.inner.closing.send_replace(Some(0));
+            background.stop();
+        }
+    }
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Engine(Box::new(EngineError::Closed)));
+        }
+        Ok(())
+    }
+
+    fn object_key(&self, res: &ResourceType, key: &str) -> String {
+        self.keys.object(&res.storage_name(), key)
+    }
+
+    /// The write of the kind's record, when this process has not seen it stored: it goes in
+    /// the transaction of the kind's first object, so the record never costs a revision of
+    /// its own.
+    fn kind_record(&self, res: &ResourceType) -> Result<Option<Write>, StoreError> {
+        let storage = res.storage_name();
+        if self.recorded_kinds.lock().contains(&storage)
+            || self.mirror.kind(&storage).as_ref() == Some(res)
+        {
+            return Ok(None);
+        }
+        let value = serde_json::to_vec(res).map_err(|source| {
+            StoreError::Engine(Box::new(EngineError::Encode {
+                tree: "etcd".to_string(),
+                source,
+            }))
+        })?;
+        Ok(Some(Write::overwrite(
+            self.keys.kind_record(&storage),
+            value,
+        )))
+    }
+
+    /// Commits writes, guarded by `fence` when there is one; `None` when a precondition
+    /// failed.
+    pub(crate) async fn commit(
+        &self,
+        fence: Option<&Fence>,
+        writes: &[Write],
+    ) -> Result<Option<u64>, StoreError> {
+        self.commit_checked(fence, Vec::new(), writes).await
+    }
+
+    /// As [`Inner::commit`], with further compares that must hold (keys read, not written).
+    async fn commit_checked(
+        &self,
+        fence: Option<&Fence>,
+        checks: Vec<Compare>,
+        writes: &[Write],
+    ) -> Result<Option<u64>, StoreError> {
+        self.check_open()?;
+        let committed = commit::commit(&self.client, fence, &checks, writes).await?;
+        if let Some(revision) = committed {
+            self.written.fetch_max(revision, Ordering::AcqRel);
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                revision,
+                writes = writes.len(),
+                "etcd transaction committed"
+            );
+        }
+        Ok(committed)
+    }
+
+    /// Waits until the mirror has every write this process committed.
+    async fn mirror_current(&self) -> Result<(), StoreError> {
+        self.mirror
+            .caught_up(self.written.load(Ordering::Acquire))
+            .await
+    }
+
+    async fn read(&self, res: &ResourceType, key: &str) -> Result<Option<Read>, StoreError> {
+        commit::read(&self.client, &self.object_key(res, key)).await
+    }
+
+    pub(crate) async fn create(
+        &self,
+        fence: Option<&Fence>,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        self.check_open()?;
+        let (namespace, target) = rules::create_target(res, &obj)?;
+        let record = self.kind_record(res)?;
+        let now = meta::timestamp(self.clock.now());
+        let uid = uuid::Uuid::new_v4().to_string();
+        let names: Vec<(String, String)> = match &target {
+            CreateName::Named { name, key } => vec![(name.clone(), key.clone())],
+            CreateName::Generate { prefix } => (0..rules::GENERATE_NAME_ATTEMPTS)
+                .map(|_| rules::generated_name(res, namespace.as_deref(), prefix))
+                .collect::<Result<_, _>>()?,
+        };
+        for (name, key) in names {
+            let mut object =
+                rules::created(res, obj.clone(), &name, namespace.as_deref(), &now, &uid)?;
+            let mut writes = vec![Write::put(
+                self.object_key(res, &key),
+                Precondition::Absent,
+                commit::encode(&object)?,
+            )];
+            writes.extend(record.clone());
+            if let Some(revision) = self.commit(fence, &writes).await? {
+                self.recorded_kinds.lock().insert(res.storage_name());
+                meta::set_meta(
+                    &mut object,
+                    "resourceVersion",
+                    Some(Value::String(revision.to_string())),
+                )?;
+                return Ok(object);
+            }
+        }
+        let name = match target {
+            CreateName::Named { name, .. } => name,
+            CreateName::Generate { prefix } => format!("{prefix}*"),
+        };
+        Err(StoreError::AlreadyExists {
+            resource: res.qualified_name(),
+            name,
+        })
+    }
+
+    pub(crate) async fn update(
+        &self,
+        fence: Option<&Fence>,
+        res: &ResourceType,
+        obj: Value,
+        part: Part,
+    ) -> Result<Arc<Value>, StoreError> {
+        let (name, key) = rules::update_target(res, &obj)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let stored = self
+                .read(res, &key)
+                .await?
+                .ok_or_else(|| not_found(res, &name))?;
+            rules::check_update_preconditions(res, &name, &obj, &stored.object)?;
+            let (write, mut answer) = match rules::updated(res, &stored.object, obj.clone(), part)?
+            {
+                Updated::Unchanged => return Ok(Arc::new(stored.object)),
+                Updated::Remove(last) => (
+                    Write::delete(self.object_key(res, &key), stored.revision),
+                    last,
+                ),
+                Updated::Put(new) => (
+                    Write::put(
+                        self.object_key(res, &key),
+                        Precondition::At(stored.revision),
+                        commit::encode(&new)?,
+                    ),
+                    new,
+                ),
+            };
+            if let Some(revision) = self.commit(fence, &[write]).await? {
+                meta::set_meta(
+                    &mut answer,
+                    "resourceVersion",
+                    Some(Value::String(revision.to_string())),
+                )?;
+                return Ok(Arc::new(answer));
+            }
+        }
+        Err(rules::conflict(res, &name, rules::STALE_REASON))
+    }
+
+    /// Deletes the object at storage key `key` (see [`Store::delete`]).
+    pub(crate) async fn delete(
+        &self,
+        fence: Option<&Fence>,
+        res: &ResourceType,
+        key: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, StoreError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let stored = self
+                .read(res, key)
+                .await?
+                .ok_or_else(|| not_found(res, name))?;
+            rules::check_delete_preconditions(res, name, &stored.object, opts)?;
+            let uid = meta::uid(&stored.object).unwrap_or_default().to_string();
+            let needs_dependents = matches!(
+                opts.propagation,
+                Propagation::Orphan | Propagation::Foreground
+            );
+            if needs_dependents {
+                self.mirror_current().await?;
+            }
+            let dependents = self.mirror.with_owners(|o| o.dependents_of(&uid));
+            let mut writes = Vec::new();
+            if opts.propagation == Propagation::Orphan && !dependents.is_empty() {
+                writes = self.orphan_writes(&uid, &dependents).await?;
+                if writes.len() + 1 > commit::MAX_TXN_OPS {
+                    // Too many for one transaction: orphan them first, in batches (each
+                    // safe alone: a reference to an owner that is going anyway), then
+                    // delete the owner with whatever references are left.
+                    for batch in commit::batches(writes) {
+                        self.commit(fence, &batch).await?;
+                    }
+                    continue;
+                }
+            }
+            let now = meta::timestamp(self.clock.now());
+            let own_key = self.object_key(res, key);
+            let mut checks = Vec::new();
+            let decision = rules::deletion(
+                &stored.object,
+                opts.propagation,
+                !dependents.is_empty(),
+                &now,
+            )?;
+            let answer = match decision {
+                Deletion::AlreadyDeleting => {
+                    if writes.is_empty() {
+                        return Ok(Deleted::Pending(stored.object));
+                    }
+                    // Orphaning only: the owner itself must not have changed meanwhile.
+                    checks.push(Compare::mod_revision(
+                        own_key,
+                        CompareOp::Equal,
+                        i64::try_from(stored.revision).unwrap_or(i64::MAX),
+                    ));
+                    None
+                }
+                Deletion::Remove => {
+                    writes.push(Write::delete(own_key, stored.revision));
+                    Some(Deleted::Gone(stored.object.clone()))
+                }
+                Deletion::MarkDeleting(marked) => {
+                    writes.push(Write::put(
+                        own_key,
+                        Precondition::At(stored.revision),
+                        commit::encode(&marked)?,
+                    ));
+                    Some(Deleted::Pending(marked))
+                }
+            };
+            if let Some(revision) = self.commit_checked(fence, checks, &writes).await? {
+                let rv = Some(Value::String(revision.to_string()));
+                return Ok(match answer {
+                    None => Deleted::Pending(stored.object),
+                    Some(Deleted::Gone(mut last)) => {
+                        meta::set_meta(&mut last, "resourceVersion", rv)?;
+                        Deleted::Gone(last)
+                    }
+                    Some(Deleted::Pending(mut marked)) => {
+                        meta::set_meta(&mut marked, "resourceVersion", rv)?;
+                        Deleted::Pending(marked)
+                    }
+                });
+            }
+        }
+        Err(rules::conflict(res, name, rules::STALE_REASON))
+    }
+
+    /// Writes that remove every owner reference to `uid` from `dependents`.
+    async fn orphan_writes(
+        &self,
+        uid: &str,
+        dependents: &[super::super::gc::ObjRef],
+    ) -> Result<Vec<Write>, StoreError> {
+        let keys: Vec<String> = dependents
+            .iter()
+            .map(|r| self.keys.object(&r.resource, &r.key))
+            .collect();
+        let mut writes = Vec::new();
+        for read in commit::read_many(&self.client, &keys).await? {
+            let mut object = read.object;
+            if meta::remove_owner_reference(&mut object, uid)? {
+                writes.push(Write::put(
+                    read.key,
+                    Precondition::At(read.revision),
+                    commit::encode(&object)?,
+                ));
+            }
+        }
+        Ok(writes)
+    }
+
+    /// Objects of a kind that name `owner_uid` as an owner, in key order.
+    async fn dependents(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Value>, StoreError> {
+        self.mirror_current().await?;
+        let storage = res.storage_name();
+        let keys: Vec<String> = self
+            .mirror
+            .with_owners(|o| o.dependents_of(owner_uid))
+            .into_iter()
+            .filter(|r| r.resource == storage)
+            .map(|r| self.keys.object(&r.resource, &r.key))
+            .collect();
+        let reads = commit::read_many(&self.client, &keys).await?;
+        Ok(reads
+            .into_iter()
+            .map(|r| r.object)
+            .filter(|o| meta::owner_uids(o).iter().any(|u| u == owner_uid))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        self.inner.create(self.fence.as_ref(), res, obj).await
+    }
+
+    async fn get(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, StoreError> {
+        let namespace = namespace.filter(|_| res.namespaced);
+        let key = meta::object_key(res, namespace, name)?;
+        self.inner
+            .read(res, &key)
+            .await?
+            .map(|r| r.object)
+            .ok_or_else(|| not_found(res, name))
+    }
+
+    async fn list(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ObjectList, StoreError> {
+        let prefix = meta::namespace_prefix(res, namespace);
+        let kind_prefix = self.inner.keys.kind(&res.storage_name());
+        let full_prefix = format!("{kind_prefix}{prefix}");
+        let end = prefix_end(full_prefix.as_bytes());
+        let mut after: Option<String> =
+            match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+                Some(token) => Some(decode_continue(token, &prefix)?),
+                None => None,
+            };
+        let limit = opts.limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut more = false;
+        let mut revision = 0i64;
+        let mut kv = self.inner.client.kv_client();
+        'scan: loop {
+            let start = match &after {
+                Some(key) => {
+                    let mut start = format!("{kind_prefix}{key}").into_bytes();
+                    start.push(0);
+                    start
+                }
+                None => full_prefix.clone().into_bytes(),
+            };
+            let chunk = match limit {
+                Some(l) => (l - items.len() + 1).clamp(1, LIST_CHUNK),
+                None => LIST_CHUNK,
+            };
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(i64::try_from(chunk).unwrap_or(i64::MAX));
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let response = kv
+                .get(start, Some(options))
+                .await
+                .map_err(etcd_error("list"))?;
+            if revision == 0 {
+                revision = response.header().map_or(0, |h| h.revision());
+            }
+            for item in response.kvs() {
+                if limit.is_some_and(|l| items.len() >= l) {
+                    more = true;
+                    break 'scan;
+                }
+                let object = commit::decode(item.key(), item.value(), item.mod_revision())?;
+                after = self.inner.keys.parse_object(item.key()).map(|(_, key)| key);
+                if opts.filter.as_ref().is_none_or(|f| f(&object)) {
+                    items.push(object);
+                }
+            }
+            if !response.more() {
+                break;
+            }
+        }
+        let remaining = match (&after, more && opts.filter.is_none()) {
+            (Some(key), true) => {
+                let mut start = format!("{kind_prefix}{key}").into_bytes();
+                start.push(0);
+                let response = kv
+                    .get(
+                        start,
+                        Some(
+                            GetOptions::new()
+                                .with_range(end.clone())
+                                .with_count_only()
+                                .with_revision(revision),
+                        ),
+                    )
+                    .await
+                    .map_err(etcd_error("count a list's rest"))?;
+                Some(u64::try_from(response.count()).unwrap_or(0))
+            }
+            _ => None,
+        };
+        let continue_token = match (more, after) {
+            (true, Some(key)) => Some(encode_continue(&key)),
+            _ => None,
+        };
+        Ok(ObjectList {
+            items,
+            resource_version: revision_of(revision),
+            continue_token,
+            remaining,
+        })
+    }
+
+    async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        self.inner
+            .update(self.fence.as_ref(), res, obj, Part::Object)
+            .await
+            .map(Arc::unwrap_or_clone)
+    }
+
+    async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
+        self.inner
+            .update(self.fence.as_ref(), res, obj, Part::Status)
+            .await
+            .map(Arc::unwrap_or_clone)
+    }
+
+    async fn update_status_shared(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        self.inner
+            .update(self.fence.as_ref(), res, obj, Part::Status)
+            .await
+    }
+
+    async fn update_with_status(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Arc<Value>, StoreError> {
+        self.inner
+            .update(self.fence.as_ref(), res, obj, Part::ObjectAndStatus)
+            .await
+    }
+
+    async fn delete(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, StoreError> {
+        let namespace = namespace.filter(|_| res.namespaced);
+        let key = meta::object_key(res, namespace, name)?;
+        self.inner
+            .delete(self.fence.as_ref(), res, &key, name, opts)
+            .await
+    }
+
+    async fn list_dependents(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Value>, StoreError> {
+        self.inner.dependents(res, owner_uid).await
+    }
+
+    async fn watch(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<WatchStream, StoreError> {
+        self.watch_with_progress(res, opts)
+            .await
+            .map(|(stream, _)| stream)
+    }
+
+    async fn watch_with_progress(
+        &self,
+        res: &ResourceType,
+        opts: WatchOptions,
+    ) -> Result<(WatchStream, WatchProgress), StoreError> {
+        self.inner.check_open()?;
+        let probe = self.inner.keys.compact_rev_key();
+        let from = match opts.from {
+            Some(from) => {
+                watch_stream::check_not_compacted(&self.inner.client, &probe, from).await?;
+                from
+            }
+            None => commit::current_revision(&self.inner.client, &probe).await?,
+        };
+        let mut prefix = self.inner.keys.kind(&res.storage_name());
+        if let Some(ns) = opts.namespace.filter(|n| res.namespaced && !n.is_empty()) {
+            prefix.push_str(&ns);
+            prefix.push('/');
+        }
+        let selection = Selection {
+            prefix,
+            filter: opts.filter,
+        };
+        watch_stream::start(
+            &self.inner.client,
+            selection,
+            from,
+            self.inner.closing.subscribe(),
+        )
+        .await
+    }
+
+    async fn kind_revision(&self, res: &ResourceType) -> Result<u64, StoreError> {
+        self.inner.mirror_current().await?;
+        Ok(self.inner.mirror.kind_revision(&res.storage_name()))
+    }
+
+    async fn current_resource_version(&self) -> Result<u64, StoreError> {
+        commit::current_revision(&self.inner.client, &self.inner.keys.compact_rev_key()).await
+    }
+
+    async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        Ok(self.inner.mirror.counts())
+    }
+
+    fn durability_counts(&self) -> (u64, u64) {
+        // etcd makes every acknowledged transaction durable on a quorum itself.
+        let commits = self.inner.commits.load(Ordering::Relaxed);
+        (commits, commits)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        let Some(background) = &self.background else {
+            // A fenced view closes nothing: the store itself does.
+            return Ok(());
+        };
+        self.inner.closed.store(true, Ordering::Release);
+        let last = self.inner.written.load(Ordering::Acquire);
+        self.inner.closing.send_replace(Some(last));
+        background.stop();
+        tracing::info!(prefix = self.inner.keys.prefix(), "etcd store closed");
+        Ok(())
+    }
+}

@@ -1,0 +1,374 @@
+//! What one server knows of the whole store, fed by one etcd watch over the fleet's prefix:
+//! the kinds ever stored, the owner index (who owns whom, for `list_dependents` and garbage
+//! collection), each kind's last change and the object counts. Because it is fed by the watch
+//! and not by this server's own writes, it sees every server's writes alike.
+//!
+//! It is built by one list of every object at a revision R, then follows etcd's watch from
+//! R + 1. A reader that needs it to reflect a write it knows of waits until the mirror's
+//! position reaches that write's revision ([`Mirror::caught_up`]). When the watch breaks it
+//! resumes from the position; when the position was compacted away it lists again.
+
+use super::super::gc::{GcJob, ObjRef, OwnerIndex};
+use super::super::StoreError;
+use super::commit::{decode, etcd_error, revision_of};
+use super::keys::{prefix_end, Keys};
+use etcd_client::{Client, EventType as EtcdEventType, GetOptions, WatchOptions};
+use flotilla_api::kinds::ResourceType;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Keys read per request while listing.
+const LIST_CHUNK: i64 = 500;
+
+/// How long a reader waits for the mirror to reach a revision before it fails.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// First and longest pause before the watch is opened again after it broke.
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct MirrorState {
+    kinds: HashMap<String, ResourceType>,
+    owners: OwnerIndex,
+    /// Revision of the last change per kind (storage name) seen since the mirror started.
+    kind_rv: HashMap<String, u64>,
+    /// Stored objects per kind.
+    counts: HashMap<String, u64>,
+}
+
+/// The watch-fed view of the store. Cheap to share (`Arc`).
+pub struct Mirror {
+    keys: Keys,
+    state: Mutex<MirrorState>,
+    /// Every change up to this revision is in the state.
+    position: watch::Sender<u64>,
+}
+
+/// What one change does to the mirror: the garbage collection work it calls for.
+pub type Jobs = Vec<GcJob>;
+
+impl Mirror {
+    /// An empty mirror of the fleet under `keys`.
+    pub fn new(keys: Keys) -> Arc<Self> {
+        Arc::new(Self {
+            keys,
+            state: Mutex::new(MirrorState::default()),
+            position: watch::channel(0).0,
+        })
+    }
+
+    /// Lists every kind and object at one revision into a fresh state; answers that revision
+    /// and the collection work a crash may have left (orphans, owners in foreground deletion).
+    pub async fn load(&self, client: &Client) -> Result<(u64, Jobs), StoreError> {
+        let mut state = MirrorState::default();
+        let mut kv = client.kv_client();
+        let root = self.keys.root();
+        let end = prefix_end(root.as_bytes());
+        let mut start = root.clone().into_bytes();
+        let mut revision = 0i64;
+        loop {
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(LIST_CHUNK);
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let response = kv
+                .get(start.clone(), Some(options))
+                .await
+                .map_err(etcd_error("list the store"))?;
+            if revision == 0 {
+                revision = response.header().map_or(0, |h| h.revision());
+            }
+            for kv in response.kvs() {
+                let loaded = PutChange {
+                    counts: true,
+                    moves_kind: false,
+                };
+                apply_put(
+                    &self.keys,
+                    &mut state,
+                    kv.key(),
+                    kv.value(),
+                    kv.mod_revision(),
+                    loaded,
+                )?;
+            }
+            match response.kvs().last() {
+                Some(last) if response.more() => {
+                    start = last.key().to_vec();
+                    start.push(0);
+                }
+                _ => break,
+            }
+        }
+        let jobs = state.owners.recovery_jobs();
+        *self.state.lock() = state;
+        let revision = revision_of(revision);
+        self.position.send_replace(revision);
+        Ok((revision, jobs))
+    }
+
+    /// Follows the store from `from` + 1 until the task is dropped, handing the collection
+    /// work each change calls for to `jobs`. Lists again when etcd compacted past it.
+    pub async fn follow(
+        self: Arc<Self>,
+        client: Client,
+        mut from: u64,
+        jobs: impl Fn(Jobs) + Send + Sync + 'static,
+    ) {
+        let mut pause = RETRY_MIN;
+        loop {
+            match self.follow_once(&client, from, &jobs).await {
+                Ok(()) => pause = RETRY_MIN,
+                Err(Broken::Compacted) => {
+                    tracing::warn!(from, "the store's history was compacted past this server's mirror; listing again");
+                    match self.load(&client).await {
+                        Ok((_, recovery)) => {
+                            jobs(recovery);
+                            pause = RETRY_MIN;
+                        }
+                        Err(error) => {
+                            tracing::warn!(error = %error, "listing the store failed; retrying");
+                        }
+                    }
+                }
+                Err(Broken::Etcd(error)) => {
+                    tracing::warn!(error = %error, from, "the store's watch broke; resuming");
+                }
+            }
+            from = *self.position.borrow();
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_MAX);
+        }
+    }
+
+    async fn follow_once(
+        &self,
+        client: &Client,
+        from: u64,
+        jobs: &(impl Fn(Jobs) + Send + Sync),
+    ) -> Result<(), Broken> {
+        let mut watcher = client.watch_client();
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_progress_notify()
+            .with_start_revision(i64::try_from(from + 1).unwrap_or(i64::MAX));
+        let mut stream = watcher
+            .watch(self.keys.root(), Some(options))
+            .await
+            .map_err(|e| Broken::Etcd(e.to_string()))?;
+        loop {
+            let Some(response) = stream
+                .message()
+                .await
+                .map_err(|e| Broken::Etcd(e.to_string()))?
+            else {
+                return Err(Broken::Etcd("the watch ended".to_string()));
+            };
+            if response.canceled() {
+                if response.compact_revision() > 0 {
+                    return Err(Broken::Compacted);
+                }
+                return Err(Broken::Etcd(format!(
+                    "the watch was canceled: {}",
+                    response.cancel_reason()
+                )));
+            }
+            let mut work = Vec::new();
+            let mut last = None;
+            {
+                let mut state = self.state.lock();
+                for event in response.events() {
+                    let Some(kv) = event.kv() else { continue };
+                    let applied = match event.event_type() {
+                        EtcdEventType::Put => apply_put(
+                            &self.keys,
+                            &mut state,
+                            kv.key(),
+                            kv.value(),
+                            kv.mod_revision(),
+                            PutChange {
+                                counts: kv.create_revision() == kv.mod_revision(),
+                                moves_kind: true,
+                            },
+                        ),
+                        EtcdEventType::Delete => apply_delete(
+                            &self.keys,
+                            &mut state,
+                            kv.key(),
+                            event.prev_kv(),
+                            kv.mod_revision(),
+                        ),
+                    };
+                    match applied {
+                        Ok(found) => work.extend(found),
+                        Err(error) => tracing::warn!(
+                            key = %String::from_utf8_lossy(kv.key()),
+                            error = %error,
+                            "the mirror skipped an undecodable value"
+                        ),
+                    }
+                    last = Some(revision_of(kv.mod_revision()));
+                }
+            }
+            if response.events().is_empty() && !response.created() {
+                // A progress notification: every change up to the header is delivered.
+                last = response.header().map(|h| revision_of(h.revision()));
+            }
+            if let Some(revision) = last {
+                self.position.send_if_modified(|p| {
+                    let moved = revision > *p;
+                    *p = (*p).max(revision);
+                    moved
+                });
+            }
+            jobs(work);
+        }
+    }
+
+    /// The revision every change up to which is in the mirror.
+    pub fn position(&self) -> u64 {
+        *self.position.borrow()
+    }
+
+    /// Waits until the mirror holds every change up to `revision`.
+    pub async fn caught_up(&self, revision: u64) -> Result<(), StoreError> {
+        let mut rx = self.position.subscribe();
+        let reached = tokio::time::timeout(CATCH_UP_TIMEOUT, rx.wait_for(|p| *p >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        match reached {
+            true => Ok(()),
+            false => Err(StoreError::Engine(Box::new(
+                super::super::EngineError::Io {
+                    path: format!("etcd mirror at {} waiting for {revision}", self.position()),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the store's watch did not catch up",
+                    ),
+                },
+            ))),
+        }
+    }
+
+    /// Runs `f` on the owner index.
+    pub fn with_owners<T>(&self, f: impl FnOnce(&OwnerIndex) -> T) -> T {
+        f(&self.state.lock().owners)
+    }
+
+    /// The kind stored under this storage name.
+    pub fn kind(&self, storage: &str) -> Option<ResourceType> {
+        self.state.lock().kinds.get(storage).cloned()
+    }
+
+    /// The revision of the kind's last change seen since the mirror started (0 when none).
+    pub fn kind_revision(&self, storage: &str) -> u64 {
+        self.state.lock().kind_rv.get(storage).copied().unwrap_or(0)
+    }
+
+    /// Kinds with stored objects and their counts, sorted.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        let mut counts: Vec<(String, u64)> = self
+            .state
+            .lock()
+            .counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| (kind.clone(), *n))
+            .collect();
+        counts.sort();
+        counts
+    }
+}
+
+/// Why following stopped.
+enum Broken {
+    /// The revision to resume from is compacted: list again.
+    Compacted,
+    /// etcd failed; resume from the position.
+    Etcd(String),
+}
+
+/// How a put moves the mirror's counters.
+#[derive(Clone, Copy)]
+struct PutChange {
+    /// The key is new: its kind counts one more object.
+    counts: bool,
+    /// It is a change seen while following: the kind's last change moves.
+    moves_kind: bool,
+}
+
+/// Applies a put of `key`. Answers the collection work it calls for.
+fn apply_put(
+    keys: &Keys,
+    state: &mut MirrorState,
+    key: &[u8],
+    value: &[u8],
+    revision: i64,
+    change: PutChange,
+) -> Result<Jobs, StoreError> {
+    if let Some(storage) = keys.parse_kind_record(key) {
+        let res: ResourceType = serde_json::from_slice(value).map_err(|e| {
+            StoreError::Engine(Box::new(super::super::EngineError::Corrupt {
+                tree: "etcd".to_string(),
+                key: String::from_utf8_lossy(key).into_owned(),
+                message: e.to_string(),
+            }))
+        })?;
+        state.kinds.insert(storage, res);
+        return Ok(Vec::new());
+    }
+    let Some((storage, object_key)) = keys.parse_object(key) else {
+        return Ok(Vec::new());
+    };
+    let object = decode(key, value, revision)?;
+    if change.counts {
+        *state.counts.entry(storage.clone()).or_default() += 1;
+    }
+    if change.moves_kind {
+        state.kind_rv.insert(storage.clone(), revision_of(revision));
+    }
+    let r = ObjRef {
+        resource: storage,
+        key: object_key,
+    };
+    Ok(state.owners.put(&r, &metadata_only(&object)))
+}
+
+/// Applies a delete of `key` (`prev` is its last state when etcd still had it).
+fn apply_delete(
+    keys: &Keys,
+    state: &mut MirrorState,
+    key: &[u8],
+    prev: Option<&etcd_client::KeyValue>,
+    revision: i64,
+) -> Result<Jobs, StoreError> {
+    let Some((storage, object_key)) = keys.parse_object(key) else {
+        return Ok(Vec::new());
+    };
+    if let Some(n) = state.counts.get_mut(&storage) {
+        *n = n.saturating_sub(1);
+    }
+    state.kind_rv.insert(storage.clone(), revision_of(revision));
+    let last = match prev {
+        Some(prev) => metadata_only(&decode(key, prev.value(), prev.mod_revision())?),
+        None => Value::Null,
+    };
+    let r = ObjRef {
+        resource: storage,
+        key: object_key,
+    };
+    Ok(state.owners.remove(&r, &last))
+}
+
+/// The object's `metadata` alone: all the owner index reads.
+fn metadata_only(object: &Value) -> Value {
+    serde_json::json!({ "metadata": object.get("metadata").cloned().unwrap_or(Value::Null) })
+}

@@ -1,0 +1,26 @@
+//! The etcd engine (`--store etcd`): the store's object rules committed as etcd transactions,
+//! so several servers share one store. [`EtcdStore`] implements [`super::Store`];
+//! resourceVersion is etcd's mod revision and watches come from etcd.
+//!
+//! - `etcd_store.rs`: [`EtcdStore`], the rules applied with compare-and-swap commits;
+//! - `commit.rs`: reads with their revision, transactions whose every write carries its
+//!   precondition, etcd's size limits;
+//! - `mirror.rs`: this server's watch-fed view of the whole store (kinds, owner index,
+//!   counts);
+//! - `collector.rs`: garbage collection on the mirror's jobs;
+//! - `watch_stream.rs`: a kind's watch, from etcd, with 410 on compacted revisions;
+//! - `compactor.rs`: Kubernetes' compactor, coordinated between servers;
+//! - `connect.rs`: endpoints and TLS; `keys.rs`: the key layout.
+
+mod collector;
+pub mod commit;
+pub mod compactor;
+pub mod connect;
+pub mod etcd_store;
+pub mod keys;
+mod mirror;
+mod watch_stream;
+
+pub use commit::Fence;
+pub use connect::EtcdConfig;
+pub use etcd_store::{EtcdStore, EtcdStoreOptions};
