@@ -12,9 +12,12 @@
 
 use crate::api::{self, auth, ApiState, BrakeSlot, Limits};
 use crate::clock::{SharedClock, SystemClock};
+use crate::controllers::failover::brake::EvictionBrake;
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::kinds::{CrdFeed, KindRegistry};
+use crate::leadership::leader_loop::{StartTerm, TermStopped};
+use crate::leadership::{Elector, LeaderElection, LeaderLoop, LeaderMetrics};
 use crate::probes::kube::KubeMemberClient;
 use crate::probes::{HttpMemberClient, MemberClients};
 use crate::store::etcd::{EtcdConfig, EtcdStore, EtcdStoreOptions};
@@ -95,6 +98,8 @@ pub struct ServerConfig {
     pub object_cache_bytes: usize,
     /// Controller settings; `None` runs the API alone.
     pub controllers: Option<ControllerSettings>,
+    /// Whether the controllers wait to be elected leader (`--leader-elect`; etcd only).
+    pub leader_election: LeaderElection,
     /// The clock of the store, the API and every controller (a [`crate::clock::FakeClock`]
     /// in tests that drive time).
     pub clock: SharedClock,
@@ -124,6 +129,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("min_flush_interval", &self.min_flush_interval)
             .field("object_cache_bytes", &self.object_cache_bytes)
             .field("controllers", &self.controllers)
+            .field("leader_election", &self.leader_election)
             .field("controller_runtime", &self.controller_runtime.is_some())
             .finish_non_exhaustive()
     }
@@ -146,6 +152,7 @@ impl ServerConfig {
             min_flush_interval: DEFAULT_MIN_FLUSH_INTERVAL,
             object_cache_bytes: crate::store::object_cache::DEFAULT_BUDGET,
             controllers: Some(ControllerSettings::default()),
+            leader_election: LeaderElection::default(),
             clock: Arc::new(SystemClock),
             controller_runtime: None,
         }
@@ -187,6 +194,9 @@ pub enum StartError {
     /// A controller could not be built.
     #[error("cannot build the controllers")]
     Controllers(#[source] WiringError),
+    /// The leader election's flags break its rules.
+    #[error("leader election: {0}")]
+    LeaderElection(String),
 }
 
 /// A running server.
@@ -202,6 +212,8 @@ pub struct ServerHandle {
     shutdown: Option<oneshot::Sender<()>>,
     stopping: tokio::sync::watch::Sender<bool>,
     controllers: Vec<ControllerHandle>,
+    /// The controllers' campaign and terms, when several servers may share the store.
+    leader: Option<LeaderLoop>,
     crd_feed: Option<CrdFeed>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -217,6 +229,10 @@ impl ServerHandle {
         let _ = self.stopping.send(true);
         for c in self.controllers.drain(..) {
             c.stop().await;
+        }
+        if let Some(leader) = self.leader.take() {
+            // Stops this term's controllers, then resigns: the next server leads at once.
+            leader.join().await;
         }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -321,6 +337,15 @@ pub async fn open_store(
     config: &ServerConfig,
     clock: SharedClock,
 ) -> Result<Arc<dyn Store>, StartError> {
+    Ok(open_engine(config, clock).await?.0)
+}
+
+/// Opens the store; the etcd store is also answered as itself (its controllers write
+/// through fenced views of it).
+async fn open_engine(
+    config: &ServerConfig,
+    clock: SharedClock,
+) -> Result<(Arc<dyn Store>, Option<Arc<EtcdStore>>), StartError> {
     let store_config = StoreConfig {
         clock,
         event_log_capacity: config.event_log_capacity,
@@ -339,11 +364,14 @@ pub async fn open_store(
             let path = config.data_dir.join("store-log");
             KvStore::<LogEngine>::open_log(&path, store_config).map_err(StartError::Store)?
         }
-        Engine::Etcd => EtcdStore::open(&config.etcd, store_config, config.etcd_store.clone())
-            .await
-            .map_err(StartError::Store)?,
+        Engine::Etcd => {
+            let etcd = EtcdStore::open(&config.etcd, store_config, config.etcd_store.clone())
+                .await
+                .map_err(StartError::Store)?;
+            return Ok((etcd.clone(), Some(etcd)));
+        }
     };
-    Ok(store)
+    Ok((store, None))
 }
 
 /// The API's state over an opened store (not yet marked ready).
@@ -387,24 +415,114 @@ pub fn start_controllers(
     settings: &ControllerSettings,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<ControllerHandle>, StartError> {
-    // One HTTP client (and connection pool) for every call to simulated push members, and one
-    // Kubernetes client per push member that is an API server.
-    let member = Arc::new(MemberClients {
+    let member = member_clients(settings)?;
+    let (handles, brake) = controllers_over(
+        state.store.clone(),
+        state,
+        member,
+        &state.metrics.registry,
+        settings,
+        stop,
+    )?;
+    *state.eviction_brake.write() = Some(brake);
+    Ok(handles)
+}
+
+/// One HTTP client (and connection pool) for every call to simulated push members, and one
+/// Kubernetes client per push member that is an API server.
+fn member_clients(settings: &ControllerSettings) -> Result<Arc<MemberClients>, StartError> {
+    Ok(Arc::new(MemberClients {
         surface: HttpMemberClient::new(settings.probe_timeout).map_err(StartError::MemberClient)?,
         kube: KubeMemberClient::new(settings.probe_timeout),
-    });
+    }))
+}
+
+/// Builds a fresh controller context over `store` (its brake's startup grace and the health
+/// monitor's memory start now) and starts every controller on it.
+fn controllers_over(
+    store: Arc<dyn Store>,
+    state: &ApiState,
+    member: Arc<MemberClients>,
+    metrics: &prometheus::Registry,
+    settings: &ControllerSettings,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(Vec<ControllerHandle>, EvictionBrake), StartError> {
     let ctx = ControllerContext::new(
-        state.store.clone(),
+        store,
         state.registry.clone(),
         state.clock.clone(),
         member,
-        &state.metrics.registry,
+        metrics,
         settings.clone(),
     )
     .map_err(StartError::Controllers)?;
-    *state.eviction_brake.write() = Some(ctx.brake.clone());
-    ctx.start(controllers::CONTROLLERS, &stop)
-        .map_err(StartError::Controllers)
+    let handles = ctx
+        .start(controllers::CONTROLLERS, &stop)
+        .map_err(StartError::Controllers)?;
+    Ok((handles, ctx.brake.clone()))
+}
+
+/// Runs the controllers only while this server leads the servers that share `etcd`: each
+/// term starts them afresh over the store fenced by the term, with a registry of their own
+/// for their metrics, and hands the API their brake while it lasts.
+fn lead_controllers(
+    config: &ServerConfig,
+    settings: &ControllerSettings,
+    state: &ApiState,
+    etcd: &Arc<EtcdStore>,
+) -> Result<LeaderLoop, StartError> {
+    let election = &config.leader_election;
+    election
+        .timing
+        .validate()
+        .map_err(StartError::LeaderElection)?;
+    let identity = election.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "flotilla-server".to_string());
+        format!("{host}/{}/{}", config.listen, std::process::id())
+    });
+    let elector = Elector::new(
+        etcd.client().clone(),
+        etcd.keys().prefix(),
+        &identity,
+        election.timing,
+    );
+    let metrics = LeaderMetrics::register(&state.metrics.registry).map_err(StartError::Metrics)?;
+    let member = member_clients(settings)?;
+    let term_state = state.clone();
+    let term_settings = settings.clone();
+    let runtime = config.controller_runtime.clone();
+    let start: StartTerm = Box::new(move |store, stop| {
+        let _on = runtime.as_ref().map(|rt| rt.enter());
+        let registry = prometheus::Registry::new();
+        let (handles, brake) = controllers_over(
+            store,
+            &term_state,
+            member.clone(),
+            &registry,
+            &term_settings,
+            stop,
+        )
+        .map_err(|e| crate::error_chain::error_chain(&e))?;
+        term_state.metrics.set_term_registry(Some(registry));
+        *term_state.eviction_brake.write() = Some(brake);
+        Ok(handles)
+    });
+    let stopped_state = state.clone();
+    let stopped: TermStopped = Box::new(move || {
+        *stopped_state.eviction_brake.write() = None;
+        stopped_state.metrics.set_term_registry(None);
+    });
+    tracing::info!(%identity, timing = ?election.timing, "campaigning to lead the controllers");
+    Ok(LeaderLoop::spawn(
+        elector,
+        etcd.clone(),
+        start,
+        stopped,
+        metrics,
+        state.shutdown.clone(),
+    ))
 }
 
 /// HTTP settings of every connection: a client has `header_read_timeout` to send each
@@ -425,7 +543,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let admin_token = ensure_token(&config.data_dir, "admin.token")?;
     let join_token = ensure_token(&config.data_dir, "join.token")?;
     let clock = config.clock.clone();
-    let store = open_store(&config, clock.clone()).await?;
+    let (store, etcd) = open_engine(&config, clock.clone()).await?;
 
     // Every stored CRD is registered before anything is served; the feed keeps it so.
     let (registry, crd_feed) = CrdFeed::start(store.clone())
@@ -445,14 +563,19 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         .await
         .map_err(StartError::Store)?;
     let ready = state.ready.clone();
-    let controllers = match &config.controllers {
-        Some(settings) => {
+    let mut leader = None;
+    let controllers = match (&config.controllers, &etcd) {
+        (Some(settings), Some(etcd)) if config.leader_election.enabled => {
+            leader = Some(lead_controllers(&config, settings, &state, etcd)?);
+            Vec::new()
+        }
+        (Some(settings), _) => {
             let stop = state.shutdown.clone();
             // Every task the controllers spawn, now and later, goes to their runtime.
             let _on = config.controller_runtime.as_ref().map(|rt| rt.enter());
             start_controllers(&mut state, settings, stop)?
         }
-        None => Vec::new(),
+        (None, _) => Vec::new(),
     };
     let app = api::router(state);
 
@@ -535,6 +658,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         shutdown: Some(tx),
         stopping: stopping_tx,
         controllers,
+        leader,
         crd_feed: Some(crd_feed),
         task,
     })

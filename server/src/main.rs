@@ -68,6 +68,23 @@ struct Flags {
     /// auto-compaction off.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
     etcd_compaction_interval: Duration,
+    /// With --store etcd: run the controllers only while this server is the elected leader of
+    /// the servers that share the store (the API is served by all). Set it false only for a
+    /// fleet of exactly one server. The local stores always have one server, which leads.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// How long a leader's term lasts without renewal: another server leads at most this long
+    /// (plus a second) after the leader died.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    leader_elect_lease_duration: Duration,
+    /// A leader that could not renew for this long stops its controllers. Default 10s, or
+    /// 2/3 of a lease duration other than 15s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    leader_elect_renew_deadline: Option<Duration>,
+    /// How often the leader renews and a candidate retries. Default 2s, or 2/15 of a lease
+    /// duration other than 15s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    leader_elect_retry_period: Option<Duration>,
     /// PEM certificate for HTTPS (with --tls-key). Without it the server serves HTTPS with a
     /// self-signed certificate it generates in the data directory.
     #[arg(long, requires = "tls_key", conflicts_with = "plain_http")]
@@ -389,6 +406,26 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
         ..flotilla_server::store::etcd::EtcdConfig::default()
     };
     config.etcd_store.compaction_interval = flags.etcd_compaction_interval;
+    let scaled = flotilla_server::leadership::LeaderElectionTiming::for_lease(
+        flags.leader_elect_lease_duration,
+    );
+    let defaults = flotilla_server::leadership::LeaderElectionTiming::default();
+    let base = if flags.leader_elect_lease_duration == defaults.lease_duration {
+        defaults
+    } else {
+        scaled
+    };
+    config.leader_election = flotilla_server::leadership::LeaderElection {
+        enabled: flags.leader_elect,
+        timing: flotilla_server::leadership::LeaderElectionTiming {
+            lease_duration: flags.leader_elect_lease_duration,
+            renew_deadline: flags
+                .leader_elect_renew_deadline
+                .unwrap_or(base.renew_deadline),
+            retry_period: flags.leader_elect_retry_period.unwrap_or(base.retry_period),
+        },
+        identity: None,
+    };
     config.tls = match (
         flags.plain_http,
         flags.tls_cert.clone(),

@@ -27,6 +27,9 @@ pub struct Metrics {
     pub flushes: IntCounter,
     /// Writes those flushes acknowledged, brought up to date at scrape time.
     pub flushed_writes: IntCounter,
+    /// The registry of the controllers of this server's current term as leader, when several
+    /// servers share the store (each term registers its controllers' metrics afresh).
+    term: Arc<parking_lot::RwLock<Option<prometheus::Registry>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -80,7 +83,13 @@ impl Metrics {
             objects,
             flushes,
             flushed_writes,
+            term: Arc::new(parking_lot::RwLock::new(None)),
         }))
+    }
+
+    /// Sets (or, with `None`, clears) the registry of the current term's controllers.
+    pub fn set_term_registry(&self, registry: Option<prometheus::Registry>) {
+        *self.term.write() = registry;
     }
 
     /// Brings the store's durability counters up to what the store counted.
@@ -93,8 +102,12 @@ impl Metrics {
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
         let encoder = prometheus::TextEncoder::new();
+        let mut families = self.registry.gather();
+        if let Some(term) = self.term.read().as_ref() {
+            families.extend(term.gather());
+        }
         encoder
-            .encode_to_string(&self.registry.gather())
+            .encode_to_string(&families)
             .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
     }
 }

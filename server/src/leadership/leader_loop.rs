@@ -1,0 +1,177 @@
+//! The life of a server's controllers when several servers share one etcd store: campaign;
+//! once elected, start every controller on a fresh context over the store *fenced by the
+//! term* (so each write commits only while the term lasts); when the term ends (renew
+//! deadline, lease lost, a fenced write refused) stop them at once and campaign again; on
+//! shutdown stop them first, then resign, so the next server leads at once.
+//!
+//! A fresh context per term is what keeps a new leader from mistaking its own arrival for a
+//! failure: the health monitor's memory of when each member was last seen starts empty, so
+//! every member gets a whole grace period from the moment this server leads, and the
+//! eviction brake's startup grace counts from then too. Everything else is level-triggered:
+//! the controllers list the store and redo whatever the previous leader left half done.
+
+use super::elector::{Elector, TermEnd};
+use crate::controllers::ControllerHandle;
+use crate::store::etcd::EtcdStore;
+use crate::store::Store;
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// What the loop counts, in the server's registry.
+#[derive(Clone)]
+pub struct LeaderMetrics {
+    /// 1 while this server leads.
+    pub leader: IntGauge,
+    /// Terms ended, by why.
+    pub terms_ended: IntCounterVec,
+    /// Controller writes refused by the fence of an ended term.
+    pub fenced_writes: IntCounter,
+}
+
+impl LeaderMetrics {
+    /// Registers the metrics in `registry`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let leader = IntGauge::new(
+            "flotilla_leader",
+            "1 while this server leads the fleet and runs the controllers.",
+        )?;
+        let terms_ended = IntCounterVec::new(
+            Opts::new(
+                "flotilla_leader_terms_ended_total",
+                "Terms of this server as leader that ended, by why.",
+            ),
+            &["reason"],
+        )?;
+        let fenced_writes = IntCounter::new(
+            "flotilla_leader_fenced_writes_total",
+            "Controller writes refused because this server's term had ended.",
+        )?;
+        registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(terms_ended.clone()))?;
+        registry.register(Box::new(fenced_writes.clone()))?;
+        Ok(Self {
+            leader,
+            terms_ended,
+            fenced_writes,
+        })
+    }
+}
+
+/// Starts one term's controllers over the fenced store; `stop` turns true when the term ends.
+pub type StartTerm = Box<
+    dyn Fn(Arc<dyn Store>, watch::Receiver<bool>) -> Result<Vec<ControllerHandle>, String>
+        + Send
+        + Sync,
+>;
+
+/// Called once a term's controllers have stopped.
+pub type TermStopped = Box<dyn Fn() + Send + Sync>;
+
+/// The running loop.
+pub struct LeaderLoop {
+    task: JoinHandle<()>,
+}
+
+impl LeaderLoop {
+    /// Campaigns and runs terms until `shutdown` turns true.
+    pub fn spawn(
+        elector: Elector,
+        store: Arc<EtcdStore>,
+        start: StartTerm,
+        stopped: TermStopped,
+        metrics: LeaderMetrics,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let task = tokio::spawn(run(elector, store, start, stopped, metrics, shutdown));
+        Self { task }
+    }
+
+    /// Waits until the loop has stopped the controllers and resigned (after shutdown).
+    pub async fn join(self) {
+        if let Err(error) = self.task.await {
+            tracing::error!(error = %error, "the leader loop failed");
+        }
+    }
+}
+
+async fn run(
+    elector: Elector,
+    store: Arc<EtcdStore>,
+    start: StartTerm,
+    stopped: TermStopped,
+    metrics: LeaderMetrics,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let retry = elector.timing().retry_period;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let term = match elector.campaign(&mut shutdown).await {
+            Ok(Some(term)) => term,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(error = %crate::error_chain::error_chain(&error), "campaign failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(retry) => continue,
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+            }
+        };
+        let fence = term.fence();
+        let counted = {
+            let fenced_writes = metrics.fenced_writes.clone();
+            let refused = fence.refused.clone();
+            crate::store::etcd::Fence {
+                refused: Arc::new(move || {
+                    fenced_writes.inc();
+                    refused();
+                }),
+                ..fence
+            }
+        };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let handles = match start(store.fenced(counted), stop_rx) {
+            Ok(handles) => handles,
+            Err(error) => {
+                tracing::error!(error = %error, "the controllers of this term could not start; resigning");
+                term.resign().await;
+                tokio::select! {
+                    () = tokio::time::sleep(retry) => continue,
+                    _ = shutdown.wait_for(|s| *s) => return,
+                }
+            }
+        };
+        metrics.leader.set(1);
+        tracing::info!(
+            term = term.revision(),
+            controllers = handles.len(),
+            "leading: controllers started"
+        );
+        let why = tokio::select! {
+            why = term.ended() => why,
+            _ = shutdown.wait_for(|s| *s) => TermEnd::Resigned,
+        };
+        // Stop acting first: nothing of this term may run once another server can lead.
+        let _ = stop_tx.send(true);
+        for handle in handles {
+            handle.stop().await;
+        }
+        stopped();
+        metrics.leader.set(0);
+        metrics.terms_ended.with_label_values(&[why.as_str()]).inc();
+        if why == TermEnd::Resigned {
+            term.resign().await;
+            return;
+        }
+        tracing::warn!(
+            term = term.revision(),
+            reason = why.as_str(),
+            refused = term.refusals(),
+            "the term ended: controllers stopped; campaigning again"
+        );
+        drop(term);
+    }
+}
