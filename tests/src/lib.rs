@@ -2,6 +2,8 @@
 //! stop them when the test ends (also when it fails), run kubectl against them, and wait with
 //! deadlines that say what they waited for.
 
+pub mod ha;
+
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;

@@ -267,6 +267,18 @@ impl ApiError {
                 }],
             ),
             e @ StoreError::Fenced { .. } => ApiError::Unavailable(e.to_string()),
+            StoreError::Engine(e)
+                if matches!(
+                    e.downcast_ref::<crate::store::EngineError>(),
+                    Some(crate::store::EngineError::Etcd { .. })
+                ) =>
+            {
+                // etcd down or without quorum: nothing was acknowledged; try again later.
+                ApiError::Unavailable(format!(
+                    "the store is unavailable: {}",
+                    crate::error_chain::error_chain(e.as_ref())
+                ))
+            }
             e @ (StoreError::Schema(_) | StoreError::Engine(_)) => ApiError::Internal(Box::new(e)),
         }
     }

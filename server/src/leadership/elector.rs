@@ -78,6 +78,9 @@ pub struct Elector {
 pub struct Term {
     key: Vec<u8>,
     revision: i64,
+    /// The store revision at which this server saw that it leads: every write of an earlier
+    /// leader's term committed before it.
+    won_at: i64,
     lease: i64,
     /// When the term started (this server's clock).
     pub since: Instant,
@@ -143,6 +146,7 @@ impl Elector {
         let term = Term {
             key: format!("{}{lease:016x}", self.prefix).into_bytes(),
             revision: 0,
+            won_at: 0,
             lease,
             since: Instant::now(),
             end,
@@ -159,9 +163,10 @@ impl Elector {
             _ = stop.wait_for(|s| *s) => Ok(None),
         };
         match outcome {
-            Ok(Some(revision)) => {
+            Ok(Some((revision, won_at))) => {
                 let mut term = term;
                 term.revision = revision;
+                term.won_at = won_at;
                 term.since = Instant::now();
                 Ok(Some(term))
             }
@@ -177,8 +182,8 @@ impl Elector {
     }
 
     /// Puts the candidate's key and waits until every earlier candidate's key is gone;
-    /// answers the key's create revision.
-    async fn win(&self, key: Vec<u8>, lease: i64) -> Result<i64, ElectionError> {
+    /// answers the key's create revision and the revision at which it saw none left.
+    async fn win(&self, key: Vec<u8>, lease: i64) -> Result<(i64, i64), ElectionError> {
         let mut kv = self.client.kv_client();
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
@@ -226,7 +231,7 @@ impl Elector {
                     revision,
                     "elected leader"
                 );
-                return Ok(revision);
+                return Ok((revision, response.header().map_or(0, |h| h.revision())));
             };
             let ahead_key = ahead.key().to_vec();
             let header = response.header().map_or(0, |h| h.revision());
@@ -337,12 +342,18 @@ impl Term {
                     end.send_replace(Some(TermEnd::Fenced));
                 }
             }),
+            committed: Arc::new(|_| {}),
         }
     }
 
     /// The election key's create revision (the term's number).
     pub fn revision(&self) -> i64 {
         self.revision
+    }
+
+    /// The store revision at which this server saw that it leads.
+    pub fn won_at(&self) -> i64 {
+        self.won_at
     }
 
     /// Writes of this term its fence refused.

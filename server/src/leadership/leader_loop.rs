@@ -28,6 +28,14 @@ pub struct LeaderMetrics {
     pub terms_ended: IntCounterVec,
     /// Controller writes refused by the fence of an ended term.
     pub fenced_writes: IntCounter,
+    /// The current (or last) term's number: its election key's create revision.
+    pub term_revision: IntGauge,
+    /// The store revision at which the current (or last) term began: every write of an
+    /// earlier leader committed before it.
+    pub term_start_revision: IntGauge,
+    /// The store revision of the last controller write this server committed as leader: a
+    /// deposed leader's stays below its successor's term revision.
+    pub last_commit_revision: IntGauge,
 }
 
 impl LeaderMetrics {
@@ -48,13 +56,31 @@ impl LeaderMetrics {
             "flotilla_leader_fenced_writes_total",
             "Controller writes refused because this server's term had ended.",
         )?;
+        let term_revision = IntGauge::new(
+            "flotilla_leader_term_revision",
+            "The number of this server's current or last term as leader (its election key's create revision).",
+        )?;
+        let term_start_revision = IntGauge::new(
+            "flotilla_leader_term_start_revision",
+            "The store revision at which this server's current or last term as leader began.",
+        )?;
+        let last_commit_revision = IntGauge::new(
+            "flotilla_leader_last_commit_revision",
+            "The store revision of the last controller write this server committed as leader.",
+        )?;
         registry.register(Box::new(leader.clone()))?;
         registry.register(Box::new(terms_ended.clone()))?;
         registry.register(Box::new(fenced_writes.clone()))?;
+        registry.register(Box::new(term_revision.clone()))?;
+        registry.register(Box::new(term_start_revision.clone()))?;
+        registry.register(Box::new(last_commit_revision.clone()))?;
         Ok(Self {
             leader,
             terms_ended,
             fenced_writes,
+            term_revision,
+            term_start_revision,
+            last_commit_revision,
         })
     }
 }
@@ -123,15 +149,27 @@ async fn run(
         let fence = term.fence();
         let counted = {
             let fenced_writes = metrics.fenced_writes.clone();
+            let last_commit = metrics.last_commit_revision.clone();
+            // The check and the set under one lock: concurrent commits never lower it.
+            let lock = Arc::new(parking_lot::Mutex::new(()));
             let refused = fence.refused.clone();
             crate::store::etcd::Fence {
                 refused: Arc::new(move || {
                     fenced_writes.inc();
                     refused();
                 }),
+                committed: Arc::new(move |revision| {
+                    let revision = i64::try_from(revision).unwrap_or(i64::MAX);
+                    let _one = lock.lock();
+                    if revision > last_commit.get() {
+                        last_commit.set(revision);
+                    }
+                }),
                 ..fence
             }
         };
+        metrics.term_revision.set(term.revision());
+        metrics.term_start_revision.set(term.won_at());
         let (stop_tx, stop_rx) = watch::channel(false);
         let handles = match start(store.fenced(counted), stop_rx) {
             Ok(handles) => handles,

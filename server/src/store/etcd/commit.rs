@@ -76,6 +76,72 @@ pub struct Read {
     pub revision: u64,
 }
 
+/// Attempts of a request etcd refused without acting on it.
+const ATTEMPTS: u32 = 5;
+
+/// Whether a request may be sent again after `error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Reads: any failure of the connection or the member (down, without a leader, a reset
+    /// stream) is retried, as reads change nothing; a compacted or future revision is not.
+    Read,
+    /// Writes: only refusals that prove nothing was proposed (no connection was made, or the
+    /// member had no leader and refused the request up front, `--require-leader`); a timeout
+    /// leaves the outcome unknown and is never retried.
+    Write,
+}
+
+/// True when `error` says the request may be sent again under `retry`.
+pub fn retryable(error: &etcd_client::Error, retry: Retry) -> bool {
+    let text = error.to_string();
+    let never_sent = text.contains("no leader")
+        || text.contains("connect error")
+        || text.contains("Connection refused");
+    match (error, retry) {
+        (_, Retry::Write) => never_sent,
+        (etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_), Retry::Read) => {
+            true
+        }
+        (etcd_client::Error::GRpcStatus(status), Retry::Read) => {
+            let code = format!("{:?}", status.code());
+            !text.contains("compacted")
+                && !text.contains("future revision")
+                && matches!(
+                    code.as_str(),
+                    "Unavailable"
+                        | "Unknown"
+                        | "DeadlineExceeded"
+                        | "Cancelled"
+                        | "Aborted"
+                        | "Internal"
+                )
+        }
+        _ => false,
+    }
+}
+
+/// Runs `request` until it succeeds, fails in a way `retry` does not retry, or has been tried
+/// [`ATTEMPTS`] times (50 ms, then doubling, between tries).
+pub async fn retrying<T, F, Fut>(retry: Retry, mut request: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut pause = std::time::Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        match request().await {
+            Err(error) if attempt < ATTEMPTS && retryable(&error, retry) => {
+                tracing::debug!(error = %error, attempt, "etcd refused a request; trying again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Wraps an etcd failure, while doing `op`, as the store's engine error.
 pub fn etcd_error(op: &'static str) -> impl Fn(etcd_client::Error) -> StoreError {
     move |source| StoreError::Engine(Box::new(EngineError::Etcd { op, source }))
@@ -116,8 +182,12 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, StoreError> {
 
 /// Reads one key, linearizably.
 pub async fn read(client: &Client, key: &str) -> Result<Option<Read>, StoreError> {
-    let mut kv = client.kv_client();
-    let response = kv.get(key, None).await.map_err(etcd_error("read"))?;
+    let response = retrying(Retry::Read, || {
+        let mut kv = client.kv_client();
+        async move { kv.get(key, None).await }
+    })
+    .await
+    .map_err(etcd_error("read"))?;
     match response.kvs().first() {
         None => Ok(None),
         Some(kv) => Ok(Some(Read {
@@ -158,11 +228,15 @@ pub async fn read_many(client: &Client, keys: &[String]) -> Result<Vec<Read>, St
 
 /// The cluster's current revision (a linearizable read of one key).
 pub async fn current_revision(client: &Client, any_key: &str) -> Result<u64, StoreError> {
-    let mut kv = client.kv_client();
-    let response = kv
-        .get(any_key, Some(GetOptions::new().with_count_only()))
-        .await
-        .map_err(etcd_error("read the revision"))?;
+    let response = retrying(Retry::Read, || {
+        let mut kv = client.kv_client();
+        async move {
+            kv.get(any_key, Some(GetOptions::new().with_count_only()))
+                .await
+        }
+    })
+    .await
+    .map_err(etcd_error("read the revision"))?;
     Ok(response.header().map_or(0, |h| revision_of(h.revision())))
 }
 
@@ -177,6 +251,8 @@ pub struct Fence {
     pub revision: i64,
     /// Called for every write the fence refused (the term is over: stop the controllers).
     pub refused: Arc<dyn Fn() + Send + Sync>,
+    /// Called with the revision of every transaction committed through the fence.
+    pub committed: Arc<dyn Fn(u64) + Send + Sync>,
 }
 
 impl std::fmt::Debug for Fence {
@@ -225,12 +301,17 @@ pub async fn commit(
             None => TxnOp::delete(write.key.as_str(), None),
         });
     }
-    let mut txn = Txn::new().when(compares).and_then(ops);
-    if let Some(fence) = fence {
-        txn = txn.or_else(vec![TxnOp::get(fence.key.clone(), None)]);
-    }
-    let mut kv = client.kv_client();
-    let response = kv.txn(txn).await.map_err(etcd_error("commit"))?;
+    let response = retrying(Retry::Write, || {
+        let mut txn = Txn::new().when(compares.clone()).and_then(ops.clone());
+        if let Some(fence) = fence {
+            txn = txn.or_else(vec![TxnOp::get(fence.key.clone(), None)]);
+        }
+        let mut kv = client.kv_client();
+        async move { kv.txn(txn).await }
+    })
+    .await
+    .map_err(etcd_error("commit"))?;
+    let revision = response.header().map_or(0, |h| revision_of(h.revision()));
     if !response.succeeded() {
         if let Some(fence) = fence {
             let held = response.op_responses().iter().any(|op| match op {
@@ -250,9 +331,10 @@ pub async fn commit(
         }
         return Ok(None);
     }
-    Ok(Some(
-        response.header().map_or(0, |h| revision_of(h.revision())),
-    ))
+    if let Some(fence) = fence {
+        (fence.committed)(revision);
+    }
+    Ok(Some(revision))
 }
 
 /// An etcd revision as a resourceVersion (etcd's are never negative).
@@ -285,6 +367,43 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn what_is_retried() {
+        use etcd_client::Error;
+        use tonic::{Code, Status};
+        let grpc = |code, message: &str| Error::GRpcStatus(Status::new(code, message));
+        // (error, retried as a read, retried as a write)
+        let table = [
+            (grpc(Code::Unavailable, "etcdserver: no leader"), true, true),
+            (grpc(Code::Unavailable, "tcp connect error"), true, true),
+            (
+                grpc(Code::Unavailable, "etcdserver: request timed out"),
+                true,
+                false,
+            ),
+            (grpc(Code::Unknown, "transport error"), true, false),
+            (grpc(Code::DeadlineExceeded, "deadline"), true, false),
+            (
+                grpc(
+                    Code::OutOfRange,
+                    "mvcc: required revision has been compacted",
+                ),
+                false,
+                false,
+            ),
+            (
+                grpc(Code::InvalidArgument, "too many operations in txn request"),
+                false,
+                false,
+            ),
+            (Error::InvalidArgs("bad".into()), false, false),
+        ];
+        for (error, read, write) in table {
+            assert_eq!(retryable(&error, Retry::Read), read, "read: {error}");
+            assert_eq!(retryable(&error, Retry::Write), write, "write: {error}");
+        }
+    }
 
     #[test]
     fn batches_stay_within_limits() {

@@ -566,7 +566,7 @@ impl Store for EtcdStore {
         let mut items = Vec::new();
         let mut more = false;
         let mut revision = 0i64;
-        let mut kv = self.inner.client.kv_client();
+        let kv = self.inner.client.kv_client();
         'scan: loop {
             let start = match &after {
                 Some(key) => {
@@ -586,10 +586,12 @@ impl Store for EtcdStore {
             if revision > 0 {
                 options = options.with_revision(revision);
             }
-            let response = kv
-                .get(start, Some(options))
-                .await
-                .map_err(etcd_error("list"))?;
+            let response = commit::retrying(commit::Retry::Read, || {
+                let (mut kv, start, options) = (kv.clone(), start.clone(), options.clone());
+                async move { kv.get(start, Some(options)).await }
+            })
+            .await
+            .map_err(etcd_error("list"))?;
             if revision == 0 {
                 revision = response.header().map_or(0, |h| h.revision());
             }
@@ -612,18 +614,16 @@ impl Store for EtcdStore {
             (Some(key), true) => {
                 let mut start = format!("{kind_prefix}{key}").into_bytes();
                 start.push(0);
-                let response = kv
-                    .get(
-                        start,
-                        Some(
-                            GetOptions::new()
-                                .with_range(end.clone())
-                                .with_count_only()
-                                .with_revision(revision),
-                        ),
-                    )
-                    .await
-                    .map_err(etcd_error("count a list's rest"))?;
+                let options = GetOptions::new()
+                    .with_range(end.clone())
+                    .with_count_only()
+                    .with_revision(revision);
+                let response = commit::retrying(commit::Retry::Read, || {
+                    let (mut kv, start, options) = (kv.clone(), start.clone(), options.clone());
+                    async move { kv.get(start, Some(options)).await }
+                })
+                .await
+                .map_err(etcd_error("count a list's rest"))?;
                 Some(u64::try_from(response.count()).unwrap_or(0))
             }
             _ => None,

@@ -1,0 +1,196 @@
+//! A highly available fleet for the end-to-end tests: a 3-member etcd cluster (Debian's
+//! `etcd`, started on 127.0.0.1 by `flotilla_server::testing::etcd`), N `flotilla-server`
+//! processes on it (`--store etcd`, leader election on), all stopped when the fleet drops.
+//! Each server has its own data directory; until the fleet's credentials are shared through
+//! the store, the admin and join tokens are seeded identically into each, and the servers
+//! speak plain HTTP.
+
+use crate::{ApiClient, Server};
+use anyhow::{anyhow, Context, Result};
+use flotilla_server::testing::etcd::EtcdCluster;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The fleet's admin token, seeded into every server's data directory.
+pub const ADMIN_TOKEN: &str = "ha-admin-token-0123456789abcdef";
+/// The fleet's join token.
+pub const JOIN_TOKEN: &str = "ha-join-token-0123456789abcdef";
+
+/// etcd, and the servers on it.
+pub struct Fleet {
+    runtime: tokio::runtime::Runtime,
+    /// The etcd cluster.
+    pub etcd: EtcdCluster,
+    /// The servers, `None` once stopped.
+    pub servers: Vec<Option<Server>>,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl Fleet {
+    /// Starts a 3-member etcd and `servers` servers with `extra` flags each.
+    pub fn start(servers: usize, extra: &[&str]) -> Result<Fleet> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let etcd = runtime
+            .block_on(EtcdCluster::start(3))
+            .map_err(|e| anyhow!("starting etcd (scripts/setup.sh installs it): {e}"))?;
+        let mut fleet = Fleet {
+            runtime,
+            etcd,
+            servers: Vec::new(),
+            dir: tempfile::tempdir()?,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for i in 0..servers {
+            let server = fleet.spawn_server(i)?;
+            fleet.servers.push(Some(server));
+        }
+        Ok(fleet)
+    }
+
+    /// etcd's client URLs, comma-separated.
+    pub fn endpoints(&self) -> String {
+        self.etcd.endpoints().join(",")
+    }
+
+    /// The directory for test data (agents' data dirs, …).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn server_dir(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("server{i}"))
+    }
+
+    fn spawn_server(&self, i: usize) -> Result<Server> {
+        let data = self.server_dir(i);
+        std::fs::create_dir_all(&data)?;
+        std::fs::write(data.join("admin.token"), ADMIN_TOKEN)?;
+        std::fs::write(data.join("join.token"), JOIN_TOKEN)?;
+        let endpoints = self.endpoints();
+        let mut args = vec![
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            &endpoints,
+            "--plain-http",
+        ];
+        args.extend(self.extra.iter().map(String::as_str));
+        Server::start(&data, &args).with_context(|| format!("starting server {i}"))
+    }
+
+    /// Starts server `i` again (after it was stopped), with the same data directory.
+    pub fn restart_server(&mut self, i: usize) -> Result<()> {
+        let server = self.spawn_server(i)?;
+        self.servers[i] = Some(server);
+        Ok(())
+    }
+
+    /// Server `i`, if running.
+    pub fn server(&self, i: usize) -> Option<&Server> {
+        self.servers.get(i).and_then(Option::as_ref)
+    }
+
+    /// An admin client of server `i`.
+    ///
+    /// # Panics
+    /// When server `i` is not running.
+    #[allow(clippy::expect_used)]
+    pub fn api(&self, i: usize) -> ApiClient {
+        ApiClient::admin(self.server(i).expect("a running server")).expect("an API client")
+    }
+
+    /// The value of metric `name` (no labels) on server `i`.
+    pub fn metric(&self, i: usize, name: &str) -> Option<f64> {
+        let server = self.server(i)?;
+        let text = reqwest::blocking::Client::new()
+            .get(format!("{}/metrics", server.url))
+            .bearer_auth(&server.token)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .ok()?
+            .text()
+            .ok()?;
+        metric_value(&text, name)
+    }
+
+    /// The running servers that say they lead.
+    pub fn leaders(&self) -> Vec<usize> {
+        (0..self.servers.len())
+            .filter(|i| self.metric(*i, "flotilla_leader") == Some(1.0))
+            .collect()
+    }
+
+    /// SIGKILLs server `i`.
+    pub fn kill_server(&mut self, i: usize) {
+        if let Some(mut server) = self.servers[i].take() {
+            server.process.kill();
+        }
+    }
+
+    /// SIGTERMs server `i` and waits for its clean exit.
+    pub fn terminate_server(&mut self, i: usize) -> Result<bool> {
+        match self.servers[i].take() {
+            Some(mut server) => server.process.terminate(Duration::from_secs(30)),
+            None => Ok(true),
+        }
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to server `i`.
+    pub fn signal_server(&self, i: usize, signal: &str) -> Result<()> {
+        let server = self
+            .server(i)
+            .ok_or_else(|| anyhow!("server {i} is not running"))?;
+        let pid = server.process.child.id().to_string();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+        Ok(())
+    }
+
+    /// SIGKILLs etcd member `i`.
+    pub fn kill_etcd(&mut self, i: usize) {
+        self.etcd.kill(i);
+    }
+
+    /// Starts etcd member `i` again.
+    pub fn restart_etcd(&mut self, i: usize) -> Result<()> {
+        self.runtime
+            .block_on(self.etcd.restart(i))
+            .map_err(|e| anyhow!("restarting etcd member {i}: {e}"))
+    }
+
+    /// Which etcd member is etcd's raft leader.
+    pub fn etcd_leader(&self) -> Option<usize> {
+        self.runtime.block_on(self.etcd.leader_index())
+    }
+}
+
+/// The value of an unlabelled metric in a Prometheus text exposition.
+pub fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_values_are_read_by_exact_name() {
+        let text =
+            "# HELP flotilla_leader x\nflotilla_leader 1\nflotilla_leader_term_revision 42\n";
+        assert_eq!(metric_value(text, "flotilla_leader"), Some(1.0));
+        assert_eq!(
+            metric_value(text, "flotilla_leader_term_revision"),
+            Some(42.0)
+        );
+        assert_eq!(metric_value(text, "flotilla_missing"), None);
+    }
+}
