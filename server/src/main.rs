@@ -29,10 +29,84 @@ enum StoreEngine {
     Etcd,
 }
 
+/// How to reach etcd, for serving (`--store etcd`) and for `migrate-store`.
+#[derive(Debug, clap::Args)]
+struct EtcdFlags {
+    /// etcd's client URLs, comma-separated (--store etcd), e.g.
+    /// http://127.0.0.1:2379,http://127.0.0.1:22379.
+    #[arg(long, value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
+    /// PEM CA bundle that verifies etcd's server certificates (etcdctl's --cacert).
+    #[arg(long)]
+    etcd_cacert: Option<PathBuf>,
+    /// PEM client certificate for etcd's client-certificate authentication (etcdctl's --cert).
+    #[arg(long, requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// PEM private key of --etcd-cert (etcdctl's --key).
+    #[arg(long, requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+    /// Every key of this fleet in etcd lies under this prefix.
+    #[arg(long, default_value = flotilla_server::store::etcd::connect::DEFAULT_PREFIX)]
+    etcd_prefix: String,
+}
+
+impl EtcdFlags {
+    fn config(&self) -> flotilla_server::store::etcd::EtcdConfig {
+        flotilla_server::store::etcd::EtcdConfig {
+            endpoints: self.etcd_endpoints.clone(),
+            ca_file: self.etcd_cacert.clone(),
+            cert_file: self.etcd_cert.clone(),
+            key_file: self.etcd_key.clone(),
+            prefix: self.etcd_prefix.clone(),
+            ..flotilla_server::store::etcd::EtcdConfig::default()
+        }
+    }
+}
+
+/// What `flotilla-server migrate-store` reads.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MigrateFrom {
+    Sled,
+    Log,
+}
+
+/// What `flotilla-server migrate-store` writes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MigrateTo {
+    Etcd,
+}
+
+/// Tools beside serving.
+#[derive(Debug, clap::Subcommand)]
+enum Tool {
+    /// Copies a single server's store (its --data-dir; stop the server first) into an empty
+    /// etcd prefix, every object as it is (uids, owners, finalizers kept), so that servers
+    /// started with --store etcd carry on with it.
+    MigrateStore {
+        /// The engine the server ran with.
+        #[arg(long, value_enum, default_value = "sled")]
+        from: MigrateFrom,
+        /// Where to copy it.
+        #[arg(long, value_enum, default_value = "etcd")]
+        to: MigrateTo,
+        /// The server's data directory.
+        #[arg(long, default_value = "./flotilla-data")]
+        data_dir: PathBuf,
+        #[command(flatten)]
+        etcd: EtcdFlags,
+    },
+}
+
 /// Flotilla's control plane.
 #[derive(Debug, Parser)]
-#[command(name = "flotilla-server", version)]
+#[command(
+    name = "flotilla-server",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Flags {
+    #[command(subcommand)]
+    tool: Option<Tool>,
     /// Address to serve the API on.
     #[arg(long, env = "FLOTILLA_LISTEN", default_value = "127.0.0.1:7070")]
     listen: SocketAddr,
@@ -47,22 +121,9 @@ struct Flags {
     /// etcd keeps the store in an etcd cluster shared by several servers (--etcd-endpoints).
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreEngine,
-    /// etcd's client URLs, comma-separated (--store etcd), e.g.
-    /// http://127.0.0.1:2379,http://127.0.0.1:22379.
-    #[arg(long, value_delimiter = ',', required_if_eq("store", "etcd"))]
-    etcd_endpoints: Vec<String>,
-    /// PEM CA bundle that verifies etcd's server certificates (etcdctl's --cacert).
-    #[arg(long)]
-    etcd_cacert: Option<PathBuf>,
-    /// PEM client certificate for etcd's client-certificate authentication (etcdctl's --cert).
-    #[arg(long, requires = "etcd_key")]
-    etcd_cert: Option<PathBuf>,
-    /// PEM private key of --etcd-cert (etcdctl's --key).
-    #[arg(long, requires = "etcd_cert")]
-    etcd_key: Option<PathBuf>,
-    /// Every key of this fleet in etcd lies under this prefix.
-    #[arg(long, default_value = flotilla_server::store::etcd::connect::DEFAULT_PREFIX)]
-    etcd_prefix: String,
+    /// How to reach etcd (--store etcd).
+    #[command(flatten)]
+    etcd: EtcdFlags,
     /// How often the servers compact etcd's history, keeping one interval of it (Kubernetes'
     /// --etcd-compaction-interval); 0 turns compaction off. Leave etcd's own
     /// auto-compaction off.
@@ -351,10 +412,65 @@ async fn terminated() {
     }
 }
 
+/// Runs a tool and reports what it did.
+async fn run_tool(tool: Tool) -> anyhow::Result<()> {
+    match tool {
+        Tool::MigrateStore {
+            from,
+            to: MigrateTo::Etcd,
+            data_dir,
+            etcd,
+        } => {
+            use flotilla_server::store::{
+                etcd::EtcdStore, migrate_store, KvStore, Store, StoreConfig,
+            };
+            let source = match from {
+                MigrateFrom::Sled => {
+                    let store =
+                        KvStore::open_sled(&data_dir.join("store"), StoreConfig::default())?;
+                    let kinds = store.kinds();
+                    (store as std::sync::Arc<dyn Store>, kinds)
+                }
+                MigrateFrom::Log => {
+                    let store =
+                        KvStore::open_log(&data_dir.join("store-log"), StoreConfig::default())?;
+                    let kinds = store.kinds();
+                    (store as std::sync::Arc<dyn Store>, kinds)
+                }
+            };
+            let target = EtcdStore::open(
+                &etcd.config(),
+                StoreConfig::default(),
+                flotilla_server::store::etcd::EtcdStoreOptions {
+                    compaction_interval: Duration::ZERO,
+                },
+            )
+            .await?;
+            let migrated = migrate_store::migrate(source.0.as_ref(), &source.1, &target).await?;
+            source.0.close().await?;
+            target.close().await?;
+            println!(
+                "copied {} objects of {} kinds from {} into etcd prefix {}",
+                migrated.objects,
+                migrated.kinds.len(),
+                data_dir.display(),
+                etcd.etcd_prefix
+            );
+            for (kind, n) in migrated.kinds {
+                println!("  {kind}: {n}");
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Two runtimes: the API's (this thread and one worker per core) and the controllers'.
 fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
     init_logging(flags.log_format);
+    if let Some(tool) = flags.tool {
+        return tokio::runtime::Runtime::new()?.block_on(run_tool(tool));
+    }
     let mut controllers = tokio::runtime::Builder::new_multi_thread();
     controllers.thread_name("controllers").enable_all();
     if let Some(n) = flags.controller_threads {
@@ -397,14 +513,7 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
         StoreEngine::Log => Engine::Log,
         StoreEngine::Etcd => Engine::Etcd,
     };
-    config.etcd = flotilla_server::store::etcd::EtcdConfig {
-        endpoints: flags.etcd_endpoints.clone(),
-        ca_file: flags.etcd_cacert.clone(),
-        cert_file: flags.etcd_cert.clone(),
-        key_file: flags.etcd_key.clone(),
-        prefix: flags.etcd_prefix.clone(),
-        ..flotilla_server::store::etcd::EtcdConfig::default()
-    };
+    config.etcd = flags.etcd.config();
     config.etcd_store.compaction_interval = flags.etcd_compaction_interval;
     let scaled = flotilla_server::leadership::LeaderElectionTiming::for_lease(
         flags.leader_elect_lease_duration,

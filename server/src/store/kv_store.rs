@@ -458,6 +458,13 @@ impl<E: Engine> KvStore<E> {
         Ok(store)
     }
 
+    /// Every kind this store ever held objects of, by storage name.
+    pub fn kinds(&self) -> Vec<ResourceType> {
+        let mut kinds: Vec<ResourceType> = self.state.lock().kinds.values().cloned().collect();
+        kinds.sort_by_key(ResourceType::storage_name);
+        kinds
+    }
+
     /// The engine (for tools and tests).
     pub fn engine(&self) -> &E {
         &self.engine

@@ -15,6 +15,7 @@ pub mod kv_store;
 pub mod log_engine;
 pub mod memory_engine;
 mod meta;
+pub mod migrate_store;
 pub mod object_cache;
 pub mod rules;
 pub mod sled_engine;

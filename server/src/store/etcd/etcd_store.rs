@@ -212,6 +212,35 @@ impl EtcdStore {
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
     }
+
+    /// Stores `object` exactly as it is (uid, timestamps, finalizers and owners kept; only the
+    /// resourceVersion is etcd's), under a key that must be free: for moving a store from
+    /// another engine (`store::migrate_store`), never for serving requests.
+    pub async fn import(&self, res: &ResourceType, object: &Value) -> Result<u64, StoreError> {
+        let namespace = if res.namespaced {
+            meta::namespace(object)
+        } else {
+            None
+        };
+        let name = meta::name(object).ok_or_else(|| meta::invalid("metadata.name", "required"))?;
+        let key = meta::object_key(res, namespace, name)?;
+        let mut writes = vec![Write::put(
+            self.inner.object_key(res, &key),
+            Precondition::Absent,
+            commit::encode(object)?,
+        )];
+        writes.extend(self.inner.kind_record(res)?);
+        match self.inner.commit(None, &writes).await? {
+            Some(revision) => {
+                self.inner.recorded_kinds.lock().insert(res.storage_name());
+                Ok(revision)
+            }
+            None => Err(StoreError::AlreadyExists {
+                resource: res.qualified_name(),
+                name: name.to_string(),
+            }),
+        }
+    }
 }
 
 impl Drop for EtcdStore {
