@@ -17,6 +17,7 @@
 use flotilla_tests::ha::{Fleet, JOIN_TOKEN};
 use flotilla_tests::{eventually, healthy_on, post_manifests, scenario_text, Agent, ApiClient};
 use std::collections::BTreeSet;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -395,4 +396,66 @@ fn losing_one_etcd_member_is_survived_and_losing_two_fails_writes_cleanly() {
         api.get(&format!("{path}/before")).unwrap()["data"]["k"],
         "v"
     );
+}
+
+/// `scripts/ha-local.sh --check`, the layout docs/operations.md offers for trying high
+/// availability, run as a user runs it with this build's binaries: it must pass its own check
+/// (one leader; a write through one server read through all; SIGTERM hands over within 2 s,
+/// SIGKILL within the lease) and leave no process or directory behind.
+#[test]
+fn the_local_ha_layout_script_checks_out() {
+    let server = flotilla_tests::binary("flotilla-server").unwrap();
+    let bins = server.parent().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ha-local.sh");
+    let child = std::process::Command::new("bash")
+        .arg(script)
+        .arg("--check")
+        .env("FLOTILLA_BIN_DIR", bins)
+        .env("TMPDIR", scratch.path())
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting scripts/ha-local.sh");
+    // The whole group is SIGKILLed when dropped, also when this test fails.
+    let mut run = flotilla_tests::Process {
+        child,
+        name: "scripts/ha-local.sh".into(),
+    };
+    let status = eventually(
+        "scripts/ha-local.sh to end",
+        Duration::from_secs(180),
+        || run.child.try_wait().ok().flatten(),
+    );
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    use std::io::Read;
+    run.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    run.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        status.success(),
+        "--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for line in [
+        "is read through all three",
+        "SIGTERM of server",
+        "SIGKILL of server",
+        "check passed",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    let left: Vec<_> = std::fs::read_dir(scratch.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
