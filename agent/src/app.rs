@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::member::Member;
-use crate::pull::{self, PullOptions, PullTiming, Registration, ServerClient};
+use crate::pull::{self, PullOptions, PullTiming, Registration, ServerClient, ServerEndpoints};
 use crate::runtime::kube::{ConnectError, KubeRuntime, KubeSettings};
 use crate::runtime::sim::{SimConfig, SimDriver, SimRuntime};
 use crate::runtime::{MemberRuntime, RuntimeError};
@@ -53,7 +53,9 @@ pub struct AgentConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Kube runtime: the kubeconfig context (`None`: its current context).
     pub kube_context: Option<String>,
-    /// Server URL (pull mode).
+    /// Server URL (pull mode), or several comma-separated (servers sharing one store: the
+    /// agent talks to one at a time and moves to the next when it fails,
+    /// [`crate::pull::endpoints`]).
     pub server: Option<String>,
     /// The member's name when the process hosts one.
     pub cluster_name: Option<String>,
@@ -164,6 +166,8 @@ pub enum StartError {
 /// A running agent.
 pub struct AgentHandle {
     local_addr: Option<SocketAddr>,
+    /// The servers of a pull agent, and the one it talks to.
+    servers: Option<Arc<ServerEndpoints>>,
     members: Vec<Arc<Member>>,
     sims: Vec<Arc<SimRuntime>>,
     shutdown: watch::Sender<bool>,
@@ -183,6 +187,11 @@ impl AgentHandle {
     /// Where the member HTTP surface listens, if it does.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// A pull agent's servers, the one in use and how often it switched (`None` in push mode).
+    pub fn servers(&self) -> Option<&Arc<ServerEndpoints>> {
+        self.servers.as_ref()
     }
 
     /// The hosted members, in name order.
@@ -289,6 +298,7 @@ pub async fn run_with_clock(
         ),
         (Mode::Push, _) => None,
     };
+    let servers = server.as_ref().map(|s| s.endpoints().clone());
     let many = config.sim_members > 0;
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut members = Vec::new();
@@ -377,9 +387,11 @@ pub async fn run_with_clock(
         }
     }
     tracing::info!(members = members.len(), mode = ?config.mode, runtime = ?config.runtime,
-        listen = ?local_addr, "flotilla-agent started");
+        listen = ?local_addr, servers = ?servers.as_ref().map(|s| s.urls()),
+        "flotilla-agent started");
     Ok(AgentHandle {
         local_addr,
+        servers,
         members,
         sims,
         shutdown,
@@ -455,6 +467,14 @@ mod tests {
                     ..named("m1")
                 },
                 "must start with http",
+            ),
+            (
+                "an empty server in the list",
+                AgentConfig {
+                    server: Some("http://127.0.0.1:7070,,http://127.0.0.1:7071".into()),
+                    ..named("m1")
+                },
+                "--server: element 2",
             ),
             (
                 "kube with sim members",

@@ -119,6 +119,7 @@ async fn run() {
             StoreConfig::default(),
             EtcdStoreOptions {
                 compaction_interval: Duration::ZERO,
+                ..EtcdStoreOptions::default()
             },
         )
         .await

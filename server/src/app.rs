@@ -9,12 +9,20 @@
 //! runtime of their own, so that their catch-up after a restart (every object listed and
 //! reconciled again, long synchronous steps between awaits) never holds up a request; tests
 //! leave them on the caller's runtime and its clock.
+//!
+//! With the etcd engine several servers share one store, and their credentials with it
+//! ([`crate::fleet`]): the admin and join tokens come from the store (the data dir's files are
+//! kept equal to them), the serving certificate is issued by the fleet's CA (written beside it
+//! as `ca.crt`, which the kubeconfig trusts), and on every engine the member credentials follow
+//! the store through a [`CredentialFeed`].
 
+use crate::api::credential_feed::CredentialFeed;
 use crate::api::{self, auth, ApiState, BrakeSlot, Limits};
 use crate::clock::{SharedClock, SystemClock};
 use crate::controllers::failover::brake::EvictionBrake;
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
+use crate::fleet::{self, FleetError};
 use crate::kinds::{CrdFeed, KindRegistry};
 use crate::leadership::leader_loop::{StartTerm, TermStopped};
 use crate::leadership::{Elector, LeaderElection, LeaderLoop, LeaderMetrics};
@@ -59,6 +67,9 @@ pub enum Tls {
     Plain,
     /// HTTPS with a self-signed certificate generated at first start
     /// (`<data-dir>/tls.crt`, `<data-dir>/tls.key`); the kubeconfig trusts it. The default.
+    /// With the etcd engine the certificate is instead issued at every start by the fleet's
+    /// CA, kept in the store ([`crate::fleet`]); `<data-dir>/ca.crt` is that CA, and the
+    /// kubeconfig trusts it, so it trusts every server of the fleet.
     SelfSigned,
     /// HTTPS with the given PEM certificate and key.
     Files {
@@ -185,6 +196,9 @@ pub enum StartError {
     /// The self-signed certificate could not be generated.
     #[error("cannot generate a self-signed certificate: {0}")]
     Certificate(String),
+    /// The fleet's shared tokens or CA (etcd engine) could not be had.
+    #[error("cannot set up the fleet's shared credentials")]
+    Fleet(#[source] FleetError),
     /// Metrics could not be registered.
     #[error("cannot register metrics")]
     Metrics(#[source] prometheus::Error),
@@ -215,6 +229,7 @@ pub struct ServerHandle {
     /// The controllers' campaign and terms, when several servers may share the store.
     leader: Option<LeaderLoop>,
     crd_feed: Option<CrdFeed>,
+    credential_feed: Option<CredentialFeed>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -241,6 +256,9 @@ impl ServerHandle {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         if let Some(feed) = self.crd_feed.take() {
+            feed.stop().await;
+        }
+        if let Some(feed) = self.credential_feed.take() {
             feed.stop().await;
         }
         if let Err(e) = self.store.close().await {
@@ -537,13 +555,50 @@ fn configure_http(
         .header_read_timeout(limits.header_read_timeout);
 }
 
+/// This server's certificate files and the fleet CA's PEM, when it serves HTTPS with the
+/// fleet's CA.
+type FleetTls = Option<(PathBuf, PathBuf, String)>;
+
+/// The fleet's tokens from the shared store (its files made to match), and, when the server
+/// serves HTTPS with the default certificate, its certificate issued by the fleet's CA.
+async fn fleet_credentials(
+    config: &ServerConfig,
+    store: &dyn Store,
+) -> Result<(fleet::FleetTokens, FleetTls), FleetError> {
+    let tokens = fleet::shared_tokens(store, &config.data_dir).await?;
+    let tls = match config.tls {
+        Tls::SelfSigned => {
+            let ca = fleet::shared_ca(store).await?;
+            let files = fleet::write_serving_files(&config.data_dir, &ca, config.listen)?;
+            Some((files.cert, files.key, ca.cert_pem().to_string()))
+        }
+        Tls::Plain | Tls::Files { .. } => None,
+    };
+    Ok((tokens, tls))
+}
+
 /// Starts the server.
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
-    let admin_token = ensure_token(&config.data_dir, "admin.token")?;
-    let join_token = ensure_token(&config.data_dir, "join.token")?;
     let clock = config.clock.clone();
-    let (store, etcd) = open_engine(&config, clock.clone()).await?;
+    let (admin_token, join_token, store, etcd, fleet_tls) = if config.engine == Engine::Etcd {
+        // The fleet's tokens and CA live in the shared store, so it opens first.
+        let (store, etcd) = open_engine(&config, clock.clone()).await?;
+        match fleet_credentials(&config, store.as_ref()).await {
+            Ok((tokens, fleet_tls)) => (tokens.admin, tokens.join, store, etcd, fleet_tls),
+            Err(e) => {
+                if let Err(closing) = store.close().await {
+                    tracing::warn!(error = %closing, "closing the store after a failed start failed");
+                }
+                return Err(StartError::Fleet(e));
+            }
+        }
+    } else {
+        let admin_token = ensure_token(&config.data_dir, "admin.token")?;
+        let join_token = ensure_token(&config.data_dir, "join.token")?;
+        let (store, etcd) = open_engine(&config, clock.clone()).await?;
+        (admin_token, join_token, store, etcd, None)
+    };
 
     // Every stored CRD is registered before anything is served; the feed keeps it so.
     let (registry, crd_feed) = CrdFeed::start(store.clone())
@@ -559,7 +614,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         clock,
         stopping_rx,
     )?;
-    api::registration::load_credentials(&state)
+    // Every stored member credential is known before anything is served; the feed keeps
+    // them in step with the store (other servers' registrations and revocations included).
+    let credential_feed = CredentialFeed::start(&state)
         .await
         .map_err(StartError::Store)?;
     let ready = state.ready.clone();
@@ -595,10 +652,15 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         source,
     })?;
     let (tx, rx) = oneshot::channel::<()>();
-    let tls_files = match &config.tls {
-        Tls::Plain => None,
-        Tls::SelfSigned => Some(ensure_self_signed(&config.data_dir, config.listen)?),
-        Tls::Files { cert, key } => Some((cert.clone(), key.clone())),
+    // The certificate files, and the CA the kubeconfig trusts when it is not the certificate.
+    let tls_files = match (&config.tls, fleet_tls) {
+        (Tls::Plain, _) => None,
+        (Tls::SelfSigned, Some((cert, key, ca))) => Some((cert, key, Some(ca))),
+        (Tls::SelfSigned, None) => {
+            let (cert, key) = ensure_self_signed(&config.data_dir, config.listen)?;
+            Some((cert, key, None))
+        }
+        (Tls::Files { cert, key }, _) => Some((cert.clone(), key.clone(), None)),
     };
     let handle = axum_server::Handle::new();
     let stopper = handle.clone();
@@ -624,12 +686,15 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             let task = tokio::spawn(async move { server.serve(app.into_make_service()).await });
             ("http", task, None)
         }
-        Some((cert, key)) => {
+        Some((cert, key, ca)) => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
                 .await
                 .map_err(StartError::Tls)?;
-            let ca_pem = std::fs::read_to_string(&cert).map_err(StartError::Tls)?;
+            let ca_pem = match ca {
+                Some(ca) => ca,
+                None => std::fs::read_to_string(&cert).map_err(StartError::Tls)?,
+            };
             let tls_acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
                 .handshake_timeout(limits.header_read_timeout);
             let mut server = axum_server::from_tcp(listener)
@@ -660,6 +725,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         controllers,
         leader,
         crd_feed: Some(crd_feed),
+        credential_feed: Some(credential_feed),
         task,
     })
 }

@@ -8,6 +8,7 @@ pub mod controllers;
 pub mod error_chain;
 pub mod events;
 pub mod feature_gates;
+pub mod fleet;
 pub mod interpreter;
 pub mod kinds;
 pub mod leadership;

@@ -443,6 +443,8 @@ async fn run_tool(tool: Tool) -> anyhow::Result<()> {
                 StoreConfig::default(),
                 flotilla_server::store::etcd::EtcdStoreOptions {
                     compaction_interval: Duration::ZERO,
+                    // Dependents may come before their owners: nothing is collected meanwhile.
+                    garbage_collection: false,
                 },
             )
             .await?;

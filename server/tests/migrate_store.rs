@@ -100,6 +100,7 @@ async fn a_sled_store_moves_into_etcd_as_it_was() {
         StoreConfig::default(),
         EtcdStoreOptions {
             compaction_interval: Duration::ZERO,
+            ..EtcdStoreOptions::default()
         },
     )
     .await

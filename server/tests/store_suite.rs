@@ -69,6 +69,7 @@ impl Harness {
                     config,
                     EtcdStoreOptions {
                         compaction_interval: Duration::ZERO,
+                        ..EtcdStoreOptions::default()
                     },
                 )
                 .await

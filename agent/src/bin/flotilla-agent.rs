@@ -49,8 +49,10 @@ struct Args {
     /// With --runtime kube: the kubeconfig context (unset: its current context).
     #[arg(long = "context", env = "FLOTILLA_AGENT_KUBE_CONTEXT")]
     kube_context: Option<String>,
-    /// Flotilla server URL (https://... or http://...). Required in pull mode.
-    #[arg(long, env = "FLOTILLA_AGENT_SERVER")]
+    /// Flotilla server URL (https://... or http://...). Required in pull mode. Several servers
+    /// sharing one store (etcd) are given comma-separated: the agent talks to one at a time and
+    /// moves to the next when it fails (connection errors, timeouts, 5xx).
+    #[arg(long, env = "FLOTILLA_AGENT_SERVER", value_parser = parse_servers)]
     server: Option<String>,
     /// This member's cluster name (unless --sim-members is given).
     #[arg(long, env = "FLOTILLA_AGENT_CLUSTER_NAME")]
@@ -155,6 +157,13 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not k=v")),
     }
+}
+
+/// Checks a `--server` list (one URL or several comma-separated) and keeps it as given.
+fn parse_servers(s: &str) -> Result<String, String> {
+    flotilla_agent::pull::endpoints::parse_list(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_quantity(s: &str) -> Result<Quantity, String> {
@@ -383,6 +392,41 @@ mod tests {
                 (None, None) => {}
                 (Some(got), Some(want)) => assert!(got.contains(want), "{flags:?}: {got}"),
                 (got, want) => panic!("{flags:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn server_takes_one_url_or_several_comma_separated() {
+        let parse = |value: &str| {
+            Args::command()
+                .try_get_matches_from(["flotilla-agent", "--server", value])
+                .map_err(|e| e.to_string())
+                .and_then(|m| Args::from_arg_matches(&m).map_err(|e| e.to_string()))
+                .map(|args| args.config().server)
+        };
+        // (value, the URLs of the endpoint set, or what the error says)
+        let table: [(&str, Result<&[&str], &str>); 5] = [
+            ("https://a:7070", Ok(&["https://a:7070"])),
+            (
+                "https://a:7070,https://b:7070",
+                Ok(&["https://a:7070", "https://b:7070"]),
+            ),
+            ("https://a:7070,,https://b:7070", Err("element 2")),
+            ("https://a:7070,", Err("element 2")),
+            ("https://a:7070,b:7070", Err("must start with http")),
+        ];
+        for (value, want) in table {
+            match (parse(value), want) {
+                (Ok(Some(server)), Ok(urls)) => {
+                    let set = flotilla_agent::pull::ServerEndpoints::parse(&server).unwrap();
+                    assert_eq!(set.urls(), urls, "{value}");
+                }
+                (Err(e), Err(want)) => {
+                    assert!(e.contains("--server"), "{value}: names the flag: {e}");
+                    assert!(e.contains(want), "{value}: {e}");
+                }
+                (got, want) => panic!("{value}: got {got:?}, want {want:?}"),
             }
         }
     }

@@ -4,6 +4,11 @@
 //! has none, and registers again once when the server answers 401. Errors keep the server's
 //! Kubernetes `Status` code, reason and message. Tokens are never logged. Every answer's
 //! `Flotilla-Member-Timing` header is kept ([`super::timing`]).
+//!
+//! Every request goes to the current server of the process's [`ServerEndpoints`] (the URLs of
+//! `--server`, which share one store, so one credential and one CA serve them all); a request
+//! that fails for a reason to leave that server moves the agent to the next one, and is sent
+//! there again at once when that is safe ([`super::endpoints`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::endpoints::{Failure, Resend, ServerEndpoints};
 use super::timing::AdvertisedTiming;
 use crate::fsutil;
 use flotilla_api::member_timing::MEMBER_TIMING_HEADER;
@@ -114,6 +120,21 @@ impl ClientError {
     pub fn is_gone(&self) -> bool {
         self.code() == Some(410)
     }
+
+    /// How the request failed, as far as choosing a server goes ([`Failure::reason`]).
+    pub fn failure(&self) -> Failure {
+        match self {
+            ClientError::Transport { source, .. } if source.is_timeout() => Failure::Timeout,
+            ClientError::Transport { source, .. } if source.is_connect() => Failure::Connect,
+            ClientError::Transport { .. } => Failure::Broken,
+            ClientError::Idle { .. } => Failure::Timeout,
+            ClientError::Api { code, .. } => Failure::Status(*code),
+            ClientError::Decode { .. }
+            | ClientError::File { .. }
+            | ClientError::Setup(_)
+            | ClientError::Abandoned { .. } => Failure::Local,
+        }
+    }
 }
 
 /// Registration details sent to `POST /flotilla/v1/register`.
@@ -137,11 +158,12 @@ pub struct Registration {
 /// How many members of one process register at the same time.
 const MAX_CONCURRENT_REGISTRATIONS: usize = 16;
 
-/// The process-wide connection to the server.
+/// The process-wide connection to the servers.
 #[derive(Clone, Debug)]
 pub struct ServerClient {
     http: reqwest::Client,
-    base: String,
+    /// The servers, and the one requests go to now.
+    endpoints: Arc<ServerEndpoints>,
     request_timeout: Duration,
     /// Registrations in flight at once (many members starting together queue here).
     registrations: Arc<tokio::sync::Semaphore>,
@@ -160,19 +182,16 @@ pub struct WatchEvent {
 }
 
 impl ServerClient {
-    /// A client for `server` (`https://...` or `http://...`), trusting the PEM certificates of
-    /// `ca_file` besides the usual roots.
+    /// A client for `servers` (one `https://...` or `http://...` URL, or several
+    /// comma-separated: [`ServerEndpoints::parse`]), trusting the PEM certificates of
+    /// `ca_file` besides the usual roots, for every one of them.
     pub fn new(
-        server: &str,
+        servers: &str,
         ca_file: Option<&Path>,
         request_timeout: Duration,
     ) -> Result<Self, ClientError> {
-        let base = server.trim_end_matches('/').to_string();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(ClientError::Setup(format!(
-                "server URL {server:?} must start with http:// or https://"
-            )));
-        }
+        let endpoints =
+            ServerEndpoints::parse(servers).map_err(|e| ClientError::Setup(e.to_string()))?;
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .connect_timeout(Duration::from_secs(10))
@@ -201,16 +220,25 @@ impl ServerClient {
             .map_err(|e| ClientError::Setup(crate::error_chain(&e)))?;
         Ok(ServerClient {
             http,
-            base,
+            endpoints: Arc::new(endpoints),
             request_timeout,
             registrations: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REGISTRATIONS)),
             timing: AdvertisedTiming::default(),
         })
     }
 
-    /// The server URL.
-    pub fn base(&self) -> &str {
-        &self.base
+    /// The servers and the one in use.
+    pub fn endpoints(&self) -> &Arc<ServerEndpoints> {
+        &self.endpoints
+    }
+
+    /// The same client (same connections, servers and memory of the advertised timing) with
+    /// another timeout for each non-watch request.
+    pub fn with_request_timeout(&self, request_timeout: Duration) -> Self {
+        ServerClient {
+            request_timeout,
+            ..self.clone()
+        }
     }
 
     /// The member timing the server advertised last.
@@ -218,15 +246,18 @@ impl ServerClient {
         &self.timing
     }
 
-    async fn send(
+    /// Sends one request to the server at `base`; an error status is answered as
+    /// [`ClientError::Api`].
+    async fn send_to(
         &self,
+        base: &str,
         method: Method,
         path: &str,
         token: &str,
-        body: Option<(&'static str, Vec<u8>)>,
+        body: Option<(&'static str, bytes::Bytes)>,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ClientError> {
-        let url = format!("{}{}", self.base, path);
+        let url = format!("{base}{path}");
         let mut req = self
             .http
             .request(method.clone(), &url)
@@ -268,67 +299,123 @@ impl ServerClient {
         })
     }
 
-    /// One JSON call; answers the decoded body.
+    /// Runs `attempt` against the current server. When it fails for a reason to leave that
+    /// server, the agent moves to the next one (for `cluster`'s logs), and the attempt is made
+    /// again there when [`Failure::resend`] says so: at most once per server of the list.
+    async fn on_some_server<T, F, Fut>(
+        &self,
+        cluster: &str,
+        policy: Resend,
+        attempt: F,
+    ) -> Result<T, ClientError>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let mut tried = 0;
+        loop {
+            let at = self.endpoints.current();
+            let error = match attempt(self.endpoints.url(at).to_string()).await {
+                Ok(answer) => return Ok(answer),
+                Err(e) => e,
+            };
+            let failure = error.failure();
+            let Some(reason) = failure.reason() else {
+                return Err(error);
+            };
+            tried += 1;
+            self.endpoints.fail_over(at, reason, cluster, &error);
+            if !failure.resend(policy, tried, self.endpoints.len()) {
+                return Err(error);
+            }
+        }
+    }
+
+    /// One JSON call on behalf of `cluster` (for logs); answers the decoded body.
     pub async fn call(
         &self,
+        cluster: &str,
         method: Method,
         path: &str,
         token: &str,
         body: Option<(&'static str, &Value)>,
     ) -> Result<Value, ClientError> {
-        self.call_as(method, path, token, body).await
+        self.call_as(cluster, method, path, token, body).await
     }
 
     /// As [`Self::call`], the answer decoded straight into `T` (`serde::de::IgnoredAny` when
     /// the caller only needs to know the request was accepted).
     pub async fn call_as<T: serde::de::DeserializeOwned>(
         &self,
+        cluster: &str,
         method: Method,
         path: &str,
         token: &str,
         body: Option<(&'static str, &(impl Serialize + Sync + ?Sized))>,
     ) -> Result<T, ClientError> {
-        let body = body.map(|(ct, v)| (ct, serde_json::to_vec(v).unwrap_or_default()));
-        let resp = self
-            .send(
-                method.clone(),
-                path,
-                token,
-                body,
-                Some(self.request_timeout),
+        let body = body.map(|(ct, v)| {
+            (
+                ct,
+                bytes::Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
             )
-            .await?;
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|source| ClientError::Transport {
-                method: method.to_string(),
-                url: format!("{}{}", self.base, path),
-                source: source.without_url(),
-            })?;
-        serde_json::from_slice(&bytes).map_err(|source| ClientError::Decode {
-            method: method.to_string(),
-            path: path.to_string(),
-            source,
+        });
+        self.on_some_server(cluster, Resend::WhenQuick, |base| {
+            let (method, body) = (method.clone(), body.clone());
+            async move {
+                let resp = self
+                    .send_to(
+                        &base,
+                        method.clone(),
+                        path,
+                        token,
+                        body,
+                        Some(self.request_timeout),
+                    )
+                    .await?;
+                let bytes = resp
+                    .bytes()
+                    .await
+                    .map_err(|source| ClientError::Transport {
+                        method: method.to_string(),
+                        url: format!("{base}{path}"),
+                        source: source.without_url(),
+                    })?;
+                serde_json::from_slice(&bytes).map_err(|source| ClientError::Decode {
+                    method: method.to_string(),
+                    path: path.to_string(),
+                    source,
+                })
+            }
         })
+        .await
     }
 
-    /// Opens a watch (`path` carries the query); the answer is a stream of events.
-    pub async fn watch(&self, path: &str, token: &str) -> Result<WatchStream, ClientError> {
-        let resp = tokio::time::timeout(
-            self.request_timeout,
-            self.send(Method::GET, path, token, None, None),
-        )
-        .await
-        .map_err(|_| ClientError::Idle {
-            path: path.to_string(),
-            idle: self.request_timeout,
-        })??;
-        Ok(WatchStream {
-            path: path.to_string(),
-            inner: resp.bytes_stream().boxed(),
-            lines: LineBuffer::default(),
+    /// Opens a watch (`path` carries the query) on behalf of `cluster`; the answer is a stream
+    /// of events. A watch is never opened again on another server: the caller lists there
+    /// first.
+    pub async fn watch(
+        &self,
+        cluster: &str,
+        path: &str,
+        token: &str,
+    ) -> Result<WatchStream, ClientError> {
+        self.on_some_server(cluster, Resend::Never, |base| async move {
+            let resp = tokio::time::timeout(
+                self.request_timeout,
+                self.send_to(&base, Method::GET, path, token, None, None),
+            )
+            .await
+            .map_err(|_| ClientError::Idle {
+                path: path.to_string(),
+                idle: self.request_timeout,
+            })??;
+            Ok(WatchStream {
+                path: path.to_string(),
+                inner: resp.bytes_stream().boxed(),
+                lines: LineBuffer::default(),
+            })
         })
+        .await
     }
 }
 
@@ -486,6 +573,7 @@ impl Credentials {
         body["clusterName"] = Value::String(self.cluster.clone());
         let answer = server
             .call(
+                &self.cluster,
                 Method::POST,
                 "/flotilla/v1/register",
                 join.trim(),
@@ -531,6 +619,19 @@ impl ClusterClient {
         self.server.advertised_timing()
     }
 
+    /// The servers and the one in use.
+    pub fn endpoints(&self) -> &Arc<ServerEndpoints> {
+        self.server.endpoints()
+    }
+
+    /// The same member's client with another timeout for each non-watch request.
+    pub fn with_request_timeout(&self, request_timeout: Duration) -> Self {
+        ClusterClient {
+            server: self.server.with_request_timeout(request_timeout),
+            creds: self.creds.clone(),
+        }
+    }
+
     /// Makes sure the member has a credential (registering if it has none).
     pub async fn ensure_registered(&self) -> Result<(), ClientError> {
         self.creds.token(&self.server).await.map(|_| ())
@@ -571,7 +672,11 @@ impl ClusterClient {
     ) -> Result<T, ClientError> {
         self.with_token(|t| {
             let method = method.clone();
-            async move { self.server.call_as(method, path, &t, body).await }
+            async move {
+                self.server
+                    .call_as(&self.creds.cluster, method, path, &t, body)
+                    .await
+            }
         })
         .await
     }
@@ -622,7 +727,7 @@ impl ClusterClient {
 
     /// Opens a watch.
     pub async fn watch(&self, path: &str) -> Result<WatchStream, ClientError> {
-        self.with_token(|t| async move { self.server.watch(path, &t).await })
+        self.with_token(|t| async move { self.server.watch(&self.creds.cluster, path, &t).await })
             .await
     }
 }
@@ -630,6 +735,54 @@ impl ClusterClient {
 #[cfg(test)]
 mod tests {
     use super::bytes_buf::LineBuffer;
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A refused connection, no answer and a connection closed mid-request are told apart
+    /// (they decide whether the request is sent again to the next server at once).
+    #[tokio::test]
+    async fn transport_failures_are_told_apart() {
+        let call = |url: String| async move {
+            let client = ServerClient::new(&url, None, Duration::from_millis(300)).unwrap();
+            client
+                .call("m1", Method::GET, "/x", "t", None)
+                .await
+                .unwrap_err()
+        };
+        // Refused: a port bound, then freed.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let refused = call(format!("http://127.0.0.1:{port}")).await;
+        assert_eq!(refused.failure(), Failure::Connect, "{refused:?}");
+
+        // Silent: accepts, reads, never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        let holder = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let timed_out = call(format!("http://{silent_addr}")).await;
+        assert_eq!(timed_out.failure(), Failure::Timeout, "{timed_out:?}");
+        holder.abort();
+
+        // Broken: reads the request, then closes the connection without an answer.
+        let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closer_addr = closer.local_addr().unwrap();
+        let closing = tokio::spawn(async move {
+            while let Ok((mut s, _)) = closer.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+            }
+        });
+        let broken = call(format!("http://{closer_addr}")).await;
+        assert_eq!(broken.failure(), Failure::Broken, "{broken:?}");
+        closing.abort();
+    }
 
     #[test]
     fn lines_split_across_chunks() {

@@ -8,8 +8,14 @@
 //! While the member is unreachable no lease is written: each renewal that falls due is skipped
 //! and counted in the member's [`crate::member::PullCounters`]. Each accepted renewal is told
 //! to the member's [`super::fence::FenceState`].
+//!
+//! Each lease request times out after one renewal period ([`renewal_timeout`]), not the
+//! agent's 30 s request timeout: a server that stopped answering costs one period before the
+//! agent moves to the next server ([`super::endpoints`]) and renews there, well inside the
+//! server's grace period (four periods).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -50,6 +56,18 @@ pub fn renewed(
     lease
 }
 
+/// The shortest timeout of a lease request, however short the renewal period.
+pub const MIN_RENEWAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The timeout of each lease request: one renewal period `interval` (at least
+/// [`MIN_RENEWAL_TIMEOUT`], at most the agent's `request_timeout`). A renewal sent to a server
+/// that does not answer thus fails within a period, and the next one, sent to the next server
+/// after at most 100 ms of back-off, is accepted about two periods after the last accepted
+/// one: half the server's grace period of four.
+pub fn renewal_timeout(interval: Duration, request_timeout: Duration) -> Duration {
+    interval.max(MIN_RENEWAL_TIMEOUT).min(request_timeout)
+}
+
 /// Renews one member's lease.
 struct LeaseKeeper {
     last: Option<Value>,
@@ -59,10 +77,14 @@ impl LeaseKeeper {
     async fn renew(&mut self, ctx: &PullContext) -> Result<(), ClientError> {
         let cluster = ctx.cluster();
         let item = format!("{}/{cluster}", collection_path());
-        let duration = lease_duration_seconds(ctx.lease_renew_interval().0);
+        let interval = ctx.lease_renew_interval().0;
+        let duration = lease_duration_seconds(interval);
+        let client = ctx
+            .client
+            .with_request_timeout(renewal_timeout(interval, ctx.timing.request_timeout));
         if let Some(last) = self.last.take() {
             let body = renewed(last, cluster, duration, ctx.clock.now());
-            match ctx.client.put(&item, &body).await {
+            match client.put(&item, &body).await {
                 Ok(stored) => {
                     self.last = Some(stored);
                     return Ok(());
@@ -74,14 +96,14 @@ impl LeaseKeeper {
                 }
             }
         }
-        match ctx.client.get(&item).await {
+        match client.get(&item).await {
             Ok(current) => {
                 let body = renewed(current, cluster, duration, ctx.clock.now());
-                self.last = Some(ctx.client.put(&item, &body).await?);
+                self.last = Some(client.put(&item, &body).await?);
             }
             Err(e) if e.is_not_found() => {
                 let body = renewed(json!({}), cluster, duration, ctx.clock.now());
-                self.last = Some(ctx.client.post(&collection_path(), &body).await?);
+                self.last = Some(client.post(&collection_path(), &body).await?);
                 tracing::info!(cluster = %cluster, "lease created");
             }
             Err(e) => return Err(e),
@@ -150,7 +172,7 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
 /// server asks for: the server will say so on the Cluster (`LeaseRenewalTooSlow`).
 fn warn_if_slower_than_asked(
     ctx: &PullContext,
-    interval: std::time::Duration,
+    interval: Duration,
     source: Source,
     warned: &mut bool,
 ) {
@@ -169,6 +191,27 @@ fn warn_if_slower_than_asked(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_lease_request_times_out_within_a_renewal_period() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // (renewal period, request timeout, want)
+        let table = [
+            (s(10), s(30), s(10)),
+            (s(2), s(30), s(2)),
+            (ms(300), s(30), s(1)),
+            (s(10), s(5), s(5)),
+            (ms(100), ms(500), ms(500)),
+        ];
+        for (interval, request, want) in table {
+            assert_eq!(
+                renewal_timeout(interval, request),
+                want,
+                "{interval:?} {request:?}"
+            );
+        }
+    }
 
     #[test]
     fn lease_shape() {

@@ -11,12 +11,17 @@
 //!   while earlier status writes travel), removes their objects and finalizer on deletion, and
 //!   keeps the local [`record`] of what it applied.
 //!
-//! Every call that fails is retried with [`backoff`]. While the member's "unreachable" fault is
-//! on, every loop pauses; on shutdown every loop stops.
+//! Every call that fails is retried with [`backoff`]. With several servers (`--server
+//! URL,URL,...`) the calls go to one at a time and move to the next when it fails
+//! ([`endpoints`]); the lease's requests time out within a renewal period, so a dead server
+//! costs at most one renewal, and the works loop lists again on the server it moved to.
+//! While the member's "unreachable" fault is on, every loop pauses; on shutdown every loop
+//! stops.
 
 pub mod backoff;
 pub mod client;
 pub mod cluster_status;
+pub mod endpoints;
 pub mod fence;
 pub mod health;
 pub mod lease;
@@ -35,6 +40,7 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::member::{FaultFlags, Member};
 pub use client::{ClientError, ClusterClient, Credentials, Registration, ServerClient};
+pub use endpoints::ServerEndpoints;
 
 /// Periods of the pull loops.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,6 +13,11 @@
 //! - when it disappears (DELETED, or missing from a relist, also across restarts thanks to the
 //!   record): delete its objects.
 //!
+//! When the agent moves to another server (`--server URL,URL,...`, [`super::endpoints`]) the
+//! Works are listed again on that server, and the watch starts from that list's
+//! resourceVersion: a watch is never resumed on one server from a resourceVersion another
+//! server handed out.
+//!
 //! Objects claimed by another Work's record are never deleted on behalf of this one. Works that
 //! ask for exactly-once placement are told to the member's fence ([`super::fence`]) and are
 //! not applied while it is fenced; a lifted fence relists.
@@ -60,6 +65,8 @@ enum WatchEnd {
     Idle,
     /// The member became unreachable: wait, then relist.
     Unreachable,
+    /// The agent moved to another server: relist there.
+    Switched,
     /// Shutdown.
     Stop,
 }
@@ -75,6 +82,7 @@ enum Step {
     StatusTick,
     Resync,
     Unreachable,
+    Switched,
     Stop,
 }
 
@@ -144,10 +152,13 @@ impl WorksController {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut faults = self.ctx.member.faults.subscribe();
         let mut backoff = Backoff::default();
+        // Every server switch of the process (none with one server): list again there.
+        let mut switches = self.ctx.client.endpoints().subscribe();
         'relist: loop {
             if wait_reachable(&mut faults, &mut shutdown).await == Wake::Stop {
                 break;
             }
+            let listed_on = *switches.borrow_and_update();
             let mut rv = match self.relist().await {
                 Ok(rv) => rv,
                 Err(e) => {
@@ -167,6 +178,12 @@ impl WorksController {
             };
             backoff.reset();
             loop {
+                if *switches.borrow_and_update() != listed_on {
+                    tracing::info!(cluster = %self.ctx.cluster(),
+                        server = %self.ctx.client.endpoints().url(self.ctx.client.endpoints().current()),
+                        "switched servers; listing the works again");
+                    continue 'relist;
+                }
                 let timeout_s = 240 + rand::random::<u64>() % 120;
                 let path = format!(
                     "{}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={timeout_s}",
@@ -175,7 +192,7 @@ impl WorksController {
                 let opened = tokio::time::Instant::now();
                 let end = match self.ctx.client.watch(&path).await {
                     Ok(stream) => {
-                        self.consume(stream, &mut rv, &mut faults, &mut shutdown)
+                        self.consume(stream, &mut rv, &mut faults, &mut shutdown, &mut switches)
                             .await
                     }
                     Err(e) if e.is_gone() => WatchEnd::Gone,
@@ -201,6 +218,8 @@ impl WorksController {
                             "watch expired; relisting");
                         continue 'relist;
                     }
+                    // The failure moved the agent to another server: list there at once.
+                    WatchEnd::Broken(_) if *switches.borrow() != listed_on => {}
                     WatchEnd::Broken(e) => {
                         let delay = backoff.next_delay();
                         super::log_retry(
@@ -218,6 +237,8 @@ impl WorksController {
                         tracing::debug!(cluster = %self.ctx.cluster(), "watch went quiet; reopening");
                     }
                     WatchEnd::Unreachable => continue 'relist,
+                    // The top of the loop lists again.
+                    WatchEnd::Switched => {}
                     WatchEnd::Stop => break 'relist,
                 }
             }
@@ -231,6 +252,7 @@ impl WorksController {
         rv: &mut String,
         faults: &mut watch::Receiver<crate::member::FaultFlags>,
         shutdown: &mut watch::Receiver<bool>,
+        switches: &mut watch::Receiver<u64>,
     ) -> WatchEnd {
         let mut changes = self.ctx.member.runtime.subscribe();
         let mut runtime_alive = true;
@@ -249,6 +271,7 @@ impl WorksController {
                 _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
                 // A lifted fence relists (as a member back from unreachable does).
                 _ = async { let _ = fence.wait_for(|p| *p == FencePhase::Lifted).await; } => Step::Unreachable,
+                Ok(()) = switches.changed() => Step::Switched,
                 ev = stream.next_event() => Step::Event(ev),
                 Some(answer) = self.outbox.next(), if !self.outbox.is_empty() => Step::Answer(answer),
                 // Only when no event is ready (biased): a burst of Works is applied first,
@@ -273,6 +296,7 @@ impl WorksController {
                     return WatchEnd::Stop;
                 }
                 Step::Unreachable => return WatchEnd::Unreachable,
+                Step::Switched => return WatchEnd::Switched,
                 Step::Answer(answer) => self.take_answer(answer).await,
                 Step::Send => self.send().await,
                 Step::RuntimeChanged => self.status_dirty = true,

@@ -4,6 +4,9 @@
 //! create. Objects carry resourceVersions and stale writes answer 409, like the real server.
 //! It counts what it serves (reads, writes, lists, watches, failed TLS handshakes), so a test
 //! can wait until the agent provably ran a loop before asserting that the loop did nothing.
+//! One fake server can listen on several addresses ([`FakeServer::listen`]), like several
+//! servers sharing one store; each [`Listener`] counts what it served, can answer an error
+//! status to everything, stop answering, or stop as a killed process does.
 
 #![allow(
     dead_code,
@@ -15,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +52,8 @@ pub struct Inner {
     pub registrations: usize,
     pub registered_bodies: Vec<Value>,
     pub lease_writes: usize,
+    /// When each lease write was served.
+    pub lease_write_times: Vec<tokio::time::Instant>,
     pub cluster_status_writes: usize,
     /// GETs of a Cluster: each cluster-status pass of the agent starts with one.
     pub cluster_reads: usize,
@@ -165,6 +171,31 @@ impl FakeServer {
             let _ = axum::serve(listener, app).await;
         });
         addr
+    }
+
+    /// Serves plain HTTP on another address of 127.0.0.1:0, as one more server of the same
+    /// store would; the [`Listener`] stops it (also when dropped).
+    pub async fn listen(&self) -> Listener {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let state = Arc::new(ListenerState::default());
+        let app = self.router().layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            through_listener,
+        ));
+        let handle = axum_server::Handle::new();
+        let server = axum_server::from_tcp(listener)
+            .unwrap()
+            .handle(handle.clone());
+        tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
+        Listener {
+            addr,
+            state,
+            handle,
+        }
     }
 
     /// Serves HTTPS on `listener` with the given certificate and key (PEM), counting failed
@@ -502,6 +533,7 @@ async fn create_lease(
     b["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
     inner.objects.insert(key, b.clone());
     inner.lease_writes += 1;
+    inner.lease_write_times.push(tokio::time::Instant::now());
     (StatusCode::CREATED, Json(b)).into_response()
 }
 
@@ -534,7 +566,9 @@ async fn put_lease(
     };
     let resp = s.update(("leases", ns, name), b, false, false);
     if resp.status().is_success() {
-        s.inner.lock().lease_writes += 1;
+        let mut inner = s.inner.lock();
+        inner.lease_writes += 1;
+        inner.lease_write_times.push(tokio::time::Instant::now());
     }
     resp
 }
@@ -701,6 +735,121 @@ async fn create_event(
         }
         Err(r) => r,
     }
+}
+
+/// What one [`Listener`] served, and how it misbehaves.
+#[derive(Default)]
+pub struct ListenerState {
+    /// Requests answered with a success status.
+    pub served: AtomicUsize,
+    /// Lease creations and updates answered with success.
+    pub lease_writes: AtomicUsize,
+    /// Work lists (not watches) answered with success.
+    pub lists: AtomicUsize,
+    /// Work watches opened.
+    pub watches: AtomicUsize,
+    /// Requests answered with the injected status ([`Listener::answer`]).
+    pub refused: AtomicUsize,
+    /// Requests left unanswered ([`Listener::freeze`]).
+    pub held: AtomicUsize,
+    answer: AtomicU16,
+    frozen: AtomicBool,
+}
+
+/// One address of a [`FakeServer`]: a server of the fleet, as the agent sees it.
+pub struct Listener {
+    pub addr: SocketAddr,
+    pub state: Arc<ListenerState>,
+    handle: axum_server::Handle<SocketAddr>,
+}
+
+impl Listener {
+    /// `http://<addr>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Answers `code` (with a Kubernetes Status) to every later request; 0 serves again.
+    pub fn answer(&self, code: u16) {
+        self.state.answer.store(code, Ordering::SeqCst);
+    }
+
+    /// Leaves every later request unanswered (a hung server), or serves again.
+    pub fn freeze(&self, on: bool) {
+        self.state.frozen.store(on, Ordering::SeqCst);
+    }
+
+    /// Closes the listener and every open connection at once, as a killed process does.
+    pub fn stop(&self) {
+        self.handle.shutdown();
+    }
+
+    pub fn served(&self) -> usize {
+        self.state.served.load(Ordering::SeqCst)
+    }
+
+    pub fn lease_writes(&self) -> usize {
+        self.state.lease_writes.load(Ordering::SeqCst)
+    }
+
+    pub fn lists(&self) -> usize {
+        self.state.lists.load(Ordering::SeqCst)
+    }
+
+    pub fn watches(&self) -> usize {
+        self.state.watches.load(Ordering::SeqCst)
+    }
+
+    pub fn refused(&self) -> usize {
+        self.state.refused.load(Ordering::SeqCst)
+    }
+
+    pub fn held(&self) -> usize {
+        self.state.held.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+/// Counts what a [`Listener`] serves, and misbehaves as it is told.
+async fn through_listener(
+    State(state): State<Arc<ListenerState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.frozen.load(Ordering::SeqCst) {
+        state.held.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<()>().await;
+    }
+    let code = state.answer.load(Ordering::SeqCst);
+    if code != 0 {
+        state.refused.fetch_add(1, Ordering::SeqCst);
+        let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return status(code, "Injected", "injected by the test");
+    }
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let watch = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+    let lease_write = path.contains("/leases")
+        && (method == axum::http::Method::PUT || method == axum::http::Method::POST);
+    let works = method == axum::http::Method::GET && path.ends_with("/works");
+    let response = next.run(req).await;
+    if response.status().is_success() {
+        state.served.fetch_add(1, Ordering::SeqCst);
+        if lease_write {
+            state.lease_writes.fetch_add(1, Ordering::SeqCst);
+        }
+        if works && watch {
+            state.watches.fetch_add(1, Ordering::SeqCst);
+        } else if works {
+            state.lists.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    response
 }
 
 /// A TLS acceptor that counts the handshakes that fail (a client that rejects the server's

@@ -3,7 +3,8 @@
 //! join token (`<data-dir>/join.token`, may only register a pull member at
 //! `/flotilla/v1/register`), and member credentials handed out by registration, each scoped to
 //! its own cluster (see [`super::authz`]) and revoked when that cluster is deleted or registered
-//! again (see [`super::registration`]).
+//! again (see [`super::registration`]). Servers sharing an etcd store share the admin and join
+//! tokens through it ([`crate::fleet`]).
 //!
 //! Every call needs a token except the public probes (`/healthz`, `/livez`, `/readyz`,
 //! `/version`), which answer anonymous calls. A token that is presented is checked on every
@@ -12,6 +13,12 @@
 //! gets an `ERROR` event with a 401 `Status` and closes, so nothing more reaches its holder.
 //! Tokens are compared in constant time, member credentials are kept only as SHA-256 hashes,
 //! and no token is ever logged.
+//!
+//! The member credentials in memory follow their Secrets in the store
+//! ([`super::credential_feed`]), so with several servers on one store a credential issued or
+//! revoked through one is accepted or refused by all. Each cluster's entry remembers the store
+//! revision it is known at: a change that arrives late never undoes a newer one, and a
+//! credential revoked here stays revoked until the store's deletion of it arrives.
 
 use super::authz;
 use super::error::ApiError;
@@ -79,13 +86,107 @@ struct MemberCredential {
     alive: watch::Sender<()>,
 }
 
+/// How far this server's knowledge of one cluster's credential reaches in the store, so that
+/// an older change, arriving late through the credential feed, never undoes a newer one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Floor {
+    /// Every change of the credential Secret up to this store revision is applied.
+    At(u64),
+    /// Revoked here, ahead of the store: the Secret's deletion is not seen yet. Changes up to
+    /// `after` are applied; until the deletion arrives, the revoked hash is refused however
+    /// often the feed repeats it, while a credential of a new registration is accepted.
+    Revoked {
+        /// The floor when the credential was revoked.
+        after: u64,
+        /// The hash that was revoked, if the cluster had a credential.
+        hash: Option<String>,
+    },
+}
+
+impl Floor {
+    /// The revision up to which changes are known.
+    fn revision(&self) -> u64 {
+        match self {
+            Floor::At(r) => *r,
+            Floor::Revoked { after, .. } => *after,
+        }
+    }
+}
+
+/// What applying a stored change of a member credential did to the authenticator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CredentialChange {
+    /// A new credential is accepted (the cluster's former one, if any, is revoked).
+    Accepted,
+    /// The cluster's credential is revoked.
+    Revoked,
+    /// Nothing to do: the credential is already as the change says.
+    Unchanged,
+    /// Older than what this server already applied (its own write, or a later change): ignored.
+    Stale,
+}
+
+/// The member credentials, by hash, and how far each cluster's is known.
+#[derive(Default)]
+struct Agents {
+    /// SHA-256 (hex) of a member credential -> its cluster.
+    by_hash: HashMap<String, MemberCredential>,
+    /// Per cluster: the store revision its credential is known at (see [`Floor`]).
+    floors: HashMap<String, Floor>,
+}
+
+impl Agents {
+    /// The hash of `cluster`'s credential, if it has one.
+    fn hash_of(&self, cluster: &str) -> Option<String> {
+        self.by_hash
+            .iter()
+            .find(|(_, c)| c.cluster == cluster)
+            .map(|(h, _)| h.clone())
+    }
+
+    /// Drops `cluster`'s credential (which fires its revocation); answers whether it had one.
+    fn remove(&mut self, cluster: &str) -> bool {
+        let before = self.by_hash.len();
+        self.by_hash.retain(|_, c| c.cluster != cluster);
+        self.by_hash.len() != before
+    }
+
+    /// Makes `hash` the one credential of `cluster`: answers `Unchanged` (its revocation
+    /// signal untouched, so open watches go on) when it already is.
+    fn put(&mut self, cluster: &str, hash: &str) -> CredentialChange {
+        if self.by_hash.get(hash).is_some_and(|c| c.cluster == cluster) {
+            return CredentialChange::Unchanged;
+        }
+        self.remove(cluster);
+        self.by_hash.insert(
+            hash.to_string(),
+            MemberCredential {
+                cluster: cluster.to_string(),
+                alive: watch::channel(()).0,
+            },
+        );
+        CredentialChange::Accepted
+    }
+
+    /// Whether a change of `cluster`'s credential to `hash` at `revision` is older than what
+    /// is known.
+    fn is_stale(&self, cluster: &str, hash: Option<&str>, revision: u64) -> bool {
+        match self.floors.get(cluster) {
+            None => false,
+            Some(Floor::At(at)) => revision <= *at,
+            Some(Floor::Revoked { after, hash: gone }) => {
+                revision <= *after || (hash.is_some() && hash == gone.as_deref())
+            }
+        }
+    }
+}
+
 /// Checks bearer tokens.
 #[derive(Clone)]
 pub struct Authenticator {
     admin_token: Arc<String>,
     join_token: Arc<String>,
-    /// SHA-256 (hex) of a member credential -> its cluster.
-    agents: Arc<RwLock<HashMap<String, MemberCredential>>>,
+    agents: Arc<RwLock<Agents>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -112,7 +213,7 @@ impl Authenticator {
         Self {
             admin_token: Arc::new(admin_token),
             join_token: Arc::new(join_token),
-            agents: Arc::new(RwLock::new(HashMap::new())),
+            agents: Arc::new(RwLock::new(Agents::default())),
         }
     }
 
@@ -131,12 +232,16 @@ impl Authenticator {
             });
         }
         let hash = token_hash(token);
-        self.agents.read().get(&hash).map(|member| Credential {
-            principal: Principal::Agent {
-                cluster: member.cluster.clone(),
-            },
-            revocation: Some(Revocation(member.alive.subscribe())),
-        })
+        self.agents
+            .read()
+            .by_hash
+            .get(&hash)
+            .map(|member| Credential {
+                principal: Principal::Agent {
+                    cluster: member.cluster.clone(),
+                },
+                revocation: Some(Revocation(member.alive.subscribe())),
+            })
     }
 
     /// Whether `token` is the join token.
@@ -144,25 +249,136 @@ impl Authenticator {
         same(token, &self.join_token)
     }
 
-    /// Makes `hash` the one valid credential of `cluster` (replacing an older one).
+    /// Makes `hash` the one valid credential of `cluster` (replacing an older one), whatever
+    /// the store says; setting the credential it has already changes nothing.
     pub fn set_agent_credential(&self, cluster: &str, hash: &str) {
         let mut agents = self.agents.write();
-        agents.retain(|_, c| c.cluster != cluster);
-        agents.insert(
-            hash.to_string(),
-            MemberCredential {
-                cluster: cluster.to_string(),
-                alive: watch::channel(()).0,
-            },
-        );
+        agents.floors.remove(cluster);
+        agents.put(cluster, hash);
     }
 
-    /// Revokes the credential of `cluster`, if it has one; answers whether it had.
+    /// Applies a stored credential: `cluster`'s credential Secret holds `hash` as of store
+    /// revision `revision` (its own write, or what the credential feed saw). A change older
+    /// than what this server knows of the cluster is ignored, so a late event never brings
+    /// back a credential that was replaced or revoked since.
+    pub fn apply_agent_credential(
+        &self,
+        cluster: &str,
+        hash: &str,
+        revision: u64,
+    ) -> CredentialChange {
+        let mut agents = self.agents.write();
+        if agents.is_stale(cluster, Some(hash), revision) {
+            return CredentialChange::Stale;
+        }
+        agents
+            .floors
+            .insert(cluster.to_string(), Floor::At(revision));
+        agents.put(cluster, hash)
+    }
+
+    /// Applies the removal of `cluster`'s credential at store revision `revision` (its Secret
+    /// deleted, being deleted, or without a hash): its credential is revoked unless this
+    /// server knows a newer one. `settled` says whether every later change will reach this
+    /// server through the feed (the feed's own events): the cluster's floor is then dropped;
+    /// a server's own deletion keeps it, so that the feed's late events of the deleted
+    /// credential are refused.
+    pub fn apply_agent_removal(
+        &self,
+        cluster: &str,
+        revision: u64,
+        settled: bool,
+    ) -> CredentialChange {
+        let mut agents = self.agents.write();
+        if agents
+            .floors
+            .get(cluster)
+            .is_some_and(|floor| floor.revision() > revision)
+        {
+            return CredentialChange::Stale;
+        }
+        if settled {
+            agents.floors.remove(cluster);
+        } else {
+            agents
+                .floors
+                .insert(cluster.to_string(), Floor::At(revision));
+        }
+        if agents.remove(cluster) {
+            CredentialChange::Revoked
+        } else {
+            CredentialChange::Unchanged
+        }
+    }
+
+    /// Replaces every member credential with those of a fresh list of the credential Secrets
+    /// (cluster -> hash) read at store revision `revision`: what this server learnt after it
+    /// (a newer own write or revocation) is kept. Answers each cluster that changed.
+    pub fn replace_agent_credentials(
+        &self,
+        credentials: &HashMap<String, String>,
+        revision: u64,
+    ) -> Vec<(String, CredentialChange)> {
+        let mut agents = self.agents.write();
+        let mut changes = Vec::new();
+        for (cluster, hash) in credentials {
+            if agents.is_stale(cluster, Some(hash), revision) {
+                continue;
+            }
+            agents.floors.insert(cluster.clone(), Floor::At(revision));
+            let change = agents.put(cluster, hash);
+            if change != CredentialChange::Unchanged {
+                changes.push((cluster.clone(), change));
+            }
+        }
+        let mut known: Vec<String> = agents.by_hash.values().map(|c| c.cluster.clone()).collect();
+        known.extend(agents.floors.keys().cloned());
+        known.sort();
+        known.dedup();
+        for cluster in known {
+            if credentials.contains_key(&cluster) {
+                continue;
+            }
+            if matches!(agents.floors.get(&cluster), Some(f) if f.revision() > revision) {
+                continue;
+            }
+            agents.floors.remove(&cluster);
+            if agents.remove(&cluster) {
+                changes.push((cluster, CredentialChange::Revoked));
+            }
+        }
+        changes
+    }
+
+    /// Revokes the credential of `cluster` at once, ahead of the store (a deleted Cluster or
+    /// credential Secret); answers whether it had one. Until the Secret's deletion reaches
+    /// this server, the credential feed does not bring the revoked credential back.
     pub fn revoke_agent_credential(&self, cluster: &str) -> bool {
         let mut agents = self.agents.write();
-        let before = agents.len();
-        agents.retain(|_, c| c.cluster != cluster);
-        agents.len() != before
+        let hash = agents.hash_of(cluster);
+        let after = agents.floors.get(cluster).map_or(0, Floor::revision);
+        let revoked = agents.remove(cluster);
+        let hash = match agents.floors.get(cluster) {
+            Some(Floor::Revoked { hash: before, .. }) if hash.is_none() => before.clone(),
+            _ => hash,
+        };
+        agents
+            .floors
+            .insert(cluster.to_string(), Floor::Revoked { after, hash });
+        revoked
+    }
+
+    /// The clusters that hold a credential (for tests and diagnostics).
+    pub fn agent_clusters(&self) -> Vec<String> {
+        let mut clusters: Vec<String> = self
+            .agents
+            .read()
+            .by_hash
+            .values()
+            .map(|c| c.cluster.clone())
+            .collect();
+        clusters.sort();
+        clusters
     }
 }
 
@@ -344,6 +560,104 @@ mod tests {
         // An explicit revocation (a deleted Cluster or Secret).
         auth.revoke_agent_credential("m2");
         assert!(r2.is_revoked());
+    }
+
+    /// The store's changes of a credential apply in revision order: whatever this server
+    /// knows at a later revision (its own write, a later event) is never undone by an older
+    /// change arriving late, and a change it has seen already keeps open watches open.
+    #[test]
+    fn older_changes_never_undo_newer_ones() {
+        use CredentialChange::*;
+        let auth = Authenticator::new(generate_token(), generate_token());
+        let (t0, t1, t2) = (generate_token(), generate_token(), generate_token());
+        let (h0, h1, h2) = (token_hash(&t0), token_hash(&t1), token_hash(&t2));
+        assert_eq!(auth.apply_agent_credential("m1", &h1, 5), Accepted);
+        let watching = auth.credential(&t1).unwrap().revocation.unwrap();
+        assert_eq!(auth.apply_agent_credential("m1", &h0, 3), Stale);
+        assert_eq!(
+            auth.apply_agent_credential("m1", &h1, 5),
+            Stale,
+            "its own write"
+        );
+        assert_eq!(auth.apply_agent_credential("m1", &h1, 6), Unchanged);
+        assert!(
+            !watching.is_revoked(),
+            "the same credential again ends nothing"
+        );
+        assert_eq!(auth.apply_agent_removal("m1", 4, true), Stale);
+        assert!(auth.authenticate(&t1).is_some());
+        assert_eq!(auth.apply_agent_credential("m1", &h2, 8), Accepted);
+        assert!(
+            watching.is_revoked(),
+            "a changed hash revokes the former credential"
+        );
+        assert_eq!(auth.apply_agent_removal("m1", 9, true), Revoked);
+        assert!(auth.authenticate(&t2).is_none());
+        assert_eq!(auth.apply_agent_credential("m1", &h0, 12), Accepted);
+    }
+
+    /// A credential revoked here, ahead of the store, stays revoked while the feed still
+    /// delivers the changes from before its Secret's deletion; a new registration's credential
+    /// is accepted meanwhile.
+    #[test]
+    fn a_local_revocation_is_not_undone_by_late_events() {
+        use CredentialChange::*;
+        let auth = Authenticator::new(generate_token(), generate_token());
+        let (t1, t2, t3) = (generate_token(), generate_token(), generate_token());
+        let (h1, h2, h3) = (token_hash(&t1), token_hash(&t2), token_hash(&t3));
+        assert_eq!(auth.apply_agent_credential("m1", &h1, 5), Accepted);
+        assert!(auth.revoke_agent_credential("m1"));
+        assert_eq!(auth.apply_agent_credential("m1", &h1, 7), Stale);
+        assert!(auth.authenticate(&t1).is_none());
+        assert_eq!(auth.apply_agent_credential("m1", &h2, 8), Accepted);
+        assert!(auth.authenticate(&t2).is_some());
+
+        // A deletion whose revision is known (the server deleted the Secret itself).
+        assert!(auth.revoke_agent_credential("m1"));
+        assert_eq!(auth.apply_agent_removal("m1", 10, false), Unchanged);
+        assert_eq!(auth.apply_agent_credential("m1", &h2, 9), Stale);
+        assert_eq!(auth.apply_agent_removal("m1", 10, true), Unchanged);
+        assert_eq!(auth.apply_agent_credential("m1", &h3, 12), Accepted);
+        assert!(auth.authenticate(&t3).is_some());
+    }
+
+    /// A fresh list replaces what the feed knew, except what this server knows at a later
+    /// revision than the list's.
+    #[test]
+    fn a_list_replaces_the_credentials_but_keeps_newer_knowledge() {
+        use CredentialChange::*;
+        let auth = Authenticator::new(generate_token(), generate_token());
+        let tokens: Vec<String> = (0..6).map(|_| generate_token()).collect();
+        let h = |i: usize| token_hash(&tokens[i]);
+        auth.apply_agent_credential("kept", &h(0), 20);
+        auth.apply_agent_credential("gone", &h(1), 8);
+        auth.apply_agent_credential("changed", &h(2), 7);
+        auth.apply_agent_credential("revoked", &h(5), 6);
+        assert!(auth.revoke_agent_credential("revoked"));
+        // Listed before the revoked credential's Secret was deleted.
+        let listed = HashMap::from([
+            ("changed".to_string(), h(3)),
+            ("new".to_string(), h(4)),
+            ("kept".to_string(), h(1)),
+            ("revoked".to_string(), h(5)),
+        ]);
+        let mut changes = auth.replace_agent_credentials(&listed, 10);
+        changes.sort();
+        assert_eq!(
+            changes,
+            vec![
+                ("changed".to_string(), Accepted),
+                ("gone".to_string(), Revoked),
+                ("new".to_string(), Accepted),
+            ]
+        );
+        assert!(
+            auth.authenticate(&tokens[0]).is_some(),
+            "newer than the list"
+        );
+        assert_eq!(auth.agent_clusters(), ["changed", "kept", "new"]);
+        assert!(auth.authenticate(&tokens[2]).is_none());
+        assert!(auth.authenticate(&tokens[5]).is_none(), "still revoked");
     }
 
     /// A watch body that never ends by itself, as an open watch with no events.

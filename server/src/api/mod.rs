@@ -7,6 +7,7 @@ pub mod auth;
 pub mod authz;
 pub mod body;
 pub mod computed;
+pub mod credential_feed;
 pub mod discovery;
 pub mod error;
 pub mod events_v1;

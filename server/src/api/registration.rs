@@ -11,12 +11,19 @@
 //! A member's credential lives as long as its Cluster: deleting the Cluster (or the credential
 //! Secret) revokes it at once ([`revoke_on_delete`]), and a start-up never loads the
 //! credential of a Cluster that is gone ([`load_credentials`]).
+//!
+//! The server that registers or revokes applies the change to its own [`Authenticator`] at
+//! once, with the store revision of its write; every server (that one included) then follows
+//! the Secrets through the credential feed ([`super::credential_feed`]), so a credential
+//! issued or revoked through one server of a fleet holds on all of them.
+//!
+//! [`Authenticator`]: super::auth::Authenticator
 
 use super::admission;
 use super::auth::{bearer, generate_token, token_hash};
 use super::error::{ApiError, ApiResult, Cause};
 use super::ApiState;
-use crate::store::{DeleteOptions, ListOptions, StoreError};
+use crate::store::{DeleteOptions, Deleted, ListOptions, StoreError};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -61,8 +68,56 @@ fn secret_name(cluster: &str) -> String {
     format!("{SECRET_PREFIX}{cluster}")
 }
 
-fn secrets() -> flotilla_api::kinds::ResourceType {
+/// The kind of the credential Secrets.
+pub fn secrets() -> flotilla_api::kinds::ResourceType {
     builtin_by_plural("", "secrets").unwrap_or_else(well_known::events)
+}
+
+/// The cluster a credential Secret's [`CREDENTIAL_LABEL`] names: only a labelled Secret
+/// grants a credential.
+pub fn credential_label(secret: &Value) -> Option<String> {
+    secret
+        .lookup(&format!(
+            "/metadata/labels/{}",
+            CREDENTIAL_LABEL.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+}
+
+/// The cluster a credential Secret is for: its [`CREDENTIAL_LABEL`], else the cluster its name
+/// ends with (a Secret that lost its label revokes that cluster's credential); `None` for a
+/// Secret that is no member credential.
+pub fn credential_cluster(secret: &Value) -> Option<String> {
+    credential_label(secret).or_else(|| {
+        secret
+            .lookup("/metadata/name")
+            .and_then(Value::as_str)
+            .and_then(|n| n.strip_prefix(SECRET_PREFIX))
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+    })
+}
+
+/// The credential's SHA-256 a credential Secret holds ([`TOKEN_HASH_ANNOTATION`]).
+pub fn credential_hash(secret: &Value) -> Option<String> {
+    secret
+        .lookup(&format!(
+            "/metadata/annotations/{}",
+            TOKEN_HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+}
+
+/// The resourceVersion an object was written (or deleted) at.
+fn revision_of(object: &Value) -> Option<u64> {
+    object
+        .lookup("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse().ok())
 }
 
 /// Whether `cluster` exists and is not being deleted.
@@ -82,36 +137,33 @@ async fn cluster_is_live(state: &ApiState, cluster: &str) -> Result<bool, StoreE
 /// credential Secret of a Cluster that is gone or going is deleted instead (its deletion may
 /// have been cut short by a crash).
 pub async fn load_credentials(state: &ApiState) -> Result<usize, StoreError> {
+    load_credentials_at(state).await.map(|(n, _)| n)
+}
+
+/// [`load_credentials`], also answering the store revision the credentials were read at (the
+/// credential feed watches from there).
+pub async fn load_credentials_at(state: &ApiState) -> Result<(usize, u64), StoreError> {
     let page = state
         .store
         .list(&secrets(), Some(CLUSTER_NAMESPACE), &ListOptions::default())
         .await?;
     let mut n = 0;
     for secret in page.items {
-        let cluster = secret
-            .lookup(&format!(
-                "/metadata/labels/{}",
-                CREDENTIAL_LABEL.replace('/', "~1")
-            ))
-            .and_then(Value::as_str);
-        let hash = secret
-            .lookup(&format!(
-                "/metadata/annotations/{}",
-                TOKEN_HASH_ANNOTATION.replace('/', "~1")
-            ))
-            .and_then(Value::as_str);
-        let (Some(cluster), Some(hash)) = (cluster, hash) else {
+        let (Some(cluster), Some(hash)) = (credential_label(&secret), credential_hash(&secret))
+        else {
             continue;
         };
-        if cluster_is_live(state, cluster).await? {
-            state.auth.set_agent_credential(cluster, hash);
+        if cluster_is_live(state, &cluster).await? {
+            state
+                .auth
+                .apply_agent_credential(&cluster, &hash, page.resource_version);
             n += 1;
         } else {
             tracing::info!(cluster = %cluster, "the cluster of a stored credential is gone; deleting the credential");
-            delete_credential(state, cluster).await?;
+            delete_credential(state, &cluster).await?;
         }
     }
-    Ok(n)
+    Ok((n, page.resource_version))
 }
 
 /// What follows a delete request (whether the object is gone or waits for finalizers): a
@@ -127,8 +179,14 @@ pub async fn revoke_on_delete(
     let clusters = well_known::clusters();
     if rt.group == clusters.group && rt.plural == clusters.plural {
         let revoked = state.auth.revoke_agent_credential(name);
-        if let Err(e) = delete_credential(state, name).await {
-            tracing::warn!(cluster = %name, error = %e, "deleting the credential Secret of a deleted cluster failed");
+        match delete_credential(state, name).await {
+            Ok(Some(revision)) => {
+                state.auth.apply_agent_removal(name, revision, false);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "deleting the credential Secret of a deleted cluster failed");
+            }
         }
         if revoked {
             tracing::info!(cluster = %name, "cluster deleted; its agent credential is revoked");
@@ -143,8 +201,9 @@ pub async fn revoke_on_delete(
     }
 }
 
-/// Deletes the credential Secret of `cluster` (absent is fine).
-async fn delete_credential(state: &ApiState, cluster: &str) -> Result<(), StoreError> {
+/// Deletes the credential Secret of `cluster` (absent is fine); answers the store revision of
+/// the deletion, when this call deleted it.
+async fn delete_credential(state: &ApiState, cluster: &str) -> Result<Option<u64>, StoreError> {
     match state
         .store
         .delete(
@@ -155,7 +214,8 @@ async fn delete_credential(state: &ApiState, cluster: &str) -> Result<(), StoreE
         )
         .await
     {
-        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+        Ok(Deleted::Gone(last)) => Ok(revision_of(&last)),
+        Ok(Deleted::Pending(_)) | Err(StoreError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -254,13 +314,23 @@ async fn register_inner(state: &ApiState, req: Request<Body>) -> ApiResult<Value
     }
     let token = generate_token();
     let hash = token_hash(&token);
-    store_credential(state, &name, &hash).await?;
-    state.auth.set_agent_credential(&name, &hash);
+    match store_credential(state, &name, &hash).await? {
+        Some(revision) => {
+            state.auth.apply_agent_credential(&name, &hash, revision);
+        }
+        None => state.auth.set_agent_credential(&name, &hash),
+    }
     // A deletion of the Cluster that ran in between revoked nothing; undo ours.
     if !cluster_is_live(state, &name).await.map_err(store_err)? {
         state.auth.revoke_agent_credential(&name);
-        if let Err(e) = delete_credential(state, &name).await {
-            tracing::warn!(cluster = %name, error = %e, "deleting the credential of a cluster deleted during its registration failed");
+        match delete_credential(state, &name).await {
+            Ok(Some(revision)) => {
+                state.auth.apply_agent_removal(&name, revision, false);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "deleting the credential of a cluster deleted during its registration failed");
+            }
         }
         return Err(conflict(
             &name,
@@ -325,7 +395,8 @@ fn set_location(cluster: &mut Value, reg: &Registration) {
     }
 }
 
-async fn store_credential(state: &ApiState, cluster: &str, hash: &str) -> ApiResult<()> {
+/// Writes the credential Secret of `cluster`; answers the store revision of the write.
+async fn store_credential(state: &ApiState, cluster: &str, hash: &str) -> ApiResult<Option<u64>> {
     let rt = secrets();
     let secret = json!({
         "apiVersion": "v1",
@@ -340,14 +411,14 @@ async fn store_credential(state: &ApiState, cluster: &str, hash: &str) -> ApiRes
     });
     let map = |e| ApiError::from_store(e, "", "secrets");
     match state.store.create(&rt, secret.clone()).await {
-        Ok(_) => Ok(()),
+        Ok(stored) => Ok(revision_of(&stored)),
         Err(StoreError::AlreadyExists { .. }) => {
             // Replace unconditionally: the newest registration wins.
             state
                 .store
                 .update(&rt, secret)
                 .await
-                .map(|_| ())
+                .map(|stored| revision_of(&stored))
                 .map_err(map)
         }
         Err(e) => Err(map(e)),

@@ -50,12 +50,16 @@ const LIST_CHUNK: usize = 500;
 pub struct EtcdStoreOptions {
     /// How often the compactor runs (`--etcd-compaction-interval`); zero turns it off.
     pub compaction_interval: Duration,
+    /// Whether this store collects garbage (dependents of gone owners, foreground deletions).
+    /// Off only for `migrate-store`, which writes dependents before their owners.
+    pub garbage_collection: bool,
 }
 
 impl Default for EtcdStoreOptions {
     fn default() -> Self {
         Self {
             compaction_interval: super::compactor::DEFAULT_COMPACTION_INTERVAL,
+            garbage_collection: true,
         }
     }
 }
@@ -157,12 +161,19 @@ impl EtcdStore {
             commits: AtomicU64::new(0),
         });
         let collector = Collector::start(inner.clone());
-        collector.push(recovery);
+        let collect = options.garbage_collection;
+        if collect {
+            collector.push(recovery);
+        }
         let queue = collector.clone();
         let follow = tokio::spawn(
             mirror
                 .clone()
-                .follow(client.clone(), revision, move |jobs| queue.push(jobs)),
+                .follow(client.clone(), revision, move |jobs| {
+                    if collect {
+                        queue.push(jobs)
+                    }
+                }),
         );
         let compactor = (!options.compaction_interval.is_zero())
             .then(|| Compactor::start(client.clone(), keys.prefix(), options.compaction_interval));
