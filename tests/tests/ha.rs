@@ -15,7 +15,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::ha::{Fleet, JOIN_TOKEN};
-use flotilla_tests::{eventually, healthy_on, post_manifests, scenario_text, Agent, ApiClient};
+use flotilla_tests::{
+    eventually, healthy_on, placement_of, post_manifests, scenario_text, Agent, ApiClient,
+};
 use std::collections::BTreeSet;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -61,20 +63,9 @@ fn agent(server_url: &str, name: &str, data: &Path) -> Agent {
     .expect("starting flotilla-agent")
 }
 
+/// nginx's placement, as (cluster, replicas).
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
-    let rb = api.get(RB).ok()?;
-    Some(
-        rb["spec"]["clusters"]
-            .as_array()?
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap_or("").to_string(),
-                    c["replicas"].as_i64().unwrap_or(0),
-                )
-            })
-            .collect(),
-    )
+    placement_of(api, RB)
 }
 
 fn ready_members(api: &ApiClient) -> Option<BTreeSet<String>> {
