@@ -27,12 +27,13 @@
 //! `FAILOVER_BINDINGS` (1000), `REPLICAS` per Deployment (2), `POD_STARTUP_MS` (the simulated
 //! pods' startup delay, 0: the figure is the control plane's), `BRAKE` (`default`; `off`: no
 //! pacing), `STORE` (`sled`; `log` or `memory` to
-//! compare), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file:
+//! compare; `etcd` starts an etcd of `ETCD_MEMBERS` members, 3, on 127.0.0.1), `SERVER_ARGS` (more server flags, split on whitespace), `PERF_RECORD` (a file:
 //! `perf record --call-graph dwarf` of the server from the taint to the end; with
 //! `PERF_AGENTS=1` the surviving agents too). It prints the figure, the per-stage table, the
 //! CPU spent and the server's counters during the failover. Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use flotilla_server::testing::etcd::EtcdCluster;
 use flotilla_tests::bench::{cpu_seconds, env_or};
 use flotilla_tests::{eventually, wait_members_ready, Agent, ApiClient, Server};
 use serde::Deserialize;
@@ -410,7 +411,21 @@ fn main() {
         other => panic!("BRAKE={other}: expected default or off"),
     }
     println!("eviction brake: {brake}");
+    // STORE=etcd: an etcd cluster of ETCD_MEMBERS members (3) on 127.0.0.1, from Debian's
+    // package, kept until the end of the run.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut _etcd = None;
     if let Ok(store) = std::env::var("STORE") {
+        if store == "etcd" {
+            let members = env_or("ETCD_MEMBERS", 3) as usize;
+            let cluster = runtime.block_on(EtcdCluster::start(members)).unwrap();
+            args.extend([
+                "--etcd-endpoints".to_string(),
+                cluster.endpoints().join(","),
+            ]);
+            println!("store: etcd, {members} member(s)");
+            _etcd = Some(cluster);
+        }
         args.extend(["--store".to_string(), store]);
     }
     // SERVER_ARGS: more flags for the server, split on whitespace (to try a setting).

@@ -1,13 +1,15 @@
 //! A highly available fleet for the end-to-end tests: a 3-member etcd cluster (Debian's
 //! `etcd`, started on 127.0.0.1 by `flotilla_server::testing::etcd`), N `flotilla-server`
 //! processes on it (`--store etcd`, leader election on), all stopped when the fleet drops.
-//! Each server has its own data directory; until the fleet's credentials are shared through
-//! the store, the admin and join tokens are seeded identically into each, and the servers
-//! speak plain HTTP.
+//! Each server has its own data directory, and the servers speak plain HTTP. The admin and
+//! join tokens are seeded into the first server's directory, so the test knows them; the fleet
+//! keeps them in the shared store, and the others, seeded the same, agree. The checks'
+//! randomness ([`KillPoints`]) and replays ([`duplicate_works`]) live here too.
 
 use crate::{ApiClient, Server};
 use anyhow::{anyhow, Context, Result};
 use flotilla_server::testing::etcd::EtcdCluster;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -171,6 +173,102 @@ impl Fleet {
     }
 }
 
+/// Random kill points that a failed run can repeat: a xorshift generator seeded from
+/// `FLOTILLA_HA_SEED`, or from the clock, and the seed printed.
+pub struct KillPoints {
+    state: u64,
+}
+
+impl KillPoints {
+    /// A generator for the check `what`; prints its seed.
+    pub fn new(what: &str) -> KillPoints {
+        let seed = std::env::var("FLOTILLA_HA_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("{what}: kill points from seed {seed} (FLOTILLA_HA_SEED={seed} repeats them)");
+        KillPoints { state: seed | 1 }
+    }
+
+    /// Another generator, seeded from this one (for a thread of its own).
+    pub fn fork(&mut self) -> KillPoints {
+        let seed = self.below(u64::MAX);
+        KillPoints { state: seed | 1 }
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state % n.max(1)
+    }
+
+    /// A duration in `lo..hi`, to the millisecond.
+    pub fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        let span = hi.saturating_sub(lo).as_millis() as u64;
+        lo + Duration::from_millis(self.below(span.max(1)))
+    }
+}
+
+/// How many rounds each randomized check runs: `FLOTILLA_HA_ROUNDS`, else `default`.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("FLOTILLA_HA_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The label naming a Work's ResourceBinding (its permanent id).
+const RB_ID_LABEL: &str = "resourcebinding.karmada.io/permanent-id";
+
+/// Reads a replay of the Works' watch (one JSON event per line): how many events it holds, and
+/// every moment at which one binding had two Works on one cluster. A Work counts from its
+/// ADDED to its DELETED event, being deleted or not.
+///
+/// # Panics
+/// On a line that is not a watch event of a Work.
+#[allow(clippy::panic)]
+pub fn duplicate_works(replay: &str) -> (usize, Vec<String>) {
+    let mut live: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+    let (mut events, mut duplicates) = (0, Vec::new());
+    for line in replay.lines().filter(|l| !l.trim().is_empty()) {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a watch event ({e}): {line}"));
+        let meta = &event["object"]["metadata"];
+        let (Some(cluster), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str())
+        else {
+            panic!("not a Work: {line}");
+        };
+        let binding = meta["labels"][RB_ID_LABEL]
+            .as_str()
+            .unwrap_or(name)
+            .to_string();
+        let works = live.entry((cluster.to_string(), binding)).or_default();
+        events += 1;
+        match event["type"].as_str() {
+            Some("ADDED") | Some("MODIFIED") => {
+                works.insert(name.to_string());
+            }
+            Some("DELETED") => {
+                works.remove(name);
+            }
+            other => panic!("unexpected watch event {other:?}: {line}"),
+        }
+        if works.len() > 1 {
+            duplicates.push(format!(
+                "at resourceVersion {}: {works:?} in {cluster}",
+                meta["resourceVersion"]
+            ));
+        }
+    }
+    (events, duplicates)
+}
+
 /// The value of an unlabelled metric in a Prometheus text exposition.
 pub fn metric_value(text: &str, name: &str) -> Option<f64> {
     text.lines()
@@ -192,5 +290,43 @@ mod tests {
             Some(42.0)
         );
         assert_eq!(metric_value(text, "flotilla_missing"), None);
+    }
+
+    #[test]
+    fn a_replay_shows_two_works_of_one_binding_on_one_cluster() {
+        let event = |kind: &str, cluster: &str, name: &str, binding: &str| {
+            serde_json::json!({"type": kind, "object": {"metadata": {
+                "namespace": cluster, "name": name, "resourceVersion": "1",
+                "labels": {RB_ID_LABEL: binding}}}})
+            .to_string()
+        };
+        let replay = |events: &[String]| duplicate_works(&events.join("\n"));
+        let one_at_a_time = [
+            event("ADDED", "karmada-es-m1", "w1", "b"),
+            event("ADDED", "karmada-es-m2", "w1", "b"),
+            event("MODIFIED", "karmada-es-m1", "w1", "b"),
+            event("DELETED", "karmada-es-m1", "w1", "b"),
+            event("ADDED", "karmada-es-m1", "w2", "b"),
+            event("ADDED", "karmada-es-m1", "other", "c"),
+        ];
+        assert_eq!(replay(&one_at_a_time), (6, vec![]));
+        let two = [
+            event("ADDED", "karmada-es-m1", "w1", "b"),
+            event("ADDED", "karmada-es-m1", "w2", "b"),
+            event("DELETED", "karmada-es-m1", "w1", "b"),
+        ];
+        let (events, duplicates) = replay(&two);
+        assert_eq!(events, 3);
+        assert_eq!(duplicates.len(), 1, "{duplicates:?}");
+    }
+
+    #[test]
+    fn kill_points_stay_in_range() {
+        let mut points = KillPoints { state: 42 };
+        for _ in 0..1000 {
+            assert!(points.below(3) < 3);
+            let d = points.between(Duration::from_millis(300), Duration::from_millis(900));
+            assert!(d >= Duration::from_millis(300) && d < Duration::from_millis(900));
+        }
     }
 }

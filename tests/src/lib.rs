@@ -3,6 +3,7 @@
 //! deadlines that say what they waited for.
 
 pub mod ha;
+pub mod linearizability;
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader};
