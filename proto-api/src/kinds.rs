@@ -447,6 +447,10 @@ pub mod well_known {
     pub fn events() -> ResourceType {
         get("", "events")
     }
+    /// `v1` ConfigMap.
+    pub fn config_maps() -> ResourceType {
+        get("", "configmaps")
+    }
     /// `v1` Secret (push members' credentials).
     pub fn secrets() -> ResourceType {
         get("", "secrets")

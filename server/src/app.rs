@@ -509,7 +509,10 @@ fn lead_controllers(
     let metrics = LeaderMetrics::register(&state.metrics.registry).map_err(StartError::Metrics)?;
     let member = member_clients(settings)?;
     let term_state = state.clone();
-    let term_settings = settings.clone();
+    let term_settings = ControllerSettings {
+        shared_store: true,
+        ..settings.clone()
+    };
     let runtime = config.controller_runtime.clone();
     let start: StartTerm = Box::new(move |store, stop| {
         let _on = runtime.as_ref().map(|rt| rt.enter());

@@ -7,6 +7,7 @@
 //!   `FLOTILLA_HA_SEED` repeats it); another server leads within lease + 1 s, its controllers
 //!   act within lease + 5 s, and the failover completes; a SIGTERMed leader hands over within
 //!   2 s;
+//! - **one API**: a standby lists the eviction brake as the leader sees it;
 //! - **no duplicates**: a replay of the Works' watch never shows two Works for one binding on
 //!   one cluster;
 //! - **fence**: a leader SIGSTOPped past its lease commits nothing once another leads;
@@ -34,6 +35,7 @@ const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
 const CLUSTERS: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
 const WORKS: &str = "/apis/work.karmada.io/v1alpha1/works";
+const BRAKES: &str = "/apis/flotilla.io/v1alpha1/evictionbrakes";
 const LEASE: Duration = Duration::from_secs(3);
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -197,6 +199,36 @@ fn takeover(lease: Option<Duration>, points: &mut KillPoints) -> Takeover {
     eventually("3 Ready members", WAIT, || {
         (ready_members(&api)?.len() == 3).then_some(())
     });
+    // A standby shows the eviction brake as the leader sees it (the leader publishes it).
+    eventually(
+        "a standby to show the leader's eviction brake",
+        WAIT,
+        || {
+            let shown = |api: &ApiClient| -> Option<Vec<(String, String, i64)>> {
+                let list = api.get(BRAKES).ok()?;
+                list["items"]
+                    .as_array()?
+                    .iter()
+                    .map(|b| {
+                        Some((
+                            b["metadata"]["name"].as_str()?.to_string(),
+                            b["status"]["state"].as_str()?.to_string(),
+                            b["status"]["clusters"].as_i64()?,
+                        ))
+                    })
+                    .collect()
+            };
+            let (Some(leaders), Some(standbys)) = (shown(&fleet.api(leader)), shown(&api)) else {
+                return Err("no answer".to_string());
+            };
+            let stamped = api.get(BRAKES).is_ok_and(|list| {
+                list["items"][0]["metadata"]["annotations"]["flotilla.io/published-at"].is_string()
+            });
+            (stamped && standbys == leaders && standbys.iter().any(|(_, _, n)| *n == 3))
+                .then_some(())
+                .ok_or(format!("leader {leaders:?}, standby {standbys:?}"))
+        },
+    );
     let works_from = api.get(WORKS).unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()

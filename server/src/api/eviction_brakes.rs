@@ -1,6 +1,8 @@
 //! `GET /apis/flotilla.io/v1alpha1/evictionbrakes[/<region>]`: the eviction brake's state per
 //! region (controllers/failover/brake.rs), read-only and computed on read from the clusters
-//! as they are now and the brake the controllers share — nothing is stored. One object per
+//! as they are now and the brake the controllers share — nothing is stored. A server that does
+//! not lead (several on one etcd) shows what the leader last published
+//! (controllers/failover/brake_publisher.rs), annotated with when. One object per
 //! region, named after it (`no-region` for the clusters without one). The brake's unit is a
 //! failed cluster: the object says how fast the region lets failed clusters out, which it let
 //! out (all their bindings may go) and which wait for their turn, and when. `kubectl get
@@ -11,83 +13,39 @@
 use super::error::{ApiError, ApiResult};
 use super::table::{age_column, name_column, text, Column};
 use super::ApiState;
-use crate::controllers::failover::brake::{Pace, RegionReport, CLUSTERS, EVICTIONS, NO_REGION};
+use crate::controllers::failover::brake_publisher::{
+    objects_of, read_published, PUBLISHED_NAME, PUBLISHED_NAMESPACE,
+};
 use crate::controllers::shared::cluster_cache;
-use chrono::{DateTime, SecondsFormat, Utc};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::FLOTILLA_GROUP;
 use serde_json::{json, Value};
 
 /// The kind's plural.
 pub const PLURAL: &str = "evictionbrakes";
-/// The kind.
-pub const KIND: &str = "EvictionBrake";
-/// The object name of the clusters without a region.
-pub const NO_REGION_NAME: &str = "no-region";
+pub use crate::controllers::failover::brake_publisher::{object, KIND, NO_REGION_NAME};
 
-fn stamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// The object for one region's report.
-pub fn object(
-    r: &RegionReport,
-    fleet: (usize, usize),
-    started: DateTime<Utc>,
-    grace_until: DateTime<Utc>,
-) -> Value {
-    let v = &r.view;
-    let name = if v.region == NO_REGION {
-        NO_REGION_NAME
-    } else {
-        v.region.as_str()
-    };
-    let mut status = json!({
-        "region": v.region,
-        "state": v.state.as_str(),
-        "rate": v.pace.describe(CLUSTERS),
-        "clusters": v.counts.clusters,
-        "notReadyClusters": v.counts.not_ready,
-        "fleetClusters": fleet.0,
-        "fleetNotReadyClusters": fleet.1,
-        "heldEvictions": r.held,
-        "releasedClusters": r.released.iter().map(|t| json!({"name": t.cluster, "releasedAt": stamp(t.at)})).collect::<Vec<_>>(),
-        "queuedClusters": r.queued.iter().map(|t| json!({"name": t.cluster, "turnAt": stamp(t.at)})).collect::<Vec<_>>(),
-        "message": v.reason,
-    });
-    if let Pace::PerSecond(rate) = v.pace {
-        status["clustersPerSecond"] = json!(rate);
-    }
-    if let Some(ceiling) = v.ceiling {
-        status["resourceEvictionRate"] = json!(ceiling.describe(EVICTIONS));
-    }
-    if v.state == crate::controllers::failover::brake::RegionState::StartupGrace {
-        status["startupGraceUntil"] = json!(stamp(grace_until));
-    }
-    json!({
-        "apiVersion": format!("{FLOTILLA_GROUP}/v1alpha1"),
-        "kind": KIND,
-        "metadata": {"name": name, "creationTimestamp": stamp(started)},
-        "status": status,
-    })
-}
-
-/// Every region's object, in region order (none when no controllers run).
+/// Every region's object, in region order: computed from the brake of the controllers this
+/// server runs, or, on a server that does not lead, the ones the leader published (none when
+/// nothing was published).
 pub async fn objects(state: &ApiState) -> ApiResult<Vec<Value>> {
+    let store_error = |e| ApiError::from_store(e, FLOTILLA_GROUP, PLURAL);
     let Some(brake) = &state.brake() else {
-        return Ok(Vec::new());
+        let config_maps = flotilla_api::kinds::well_known::config_maps();
+        return match state
+            .store
+            .get(&config_maps, Some(PUBLISHED_NAMESPACE), PUBLISHED_NAME)
+            .await
+        {
+            Ok(published) => Ok(read_published(&published)),
+            Err(crate::store::StoreError::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(store_error(e)),
+        };
     };
     let clusters = cluster_cache::read(state.store.as_ref())
         .await
-        .map_err(|e| ApiError::from_store(e, FLOTILLA_GROUP, PLURAL))?;
-    let now = state.clock.now();
-    let view = brake.view(&clusters, now);
-    let fleet = (view.fleet.clusters, view.fleet.not_ready);
-    Ok(brake
-        .report(&clusters, now)
-        .iter()
-        .map(|r| object(r, fleet, brake.started(), view.grace_until))
-        .collect())
+        .map_err(store_error)?;
+    Ok(objects_of(brake, &clusters, state.clock.now()))
 }
 
 /// The columns of `kubectl get evictionbrakes`: the state, the rate and the counts (the
@@ -167,8 +125,10 @@ pub fn columns() -> Vec<Column> {
 mod tests {
     use super::*;
     use crate::api::table;
-    use crate::controllers::failover::brake::{ClusterTurn, Counts, RegionState, RegionView};
-    use chrono::TimeZone;
+    use crate::controllers::failover::brake::{
+        ClusterTurn, Counts, Pace, RegionReport, RegionState, RegionView, NO_REGION,
+    };
+    use chrono::{TimeZone, Utc};
 
     #[test]
     fn an_object_per_region_says_state_rate_and_counts() {

@@ -141,6 +141,12 @@ pub const CONTROLLERS: &[ControllerEntry] = &[
         description: "moves a workload back to a recovered cluster after its stabilization window (opt-in)",
         build: wiring::failback,
     },
+    ControllerEntry {
+        name: "brake-publisher",
+        wing: Wing::Failover,
+        description: "publishes the eviction brake's state for the servers that do not lead (only when several share the store)",
+        build: wiring::brake_publisher,
+    },
 ];
 
 #[cfg(test)]
@@ -159,6 +165,6 @@ mod tests {
             assert!(names.insert(entry.name), "{} is listed twice", entry.name);
             assert!(!entry.description.is_empty());
         }
-        assert_eq!(names.len(), 15);
+        assert_eq!(names.len(), 16);
     }
 }

@@ -41,6 +41,9 @@ pub struct ControllerSettings {
     /// `--member-fence-after`: an exactly-once binding's replacement waits until the old
     /// member's last lease renewal plus this long (at least the agents' `--fence-after`).
     pub member_fence_after: Duration,
+    /// Whether other servers share the store (etcd with leader election): the leader then
+    /// publishes what only its controllers know, such as the eviction brake's state.
+    pub shared_store: bool,
 }
 
 impl Default for ControllerSettings {
@@ -62,6 +65,7 @@ impl Default for ControllerSettings {
             application_failover: ApplicationFailoverSettings::default(),
             eviction_brake: BrakeSettings::default(),
             member_fence_after: DEFAULT_MEMBER_FENCE_AFTER,
+            shared_store: false,
         }
     }
 }

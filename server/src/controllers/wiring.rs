@@ -383,3 +383,24 @@ pub fn failback(ctx: &ControllerContext) -> Result<Controller, WiringError> {
         ControllerConfig::new(sources).resync(ctx.settings.resync),
     ))
 }
+
+/// The brake publisher: one key, woken by the clusters' Ready and spec, and once a second while
+/// it publishes (writes only when the store is shared: `settings.shared_store`).
+pub fn brake_publisher(ctx: &ControllerContext) -> Result<Controller, WiringError> {
+    use crate::controllers::failover::brake_publisher::{BrakePublisher, KEY};
+    use crate::controllers::shared::fan_out::cluster_fingerprint;
+    let reconciler = BrakePublisher::new(
+        ctx.store.clone(),
+        ctx.clock.clone(),
+        ctx.brake.clone(),
+        ctx.settings.shared_store,
+    );
+    let sources = vec![
+        Source::mapped(well_known::clusters(), |_| vec![KEY.to_string()])
+            .on_change_of(cluster_fingerprint),
+    ];
+    Ok(Controller::new(
+        Arc::new(reconciler),
+        ControllerConfig::new(sources).resync(ctx.settings.resync),
+    ))
+}

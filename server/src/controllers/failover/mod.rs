@@ -12,6 +12,7 @@
 //! | a cluster's NoExecute taint outlasts a binding's toleration: evict it there | [`taint_manager`] | [`taint_manager::verdict`], [`taint_manager::decide`], [`taint_manager::outcome`] |
 //! | a workload stays unhealthy on a Ready cluster: evict it there | [`application_failover`] | [`application_failover::decide`], [`application_failover::report`], [`application_failover::outcome`] |
 //! | every eviction asks the partition brake of its region first | [`brake`] | [`brake::state_of`], [`brake::pace_of`], [`brake::admit_in`] |
+//! | the leader of several servers publishes the brake's state for the others to show | [`brake_publisher`] | [`brake_publisher::objects_of`], [`brake_publisher::published`] |
 //! | the evicted cluster's state is carried to the new placement | [`state_preservation`] | [`state_preservation::preserve`], [`state_preservation::condition`] |
 //! | an exactly-once workload's new copy waits until the old member has fenced itself | [`fencing`] | [`fencing::fence_wait`], [`fencing::unfenced_candidates`] |
 //! | an eviction task ends once the new placement is Healthy, or its grace period ran out | [`graceful_eviction`] | [`graceful_eviction::assess`] |
@@ -23,6 +24,7 @@
 
 pub mod application_failover;
 pub mod brake;
+pub mod brake_publisher;
 pub mod effects;
 pub mod failback;
 pub mod fencing;
