@@ -10,14 +10,17 @@
 //! - **one API**: a standby lists the eviction brake as the leader sees it;
 //! - **no duplicates**: a replay of the Works' watch never shows two Works for one binding on
 //!   one cluster;
-//! - **fence**: a leader SIGSTOPped past its lease commits nothing once another leads;
+//! - **fence**: a leader SIGSTOPped past its lease (at a random moment) commits nothing once
+//!   another leads;
 //! - **no storm**: across every leader change, no healthy member turns not Ready and nothing
 //!   healthy is evicted;
 //! - **etcd loss**: one etcd member (etcd's leader) SIGKILLed, the fleet keeps working; two
 //!   down, writes fail cleanly with a Status and no acknowledgement.
 //!
-//! Agents talk to a server that is not killed in the run (the agents' own failover between
-//! servers has its own tests, `agent_servers.rs`); "nothing lost" is `ha_writes.rs`.
+//! In the takeover check the agents are given all three servers, the leader first: the leader's
+//! death is also their server's, and they must carry on through another without a healthy
+//! member turning not Ready (the agents' failover has its own tests too, `agent_servers.rs`).
+//! "Nothing lost" is `ha_writes.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::ha::{duplicate_works, rounds, Fleet, KillPoints, JOIN_TOKEN};
@@ -47,14 +50,15 @@ fn fleet() -> Fleet {
     .expect("the fleet starts")
 }
 
-/// A pull agent for `name` that talks to `server_url` (plain HTTP, the fleet's join token).
-fn agent(server_url: &str, name: &str, data: &Path) -> Agent {
+/// A pull agent for `name` that talks to `servers` (comma-separated, the first first; plain
+/// HTTP, the fleet's join token).
+fn agent(servers: &str, name: &str, data: &Path) -> Agent {
     let token = data.join("join.token");
     std::fs::write(&token, JOIN_TOKEN).unwrap();
     let dir = data.join(name);
     Agent::start(&[
         "--server",
-        server_url,
+        servers,
         "--cluster-name",
         name,
         "--token-file",
@@ -184,18 +188,21 @@ fn takeover(lease: Option<Duration>, points: &mut KillPoints) -> Takeover {
     let lease = lease.unwrap_or(Duration::from_secs(15));
     let mut fleet = Fleet::start(3, &flags).expect("the fleet starts");
     let leader = the_leader(&fleet, WAIT);
-    // The agents and the test talk to a server that stays up through the run.
+    // The test talks to a server that stays up through the run; the agents start on the
+    // leader, and know the others.
     let (stay, other) = match leader {
         0 => (1, 2),
         1 => (2, 0),
         _ => (0, 1),
     };
     let api = fleet.api(stay);
-    let url = fleet.server(stay).unwrap().url.clone();
+    let servers = [leader, stay, other]
+        .map(|i| fleet.server(i).unwrap().url.clone())
+        .join(",");
     let data = fleet.dir().to_path_buf();
-    let mut member1 = agent(&url, "member1", &data);
-    let _member2 = agent(&url, "member2", &data);
-    let _member3 = agent(&url, "member3", &data);
+    let mut member1 = agent(&servers, "member1", &data);
+    let _member2 = agent(&servers, "member2", &data);
+    let _member3 = agent(&servers, "member3", &data);
     eventually("3 Ready members", WAIT, || {
         (ready_members(&api)?.len() == 3).then_some(())
     });
@@ -357,14 +364,17 @@ fn a_killed_leader_is_replaced_within_the_default_lease() {
 
 #[test]
 fn a_paused_leader_commits_nothing_once_another_leads() {
+    let mut points = KillPoints::new("fence");
     let fleet = fleet();
     let leader = the_leader(&fleet, WAIT);
     let stay = (leader + 1) % 3;
     let api = fleet.api(stay);
-    let url = fleet.server(stay).unwrap().url.clone();
+    let servers = [stay, leader, (leader + 2) % 3]
+        .map(|i| fleet.server(i).unwrap().url.clone())
+        .join(",");
     let data = fleet.dir().to_path_buf();
-    let _m1 = agent(&url, "member1", &data);
-    let _m2 = agent(&url, "member2", &data);
+    let _m1 = agent(&servers, "member1", &data);
+    let _m2 = agent(&servers, "member2", &data);
     eventually("2 Ready members", WAIT, || {
         (ready_members(&api)?.len() == 2).then_some(())
     });
@@ -374,7 +384,10 @@ fn a_paused_leader_commits_nothing_once_another_leads() {
     });
     let storm = StormWatch::start(fleet.api(stay), &["member1", "member2"]);
 
-    // The leader pauses past its lease; another leads and acts.
+    // At a random moment the leader pauses past its lease; another leads and acts.
+    let pause = points.between(Duration::ZERO, Duration::from_millis(1500));
+    eprintln!("pause point: {pause:?} after the placement");
+    std::thread::sleep(pause);
     fleet.signal_server(leader, "STOP").unwrap();
     let next = eventually("another leader", LEASE + Duration::from_secs(10), || {
         fleet
@@ -453,7 +466,7 @@ fn losing_one_etcd_member_is_survived_and_losing_two_fails_writes_cleanly() {
     );
 
     // A second member dies: no quorum. Writes fail, with a Status, and are not acknowledged.
-    let second = (etcd_leader + 1) % 3;
+    let second = (etcd_leader + 1 + KillPoints::new("etcd loss").below(2) as usize) % 3;
     fleet.kill_etcd(second);
     let (code, body) = api.send("POST", path, Some(&cm("no-quorum"))).unwrap();
     eprintln!("write without quorum: {code} {body}");
