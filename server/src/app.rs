@@ -335,15 +335,7 @@ pub fn ensure_self_signed(
     if cert.exists() && key.exists() {
         return Ok((cert, key));
     }
-    let mut names = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
-    if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
-        names.push(listen.ip().to_string());
-    }
-    let generated = rcgen::generate_simple_self_signed(names)
+    let generated = rcgen::generate_simple_self_signed(crate::fleet::serving_names(listen))
         .map_err(|e| StartError::Certificate(e.to_string()))?;
     write_private(&key, &generated.signing_key.serialize_pem()).map_err(data_err(&key))?;
     write_private(&cert, &generated.cert.pem()).map_err(data_err(&cert))?;

@@ -216,6 +216,26 @@ impl Server {
     }
 }
 
+/// The names of the Clusters that report Ready=True (`None` when the list fails).
+pub fn ready_members(api: &ApiClient) -> Option<std::collections::BTreeSet<String>> {
+    let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
+    Some(
+        list["items"]
+            .as_array()?
+            .iter()
+            .filter(|c| {
+                c.pointer("/status/conditions")
+                    .and_then(serde_json::Value::as_array)
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+            })
+            .filter_map(|c| c["metadata"]["name"].as_str().map(String::from))
+            .collect(),
+    )
+}
+
 /// Waits (at most 60 s) until `n` Cluster objects report Ready=True.
 ///
 /// # Panics
@@ -224,22 +244,7 @@ pub fn wait_members_ready(api: &ApiClient, n: usize) {
     eventually(
         &format!("{n} Ready members"),
         Duration::from_secs(60),
-        || {
-            let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
-            let ready = list["items"]
-                .as_array()?
-                .iter()
-                .filter(|c| {
-                    c.pointer("/status/conditions")
-                        .and_then(serde_json::Value::as_array)
-                        .is_some_and(|cs| {
-                            cs.iter()
-                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                        })
-                })
-                .count();
-            (ready == n).then_some(())
-        },
+        || (ready_members(api)?.len() == n).then_some(()),
     );
 }
 

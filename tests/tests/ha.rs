@@ -25,9 +25,9 @@
 
 use flotilla_tests::ha::{duplicate_works, rounds, Fleet, KillPoints, JOIN_TOKEN};
 use flotilla_tests::{
-    eventually, healthy_on, placement_of, post_manifests, scenario_text, Agent, ApiClient,
+    eventually, healthy_on, placement_of, post_manifests, ready_members, scenario_text, Agent,
+    ApiClient,
 };
-use std::collections::BTreeSet;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,25 +78,6 @@ fn agent(servers: &str, name: &str, data: &Path) -> Agent {
 /// nginx's placement, as (cluster, replicas).
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     placement_of(api, RB)
-}
-
-fn ready_members(api: &ApiClient) -> Option<BTreeSet<String>> {
-    let list = api.get(CLUSTERS).ok()?;
-    Some(
-        list["items"]
-            .as_array()?
-            .iter()
-            .filter(|c| {
-                c.pointer("/status/conditions")
-                    .and_then(serde_json::Value::as_array)
-                    .is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            })
-            .filter_map(|c| c["metadata"]["name"].as_str().map(String::from))
-            .collect(),
-    )
 }
 
 /// The one server that leads, once exactly one does.
