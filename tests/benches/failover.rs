@@ -136,7 +136,7 @@ struct ObservedSpec {
 struct ObservedStatus {
     /// A binding's per-cluster health.
     aggregated_status: Vec<ClusterHealth>,
-    /// A Work's conditions.
+    /// A Work's or a Cluster's conditions.
     conditions: Vec<Condition>,
 }
 
@@ -238,6 +238,9 @@ fn applied(work: &Observed) -> bool {
 struct Stages {
     /// The NoExecute taint on member1 (instant seen, wall clock seen, its timeAdded).
     taint: Option<(Instant, chrono::DateTime<chrono::Utc>, String)>,
+    /// A surviving member seen not Ready (its lease or status fell behind under the load):
+    /// which, and when.
+    survivor_not_ready: Vec<(String, Instant)>,
     /// member1 left `spec.clusters`.
     evicted: HashMap<u64, Instant>,
     /// `spec.clusters` is member2 + member3.
@@ -504,6 +507,15 @@ fn main() {
                 stop.clone(),
                 move |c, now| {
                     if c.metadata.name != DEAD {
+                        let ready = c
+                            .status
+                            .conditions
+                            .iter()
+                            .any(|k| k.type_ == "Ready" && k.status == "True");
+                        if !ready {
+                            let mut st = stages.lock().unwrap();
+                            st.survivor_not_ready.push((c.metadata.name.clone(), now));
+                        }
                         return;
                     }
                     if let Some(added) = has_no_execute_taint(c) {
@@ -642,6 +654,14 @@ fn main() {
         taint_seen_wall.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
     );
     let wall = end.duration_since(t0).as_secs_f64();
+    for (cluster, at) in &st.survivor_not_ready {
+        let since = if *at >= t0 {
+            at.duration_since(t0).as_secs_f64()
+        } else {
+            -t0.duration_since(*at).as_secs_f64()
+        };
+        println!("WARNING: surviving {cluster} seen not Ready {since:+.2} s from the taint");
+    }
     match &done {
         Ok(last) => println!(
             "**taint → every replica Healthy on member2+member3: {:.2} s** ({n} bindings, {} replicas moved)",
