@@ -6,7 +6,10 @@
 #   etcd     (etcd-server) the etcd store tests start real etcd processes on 127.0.0.1;
 #   kubectl  the kubectl and docs tests;
 #   jq       the scheduling page's examples read `explain` output with it;
-#   curl     the docs' examples, and the HTTP/2 refusal test of server/tests/limits.rs.
+#   curl     the docs' examples, and the HTTP/2 refusal test of server/tests/limits.rs;
+#   chromium and chromedriver (chromium, chromium-driver) the fleet page's browser test
+#            (tests/tests/ui.rs) drives Debian's Chromium through its WebDriver; no browser is
+#            ever downloaded at run time.
 # scripts/demo.sh, which tests/tests/demo.rs runs, needs kubectl, jq and curl. A test whose tool
 # is missing fails loudly; it never skips. `.ci/run` runs this script first.
 set -euo pipefail
@@ -15,6 +18,8 @@ missing=()
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if ! command -v etcd >/dev/null 2>&1 && [ ! -x /usr/bin/etcd ]; then missing+=(etcd-server); fi
 if ! command -v kubectl >/dev/null 2>&1; then
   # The machine image ships `kubectl`; Debian's own build of it is `kubernetes-client`.
@@ -52,7 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-for tool in jq curl kubectl protoc; do
+for tool in jq curl kubectl protoc chromium chromedriver; do
   command -v "$tool" >/dev/null || { echo "setup.sh: $tool is still missing" >&2; exit 1; }
 done
 command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || { echo "setup.sh: etcd is still missing" >&2; exit 1; }

@@ -2,6 +2,7 @@
 //! stop them when the test ends (also when it fails), run kubectl against them, and wait with
 //! deadlines that say what they waited for.
 
+pub mod browser;
 pub mod ha;
 pub mod linearizability;
 

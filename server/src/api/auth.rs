@@ -7,7 +7,8 @@
 //! tokens through it ([`crate::fleet`]).
 //!
 //! Every call needs a token except the public probes (`/healthz`, `/livez`, `/readyz`,
-//! `/version`), which answer anonymous calls. A token that is presented is checked on every
+//! `/version`) and the fleet page (`/ui`, which holds no data: it asks its user for a token),
+//! which answer anonymous calls. A token that is presented is checked on every
 //! path, probes included, as kube-apiserver does: a revoked or unknown bearer token is 401
 //! wherever it is sent. A revoked member credential also ends the watches it opened: each one
 //! gets an `ERROR` event with a 401 `Status` and closes, so nothing more reaches its holder.
@@ -392,10 +393,14 @@ pub fn generate_token() -> String {
 /// The path where pull members register; registration checks the join token itself.
 pub const REGISTER_PATH: &str = "/flotilla/v1/register";
 
-/// The probes that answer anonymous calls: the health probes and `/version` (what Kubernetes'
-/// `system:public-info-viewer` role opens). A token sent to them is still checked.
+/// The paths that answer anonymous calls: the health probes and `/version` (what Kubernetes'
+/// `system:public-info-viewer` role opens), and the fleet page ([`super::ui`]), which holds no
+/// data. A token sent to them is still checked.
 fn is_probe(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/livez" | "/version")
+    matches!(
+        path,
+        "/healthz" | "/readyz" | "/livez" | "/version" | super::ui::UI_PATH
+    )
 }
 
 /// The bearer token of a request, if any.

@@ -32,6 +32,7 @@ pub mod scale;
 pub mod simulation;
 pub mod table;
 pub mod target;
+pub mod ui;
 pub mod update;
 pub mod views;
 pub mod watch;
@@ -143,6 +144,7 @@ pub fn router(state: ApiState) -> Router {
             get(|| async { axum::Json(discovery::version()) }),
         )
         .route("/metrics", get(render_metrics))
+        .route(ui::UI_PATH, get(ui::fleet_page))
         .route(
             "/flotilla/v1/register",
             axum::routing::post(registration::register),
