@@ -8,7 +8,7 @@
 #   jq       the scheduling page's examples read `explain` output with it;
 #   curl     the docs' examples, and the HTTP/2 refusal test of server/tests/limits.rs;
 #   chromium and chromedriver (chromium, chromium-driver) the fleet page's browser test
-#            (tests/tests/ui.rs) drives Debian's Chromium through its WebDriver; no browser is
+#            (tests/tests/fleet_page.rs) drives Debian's Chromium through its WebDriver; no browser is
 #            ever downloaded at run time.
 # scripts/demo.sh, which tests/tests/demo.rs runs, needs kubectl, jq and curl. A test whose tool
 # is missing fails loudly; it never skips. `.ci/run` runs this script first.

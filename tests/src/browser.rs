@@ -5,17 +5,19 @@
 //! `/usr/bin/chromium` in headless mode with a fresh profile and every host but 127.0.0.1
 //! unresolvable, so a page that reached for a CDN would fail visibly. Both are installed by
 //! `scripts/setup.sh`; a missing one fails the test loudly, never skips it. Dropping the
-//! `Browser` ends the session and kills the driver (and with it the browser), also when the
-//! test panics.
+//! `Browser` ends the session and kills the driver's process group (the browser with it), also
+//! when the test panics.
 //!
 //! The client covers what the tests need: open a URL, run a script and read its JSON answer,
 //! wait for a script to answer something truthy, and take a screenshot.
 
+use crate::Process;
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The browser and its driver, as Debian's packages install them.
@@ -25,7 +27,8 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// One WebDriver session of a headless Chromium.
 pub struct Browser {
-    driver: Child,
+    /// chromedriver; dropped (its process group killed) after the session ends.
+    driver: Process,
     http: reqwest::blocking::Client,
     /// `http://127.0.0.1:<port>/session/<id>`.
     session: String,
@@ -54,13 +57,18 @@ impl Browser {
     pub fn start(extra_args: &[&str]) -> Result<Browser> {
         require_chromium();
         let port = free_port()?;
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {CHROMEDRIVER}"))?;
+        // Its own process group, so that dropping it kills the browser it started too.
+        let driver = Process {
+            child: Command::new(CHROMEDRIVER)
+                .process_group(0)
+                .arg(format!("--port={port}"))
+                .arg("--allowed-ips=127.0.0.1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {CHROMEDRIVER}"))?,
+            name: "chromedriver".into(),
+        };
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()?;
@@ -211,8 +219,7 @@ impl Drop for Browser {
                 .timeout(Duration::from_secs(5))
                 .send();
         }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        self.driver.kill();
     }
 }
 

@@ -391,6 +391,28 @@ pub fn pull_agent_with(server: &Server, name: &str, data: &Path, extra: &[&str])
     .expect("starting flotilla-agent")
 }
 
+/// Registers a pull member `name` with the server's join token, as an agent would; answers
+/// the member credential the server issued.
+///
+/// # Panics
+/// When the join token cannot be read or the registration is refused.
+#[allow(clippy::expect_used)]
+pub fn register_member(server: &Server, name: &str) -> String {
+    let join = std::fs::read_to_string(server.data_dir.join("join.token")).expect("join.token");
+    let api = ApiClient::with_token(server, join.trim()).expect("a client");
+    match api
+        .send(
+            "POST",
+            "/flotilla/v1/register",
+            Some(&serde_json::json!({"clusterName": name})),
+        )
+        .expect("registering")
+    {
+        (200, v) => v["token"].as_str().unwrap_or_default().to_string(),
+        (code, v) => panic!("registering {name}: {code} {v}"),
+    }
+}
+
 /// A binding's `spec.clusters` as (cluster, replicas), or `None` when it cannot be read.
 pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, i64)>> {
     let rb = api.get(binding_path).ok()?;

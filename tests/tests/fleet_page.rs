@@ -284,29 +284,12 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
     }
 }
 
-/// Registers a member with the join token; answers its credential.
-fn register(server: &Server, name: &str) -> String {
-    let join = std::fs::read_to_string(server.data_dir.join("join.token")).unwrap();
-    let api = ApiClient::with_token(server, join.trim()).unwrap();
-    match api
-        .send(
-            "POST",
-            "/flotilla/v1/register",
-            Some(&json!({"clusterName": name})),
-        )
-        .unwrap()
-    {
-        (200, v) => v["token"].as_str().unwrap().to_string(),
-        (code, v) => panic!("registering {name}: {code} {v}"),
-    }
-}
-
 #[test]
 fn a_refused_login_names_its_status_over_plain_http() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(&data.path().join("server"), &["--plain-http"]).unwrap();
     assert!(server.url.starts_with("http://"), "{}", server.url);
-    let member = register(&server, "m1");
+    let member = flotilla_tests::register_member(&server, "m1");
     let browser = Browser::start(&[]).unwrap();
     browser.goto(&format!("{}/ui", server.url)).unwrap();
 

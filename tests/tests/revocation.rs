@@ -78,23 +78,6 @@ fn next_line(watch: &mpsc::Receiver<String>, what: &str, deadline: Duration) -> 
     }
 }
 
-/// Registers `name` with the join token; answers the new credential.
-fn register(server: &Server, name: &str) -> String {
-    let join = std::fs::read_to_string(server.data_dir.join("join.token")).unwrap();
-    let api = ApiClient::with_token(server, join.trim()).unwrap();
-    match api
-        .send(
-            "POST",
-            "/flotilla/v1/register",
-            Some(&json!({"clusterName": name})),
-        )
-        .unwrap()
-    {
-        (200, v) => v["token"].as_str().unwrap().to_string(),
-        (code, v) => panic!("registering {name}: {code} {v}"),
-    }
-}
-
 #[test]
 fn a_re_registered_members_former_credential_is_refused_everywhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -136,7 +119,7 @@ fn a_re_registered_members_former_credential_is_refused_everywhere() {
     // An admin allows one new registration of m1, and the join token makes it.
     let allow = json!({"metadata": {"annotations": {"flotilla.io/allow-reregistration": "true"}}});
     assert_eq!(admin.send("PATCH", CLUSTER, Some(&allow)).unwrap().0, 200);
-    let new = register(&server, "m1");
+    let new = flotilla_tests::register_member(&server, "m1");
     assert_ne!(new, old);
 
     // The watch the old credential opened ends with a 401 ERROR event.
