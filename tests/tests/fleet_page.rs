@@ -332,3 +332,81 @@ fn a_refused_login_names_its_status_over_plain_http() {
         .unwrap();
     assert_eq!(text_of(&browser, "#login-error"), json!(""));
 }
+
+/// Sets the "pause live updates" switch as a user's click would.
+fn set_paused(browser: &Browser, paused: bool) {
+    browser
+        .execute(
+            "const p = document.querySelector('#pause-live'); p.checked = arguments[0]; \
+             p.dispatchEvent(new Event('change')); return true;",
+            vec![json!(paused)],
+        )
+        .unwrap();
+}
+
+#[test]
+fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
+    let data = tempfile::tempdir().unwrap();
+    // A short event log: a watch resumed from before 60 writes is 410 Gone.
+    let server = Server::start(
+        &data.path().join("server"),
+        &["--plain-http", "--event-log-capacity", "20"],
+    )
+    .unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    // Events are written as a user's tools would; the first one before the page lists, so the
+    // list has a resourceVersion of its own (an empty store's is 0, from which a watch starts
+    // afresh instead of resuming).
+    let post_event = |i: usize| {
+        let event = json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("paused-{i}"), "namespace": "default"},
+            "involvedObject": {"kind": "ConfigMap", "namespace": "default", "name": "cfg"},
+            "reason": format!("WhilePaused{i}"), "message": "written while the page was paused",
+            "type": "Normal"
+        });
+        let (code, body) = api
+            .send("POST", "/api/v1/namespaces/default/events", Some(&event))
+            .unwrap();
+        assert_eq!(code, 201, "{body}");
+    };
+    post_event(0);
+    let browser = Browser::start(&[]).unwrap();
+    browser.goto(&format!("{}/ui", server.url)).unwrap();
+    log_in(&browser, &server.token);
+    let live = "const s = document.querySelector('#feed-status'); \
+                return s && s.textContent.includes('events: live');";
+    browser
+        .wait_for("the events feed live", STEP, live)
+        .unwrap();
+
+    // Paused, the page holds no watch; meanwhile 60 Events are written.
+    set_paused(&browser, true);
+    browser
+        .wait_for(
+            "the events feed paused",
+            STEP,
+            "return document.querySelector('#feed-status').textContent.includes('events: paused');",
+        )
+        .unwrap();
+    for i in 1..60 {
+        post_event(i);
+    }
+
+    // Resumed: its watch's resourceVersion is gone (410), so it lists again and shows them.
+    set_paused(&browser, false);
+    browser
+        .wait_for(
+            "the Event written last while paused",
+            STEP,
+            "return document.querySelector('#events [data-event][data-reason=\"WhilePaused59\"]') !== null;",
+        )
+        .unwrap();
+    let relists = browser
+        .execute("return window.__flotillaUi.relists;", vec![])
+        .unwrap();
+    assert!(relists.as_u64().unwrap() >= 1, "relists: {relists}");
+    browser
+        .wait_for("the events feed live again", STEP, live)
+        .unwrap();
+}
