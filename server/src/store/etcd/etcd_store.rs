@@ -788,6 +788,9 @@ impl Store for EtcdStore {
     }
 
     async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        // The counts are the watch-fed mirror's: wait until it holds this process's own
+        // writes, so a caller reads its writes (the mirror lagged a create in a CI run).
+        self.inner.mirror_current().await?;
         Ok(self.inner.mirror.counts())
     }
 
