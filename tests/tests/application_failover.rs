@@ -127,10 +127,16 @@ fn scenario_03_an_unhealthy_application_moves_and_its_old_copy_waits_for_the_use
     eventually("the old Work to go", Duration::from_secs(30), || {
         works_on(&api, &first).is_empty().then_some(())
     });
-    let reasons = reasons(&api);
-    assert!(
-        reasons.iter().any(|r| r == "EvictionTaskReleased"),
-        "{reasons:?}"
+    // The Event follows the binding's write.
+    eventually(
+        "the EvictionTaskReleased Event",
+        Duration::from_secs(30),
+        || {
+            reasons(&api)
+                .iter()
+                .any(|r| r == "EvictionTaskReleased")
+                .then_some(())
+        },
     );
     // The binding's failover history tells it: Healthy while the task was kept, then released.
     let entry = eventually(

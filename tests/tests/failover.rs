@@ -50,6 +50,16 @@ fn event_reasons(api: &ApiClient) -> Vec<String> {
     .collect()
 }
 
+/// Waits for an Event with `reason` about the binding. The controller that ends an eviction
+/// task records its Event after the binding's write, so a test that saw the write waits for it.
+fn wait_event(api: &ApiClient, reason: &str) {
+    eventually(
+        &format!("a {reason} Event"),
+        Duration::from_secs(30),
+        || event_reasons(api).iter().any(|r| r == reason).then_some(()),
+    );
+}
+
 /// The (type, reason) of each Event about the object of `kind` named `name` in `default`.
 fn events_of(api: &ApiClient, kind: &str, name: &str) -> Vec<(String, String)> {
     api.get(&format!(
@@ -115,7 +125,6 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
             .unwrap_or_default();
         tasks.is_empty().then_some(())
     });
-    let reasons = event_reasons(&api);
     // Karmada's eviction Event, as Karmada records it: Normal, on the binding and on the
     // Deployment it propagates.
     let evicted = (
@@ -129,10 +138,7 @@ fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it
         let events = events_of(&api, kind, name);
         assert!(events.contains(&evicted), "{kind} {name}: {events:?}");
     }
-    assert!(
-        reasons.iter().any(|r| r == "EvictionTaskDoneHealthy"),
-        "{reasons:?}"
-    );
+    wait_event(&api, "EvictionTaskDoneHealthy");
     // (The task ended on member2's Healthy report, which EvictionTaskDoneHealthy says; on a
     // loaded machine a late lease may turn member2's health Unknown for a moment after it.)
     eventually("member2 Healthy", Duration::from_secs(30), || {
@@ -369,9 +375,7 @@ fn purge_mode_never_keeps_the_old_work_until_suppress_deletion_is_lifted() {
     eventually("member1's Work to go", Duration::from_secs(30), || {
         works_on(&api, "member1").is_empty().then_some(())
     });
-    assert!(event_reasons(&api)
-        .iter()
-        .any(|r| r == "EvictionTaskReleased"));
+    wait_event(&api, "EvictionTaskReleased");
 }
 
 #[test]
@@ -405,12 +409,7 @@ fn when_the_only_feasible_cluster_fails_nothing_is_deleted_and_the_binding_says_
         },
     );
     assert!(!message.is_empty());
-    eventually("the held task's Event", Duration::from_secs(30), || {
-        event_reasons(&api)
-            .iter()
-            .any(|r| r == "EvictionTaskHeld")
-            .then_some(())
-    });
+    wait_event(&api, "EvictionTaskHeld");
     // Past the task's 1 s grace period, another pass (woken by a label on member1, which the
     // task names) holds the task again instead of dropping it.
     let created = eviction_tasks(&api, RB)[0]["creationTimestamp"]
@@ -509,9 +508,7 @@ fn a_failover_interrupted_by_a_crash_finishes_after_restart() {
     eventually("member1's Work to go", Duration::from_secs(30), || {
         works_on(&api, "member1").is_empty().then_some(())
     });
-    assert!(event_reasons(&api)
-        .iter()
-        .any(|r| r == "EvictionTaskDoneHealthy"));
+    wait_event(&api, "EvictionTaskDoneHealthy");
     let url = format!(
         "{}/members/member2/objects?apiVersion=apps/v1&kind=Deployment&namespace=default&name=nginx",
         server.sim_members_url()
