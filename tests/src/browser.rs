@@ -9,7 +9,8 @@
 //! when the test panics.
 //!
 //! The client covers what the tests need: open a URL, run a script and read its JSON answer,
-//! wait for a script to answer something truthy, and take a screenshot.
+//! wait for a script to answer something truthy or for an element's text to pass a test, click,
+//! and take a screenshot.
 
 use crate::Process;
 use anyhow::{anyhow, bail, Context, Result};
@@ -32,7 +33,8 @@ pub struct Browser {
     http: reqwest::blocking::Client,
     /// `http://127.0.0.1:<port>/session/<id>`.
     session: String,
-    _profile: tempfile::TempDir,
+    /// The browser's fresh profile (`--user-data-dir`), removed when the `Browser` is dropped.
+    profile: tempfile::TempDir,
 }
 
 /// Fails loudly when the browser or its driver is missing (never a skipped test).
@@ -78,7 +80,7 @@ impl Browser {
             driver,
             http,
             session: String::new(),
-            _profile: profile,
+            profile,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -118,7 +120,7 @@ impl Browser {
         .collect();
         args.push(format!(
             "--user-data-dir={}",
-            browser._profile.path().display()
+            browser.profile.path().display()
         ));
         args.extend(extra_args.iter().map(|s| s.to_string()));
         let caps = json!({"capabilities": {"alwaysMatch": {
@@ -188,6 +190,36 @@ impl Browser {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Waits until the first element `selector` matches has a text for which the JavaScript
+    /// expression `test` (over the text, `t`) is true, and answers that text.
+    pub fn wait_text(
+        &self,
+        what: &str,
+        deadline: Duration,
+        selector: &str,
+        test: &str,
+    ) -> Result<String> {
+        let script = format!(
+            "const e = document.querySelector({}); if (!e) return null; \
+             const t = e.textContent; return ({test}) ? {{ text: t }} : null;",
+            json!(selector)
+        );
+        let found = self.wait_for(what, deadline, &script)?;
+        Ok(found["text"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Clicks the first element `selector` matches, as a user would.
+    pub fn click(&self, selector: &str) -> Result<()> {
+        let found = self.execute(
+            "const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e;",
+            vec![json!(selector)],
+        )?;
+        if found != json!(true) {
+            bail!("nothing on the page matches {selector} to click");
+        }
+        Ok(())
     }
 
     /// Saves a PNG of the window at `path`.

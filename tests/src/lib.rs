@@ -168,35 +168,61 @@ impl Server {
     /// Starts `flotilla-server --listen 127.0.0.1:0 --data-dir <dir> <extra...>` and waits until
     /// it prints its URL.
     pub fn start(data_dir: &Path, extra: &[&str]) -> Result<Server> {
+        Self::start_on(data_dir, "127.0.0.1:0", extra)
+    }
+
+    /// Starts `flotilla-server --listen <listen> --data-dir <dir> <extra...>` and waits until it
+    /// prints its URL. To restart a dead server in place (its clients keep their URL), pass
+    /// [`Server::listen_addr`] of the old one: its port is free once the process is gone (a bind
+    /// that still fails is retried for 10 s).
+    pub fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Result<Server> {
         let bin = binary("flotilla-server")?;
-        let mut child = Command::new(bin)
-            .process_group(0)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("spawning flotilla-server")?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-        let mut process = Process {
-            child,
-            name: "flotilla-server".into(),
-        };
-        let url =
-            read_url(stdout, "flotilla-server listening on ").inspect_err(|_| process.kill())?;
-        let token = std::fs::read_to_string(data_dir.join("admin.token"))?
-            .trim()
-            .to_string();
-        Ok(Server {
-            process,
-            url,
-            data_dir: data_dir.to_path_buf(),
-            token,
-        })
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut child = Command::new(&bin)
+                .process_group(0)
+                .arg("--listen")
+                .arg(listen)
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("spawning flotilla-server")?;
+            let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+            let mut process = Process {
+                child,
+                name: "flotilla-server".into(),
+            };
+            match read_url(stdout, "flotilla-server listening on ") {
+                Ok(url) => {
+                    let token = std::fs::read_to_string(data_dir.join("admin.token"))?
+                        .trim()
+                        .to_string();
+                    return Ok(Server {
+                        process,
+                        url,
+                        data_dir: data_dir.to_path_buf(),
+                        token,
+                    });
+                }
+                Err(e) => {
+                    let exited = process.child.try_wait()?.is_some();
+                    process.kill();
+                    if !exited || Instant::now() >= deadline {
+                        return Err(e.context(format!("starting flotilla-server on {listen}")));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    /// The `host:port` the server serves on (its URL without the scheme).
+    pub fn listen_addr(&self) -> &str {
+        host_port(&self.url)
     }
 
     /// Path of the kubeconfig the server wrote.
@@ -301,9 +327,7 @@ impl Agent {
 
     /// The `host:port` the agent serves on (its URL without the scheme).
     pub fn listen_addr(&self) -> &str {
-        self.url
-            .split_once("://")
-            .map_or(self.url.as_str(), |(_, rest)| rest.trim_end_matches('/'))
+        host_port(&self.url)
     }
 }
 
@@ -435,6 +459,18 @@ pub fn placement_of(api: &ApiClient, binding_path: &str) -> Option<Vec<(String, 
 /// the NoExecute taint, and the default tolerations of 0 s evict at once).
 pub const FAST_PULL_FAILOVER: &[&str] = &["--fast-failover"];
 
+/// A server with [`FAST_PULL_FAILOVER`] (its data in `data/server`) and three pull members,
+/// `member1`..`member3`, each its own agent process (data under `data/<name>`), all Ready: the
+/// fleet scenario 02 runs on.
+pub fn fast_pull_fleet(data: &Path) -> (Server, ApiClient, [Agent; 3]) {
+    let server = Server::start(&data.join("server"), FAST_PULL_FAILOVER)
+        .unwrap_or_else(|e| panic!("starting the server: {e:#}"));
+    let api = ApiClient::admin(&server).unwrap_or_else(|e| panic!("an admin client: {e:#}"));
+    let members = ["member1", "member2", "member3"].map(|name| pull_agent(&server, name, data));
+    wait_members_ready(&api, 3);
+    (server, api, members)
+}
+
 /// Server flags that take the eviction brake's pacing and startup wait out of tests that are
 /// not about it (a default server waits one `--cluster-monitor-grace-period` after its start
 /// before it evicts anything, then lets one failed cluster out every 10 s per region). The
@@ -547,6 +583,12 @@ pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_j
 
 /// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
 /// draining stdout in the background so the child never blocks on a full pipe.
+/// The `host:port` of a URL such as `https://127.0.0.1:7070/`.
+fn host_port(url: &str) -> &str {
+    url.split_once("://")
+        .map_or(url, |(_, rest)| rest.trim_end_matches('/'))
+}
+
 fn read_url(stdout: std::process::ChildStdout, prefix: &'static str) -> Result<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -841,6 +883,67 @@ pub mod bench {
                 .status();
             let _ = perf.wait();
         }
+    }
+
+    /// Creates the Deployments `make(0..n)` in `default` from 8 threads, as a benchmark's
+    /// setup does. A create whose answer was lost is sent again (a 409 then says it was made).
+    pub fn post_deployments(
+        api: &crate::ApiClient,
+        n: u64,
+        make: impl Fn(u64) -> serde_json::Value + Sync,
+    ) {
+        const WRITERS: u64 = 8;
+        std::thread::scope(|s| {
+            for w in 0..WRITERS {
+                let make = &make;
+                s.spawn(move || {
+                    for i in (w..n).step_by(WRITERS as usize) {
+                        let deployment = make(i);
+                        let (code, body) = until(
+                            &format!("Deployment {} created", deployment["metadata"]["name"]),
+                            Duration::from_secs(600),
+                            || {
+                                api.send(
+                                    "POST",
+                                    "/apis/apps/v1/namespaces/default/deployments",
+                                    Some(&deployment),
+                                )
+                            },
+                        )
+                        .unwrap_or_else(|e| panic!("{e:#}"));
+                        assert!(code == 201 || code == 409, "{code} {body}");
+                    }
+                });
+            }
+        });
+    }
+
+    /// One agent process simulating `members` pull members of `server` (`--sim-members`),
+    /// joined with the server's join token, its data in `dir`; `extra` goes to the agent too.
+    pub fn sim_members_agent(
+        server: &crate::Server,
+        dir: &std::path::Path,
+        members: u64,
+        extra: &[&str],
+    ) -> crate::Agent {
+        let ca = server.data_dir.join("tls.crt").display().to_string();
+        let token = server.data_dir.join("join.token").display().to_string();
+        let dir = dir.display().to_string();
+        let members = members.to_string();
+        let mut args = vec![
+            "--server",
+            &server.url,
+            "--ca-file",
+            &ca,
+            "--token-file",
+            &token,
+            "--data-dir",
+            &dir,
+            "--sim-members",
+            &members,
+        ];
+        args.extend_from_slice(extra);
+        crate::Agent::start(&args).unwrap_or_else(|e| panic!("starting the agent: {e:#}"))
     }
 
     /// An integer knob from the environment, or its default.

@@ -20,8 +20,6 @@ const RB: &str =
     "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment";
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
-const FAST: &[&str] = flotilla_tests::FAST_PULL_FAILOVER;
-
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
     let rb = api.get(RB).ok()?;
     Some(
@@ -90,12 +88,8 @@ fn nginx_replicas_on(agent: &Agent) -> Option<i64> {
 #[test]
 fn scenario_02_a_killed_pull_member_moves_its_replicas_and_its_copy_goes_when_it_returns() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(&data.path().join("server"), FAST).unwrap();
-    let api = ApiClient::admin(&server).unwrap();
-    let mut member1 = pull_agent(&server, "member1", data.path());
-    let member2 = pull_agent(&server, "member2", data.path());
-    let _member3 = pull_agent(&server, "member3", data.path());
-    flotilla_tests::wait_members_ready(&api, 3);
+    let (server, api, [mut member1, member2, _member3]) =
+        flotilla_tests::fast_pull_fleet(data.path());
     post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     let want = vec![("member1".to_string(), 1), ("member2".to_string(), 2)];
     eventually(

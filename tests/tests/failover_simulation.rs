@@ -17,8 +17,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    events_about, eventually, healthy_on, placement_of, post_manifests, pull_agent,
-    require_kubectl, scenario_text, ApiClient, Kubectl, Server,
+    events_about, eventually, healthy_on, placement_of, post_manifests, require_kubectl,
+    scenario_text, ApiClient, Kubectl,
 };
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -212,16 +212,8 @@ fn settled(api: &ApiClient, binding: &str, placed: &Placement) -> bool {
 fn the_dry_run_predicts_the_placements_a_real_member_failure_produces() {
     require_kubectl();
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &data.path().join("server"),
-        flotilla_tests::FAST_PULL_FAILOVER,
-    )
-    .unwrap();
-    let api = ApiClient::admin(&server).unwrap();
-    let mut member1 = pull_agent(&server, "member1", data.path());
-    let _member2 = pull_agent(&server, "member2", data.path());
-    let _member3 = pull_agent(&server, "member3", data.path());
-    flotilla_tests::wait_members_ready(&api, 3);
+    let (server, api, [mut member1, _member2, _member3]) =
+        flotilla_tests::fast_pull_fleet(data.path());
     post_manifests(&api, &scenario_text("02-divided-weighted-failover.yaml"));
     post_manifests(&api, MORE);
     let before = eventually(

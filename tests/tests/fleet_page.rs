@@ -6,8 +6,9 @@
 //! first), see the members, apply the scenario and see member1:1 and member2:2 in the matrix,
 //! SIGKILL member1's agent and watch the page, without a reload, show member1 Unknown, then
 //! tainted, then the replicas on member2, then the binding's history entry. Before the kill it
-//! asks "what if member2 fails?" and gets the dry-run's predicted move. Screenshots before and after go to `target/ui-test/`, from where
-//! docs/images takes them.
+//! asks "what if member2 fails?" and gets the dry-run's predicted move. When member1 returns,
+//! its old Work leaves the binding's chain. Screenshots before and after go to
+//! `target/ui-test/`, from where docs/images takes them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::browser::Browser;
@@ -56,6 +57,19 @@ fn text_of(browser: &Browser, selector: &str) -> Value {
         .unwrap()
 }
 
+/// Waits until the `data-field` cell `field` of `cluster`'s row in the members table has a text
+/// for which `test` (a JavaScript expression over the text `t`) is true.
+fn wait_member_field(browser: &Browser, cluster: &str, field: &str, test: &str) -> String {
+    browser
+        .wait_text(
+            &format!("{cluster}'s {field} where {test}"),
+            STEP,
+            &format!("#members tr[data-cluster=\"{cluster}\"] [data-field=\"{field}\"]"),
+            test,
+        )
+        .unwrap()
+}
+
 /// Waits until the matrix cell of scenario 02's binding on `cluster` shows `replicas`.
 fn wait_cell(browser: &Browser, cluster: &str, replicas: &str) {
     let script = format!(
@@ -74,16 +88,8 @@ fn wait_cell(browser: &Browser, cluster: &str, replicas: &str) {
 #[test]
 fn the_page_follows_a_failover_live_and_answers_what_if() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &data.path().join("server"),
-        flotilla_tests::FAST_PULL_FAILOVER,
-    )
-    .unwrap();
-    let api = ApiClient::admin(&server).unwrap();
-    let mut member1 = pull_agent(&server, "member1", data.path());
-    let _member2 = pull_agent(&server, "member2", data.path());
-    let _member3 = pull_agent(&server, "member3", data.path());
-    wait_members_ready(&api, 3);
+    let (server, api, [mut member1, _member2, _member3]) =
+        flotilla_tests::fast_pull_fleet(data.path());
     let out = output_dir("failover");
     println!("screenshots in {}", out.display());
 
@@ -94,17 +100,14 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
     // A wrong token: the 401 and the server's own message.
     log_in(&browser, "not-a-token");
     let refused = browser
-        .wait_for(
+        .wait_text(
             "the 401 of a wrong token",
             STEP,
-            "const e = document.querySelector('#login-error'); \
-             return e && e.textContent.startsWith('401') ? e.textContent : null;",
+            "#login-error",
+            "t.startsWith('401')",
         )
         .unwrap();
-    assert!(
-        refused.as_str().unwrap().contains("Unauthorized"),
-        "{refused}"
-    );
+    assert!(refused.contains("Unauthorized"), "{refused}");
     assert!(
         !text_of(&browser, "#app[hidden]").is_null(),
         "nothing of the fleet shows before a login"
@@ -123,19 +126,12 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
         .execute("window.__noReload = 1; return true;", vec![])
         .unwrap();
     for member in ["member1", "member2", "member3"] {
-        let row = format!("#members tr[data-cluster=\"{member}\"]");
-        browser
-            .wait_for(
-                &format!("{member} Ready"),
-                STEP,
-                &format!(
-                    "const e = document.querySelector('{row} [data-field=\"ready\"]'); \
-                     return e && e.textContent === 'Ready';"
-                ),
-            )
-            .unwrap();
+        wait_member_field(&browser, member, "ready", "t === 'Ready'");
         assert_eq!(
-            text_of(&browser, &format!("{row} [data-field=\"mode\"]")),
+            text_of(
+                &browser,
+                &format!("#members tr[data-cluster=\"{member}\"] [data-field=\"mode\"]")
+            ),
             json!("Pull")
         );
     }
@@ -158,55 +154,28 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
         )
         .unwrap();
     // What if member2 failed? The dry-run answers: nginx would go to member1 whole.
-    browser
-        .execute(
-            "document.querySelector('button[data-whatif=\"member2\"]').click(); return true;",
-            vec![],
-        )
-        .unwrap();
+    browser.click("button[data-whatif=\"member2\"]").unwrap();
     let moved = browser
-        .wait_for(
+        .wait_text(
             "the predicted move off member2",
             STEP,
-            &format!(
-                "const e = document.querySelector('#whatif-result [data-move=\"{NGINX}\"]'); \
-                 return e ? e.textContent : null;"
-            ),
+            &format!("#whatif-result [data-move=\"{NGINX}\"]"),
+            "true",
         )
         .unwrap();
-    assert!(
-        moved
-            .as_str()
-            .unwrap()
-            .contains("member1:1 member2:2 → member1:3"),
-        "{moved}"
-    );
+    assert!(moved.contains("member1:1 member2:2 → member1:3"), "{moved}");
     browser.screenshot(&out.join("before.png")).unwrap();
 
     // member1's agent dies: Unknown, then the NoExecute taint, then the replicas on member2,
     // then the history entry, all without a reload.
     member1.process.kill();
-    let row = "#members tr[data-cluster=\"member1\"]";
-    browser
-        .wait_for(
-            "member1 Unknown",
-            STEP,
-            &format!(
-                "const e = document.querySelector('{row} [data-field=\"ready\"]'); \
-                 return e && e.textContent === 'Unknown';"
-            ),
-        )
-        .unwrap();
-    browser
-        .wait_for(
-            "member1's NoExecute taint",
-            STEP,
-            &format!(
-                "const e = document.querySelector('{row} [data-field=\"taints\"]'); \
-                 return e && e.textContent.includes('cluster.karmada.io/unreachable:NoExecute');"
-            ),
-        )
-        .unwrap();
+    wait_member_field(&browser, "member1", "ready", "t === 'Unknown'");
+    wait_member_field(
+        &browser,
+        "member1",
+        "taints",
+        "t.includes('cluster.karmada.io/unreachable:NoExecute')",
+    );
     wait_cell(&browser, "member2", "3");
     assert_eq!(
         placement_of(&api, RB),
@@ -214,40 +183,45 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
         "the page shows what the API has"
     );
     browser
-        .execute(
-            "document.querySelector(arguments[0]).click(); return true;",
-            vec![json!(format!("[data-open-binding=\"{NGINX}\"]"))],
-        )
+        .click(&format!("[data-open-binding=\"{NGINX}\"]"))
         .unwrap();
+    let history_entry = "#binding-detail [data-history-entry][data-from-cluster=\"member1\"]";
     let entry = browser
-        .wait_for(
+        .wait_text(
             "the failover history entry from member1",
             STEP,
-            "const e = document.querySelector('#binding-detail [data-history-entry][data-from-cluster=\"member1\"]'); \
-             return e ? e.textContent : null;",
+            history_entry,
+            "true",
         )
         .unwrap();
-    assert!(
-        entry.as_str().unwrap().contains("ClusterFailover"),
-        "{entry}"
-    );
+    assert!(entry.contains("ClusterFailover"), "{entry}");
     // The chain and explain: member1 is filtered now (not Ready, tainted).
     browser
-        .wait_for(
+        .wait_text(
             "explain's answer for member1",
             STEP,
-            "const e = document.querySelector('#binding-detail tr[data-explain=\"member1\"]'); \
-             return e && e.textContent.includes('filtered') ? e.textContent : null;",
+            "#binding-detail tr[data-explain=\"member1\"]",
+            "t.includes('filtered')",
         )
         .unwrap();
 
     // The old copy's end (member2's copy Healthy) reaches the timeline live as well.
     browser
-        .wait_for(
+        .wait_text(
             "the history entry's old copy gone",
             STEP,
-            "const e = document.querySelector('#binding-detail [data-history-entry][data-from-cluster=\"member1\"]'); \
-             return e && e.textContent.includes('old copy gone');",
+            history_entry,
+            "t.includes('old copy gone')",
+        )
+        .unwrap();
+    // member1's Work waits for its member, marked for deletion, and the chain says so.
+    let member1_work = "#binding-detail .chain [data-work=\"member1\"]";
+    browser
+        .wait_text(
+            "member1's Work being deleted",
+            STEP,
+            member1_work,
+            "t.includes('(being deleted)')",
         )
         .unwrap();
     browser
@@ -258,6 +232,22 @@ fn the_page_follows_a_failover_live_and_answers_what_if() {
         )
         .unwrap();
     browser.screenshot(&out.join("after.png")).unwrap();
+
+    // member1 returns: its copy goes, then its Work, and the open binding's chain drops it
+    // though the binding itself does not change (the page asks for its Works on every poll).
+    let _member1 = pull_agent(&server, "member1", data.path());
+    wait_member_field(&browser, "member1", "ready", "t === 'Ready'");
+    browser
+        .wait_for(
+            "member1's Work gone from the chain",
+            STEP,
+            &format!(
+                "return document.querySelector('#binding-detail .chain') !== null \
+                 && document.querySelector('{member1_work}') === null;"
+            ),
+        )
+        .unwrap();
+    assert!(flotilla_tests::works_on(&api, "member1").is_empty());
 
     assert_eq!(
         browser
@@ -306,16 +296,14 @@ fn a_refused_login_names_its_status_over_plain_http() {
     for (token, status, message) in table {
         log_in(&browser, token);
         let shown = browser
-            .wait_for(
+            .wait_text(
                 status,
                 STEP,
-                &format!(
-                    "const e = document.querySelector('#login-error'); \
-                     return e && e.textContent.startsWith('{status}') ? e.textContent : null;"
-                ),
+                "#login-error",
+                &format!("t.startsWith('{status}')"),
             )
             .unwrap();
-        assert!(shown.as_str().unwrap().contains(message), "{shown}");
+        assert!(shown.contains(message), "{shown}");
         assert!(
             !text_of(&browser, "#app[hidden]").is_null(),
             "a refused login shows nothing of the fleet"
@@ -374,21 +362,21 @@ fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
     let browser = Browser::start(&[]).unwrap();
     browser.goto(&format!("{}/ui", server.url)).unwrap();
     log_in(&browser, &server.token);
-    let live = "const s = document.querySelector('#feed-status'); \
-                return s && s.textContent.includes('events: live');";
-    browser
-        .wait_for("the events feed live", STEP, live)
-        .unwrap();
+    let feed = |what: &str, state: &str| {
+        browser
+            .wait_text(
+                what,
+                STEP,
+                "#feed-status",
+                &format!("t.includes('events: {state}')"),
+            )
+            .unwrap()
+    };
+    feed("the events feed live", "live");
 
     // Paused, the page holds no watch; meanwhile 60 Events are written.
     set_paused(&browser, true);
-    browser
-        .wait_for(
-            "the events feed paused",
-            STEP,
-            "return document.querySelector('#feed-status').textContent.includes('events: paused');",
-        )
-        .unwrap();
+    feed("the events feed paused", "paused");
     for i in 1..60 {
         post_event(i);
     }
@@ -406,7 +394,130 @@ fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
         .execute("return window.__flotillaUi.relists;", vec![])
         .unwrap();
     assert!(relists.as_u64().unwrap() >= 1, "relists: {relists}");
+    feed("the events feed live again", "live");
+}
+
+#[test]
+fn a_token_refused_mid_session_brings_the_login_back_with_the_reason() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("server");
+    let mut server = Server::start(&dir, &["--plain-http"]).unwrap();
+    let browser = Browser::start(&[]).unwrap();
+    browser.goto(&format!("{}/ui", server.url)).unwrap();
+    log_in(&browser, &server.token);
     browser
-        .wait_for("the events feed live again", STEP, live)
+        .wait_text(
+            "the events feed live",
+            STEP,
+            "#feed-status",
+            "t.includes('events: live')",
+        )
         .unwrap();
+
+    // The server comes back on its address with another admin token: the page's next call
+    // (a watch resuming, or the 5 s poll) is refused, and the page says so at its login.
+    let addr = server.listen_addr().to_string();
+    server.process.kill();
+    std::fs::write(dir.join("admin.token"), "a-rotated-admin-token\n").unwrap();
+    let server = Server::start_on(&dir, &addr, &["--plain-http"]).unwrap();
+    assert_eq!(server.token, "a-rotated-admin-token");
+    let said = browser
+        .wait_text(
+            "the login again, with the 401",
+            STEP,
+            "#login-error",
+            "t.startsWith('401 Unauthorized') && !document.querySelector('#login').hidden",
+        )
+        .unwrap();
+    assert!(said.contains("log in again"), "{said}");
+    assert!(
+        !text_of(&browser, "#app[hidden]").is_null(),
+        "the fleet is hidden once the token is refused"
+    );
+    // The new token works in the same page.
+    log_in(&browser, &server.token);
+    browser
+        .wait_text(
+            "the events feed live again",
+            STEP,
+            "#feed-status",
+            "t.includes('events: live')",
+        )
+        .unwrap();
+}
+
+#[test]
+fn an_unhealthy_application_shows_when_it_will_move() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &[
+            "--plain-http",
+            "--sim-members",
+            "3",
+            "--sim-pod-startup-delay-ms",
+            "100",
+        ],
+    )
+    .unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    wait_members_ready(&api, 3);
+    // Scenario 03 as the guide has it: the application moves after 120 s Unhealthy.
+    post_manifests(&api, &scenario_text("03-application-failover.yaml"));
+    let first = eventually(
+        "nginx Healthy on one member",
+        STEP,
+        || match placement_of(&api, RB)?.as_slice() {
+            [(name, 2)] if healthy_on(&api, RB, name) => Some(name.clone()),
+            _ => None,
+        },
+    );
+    let browser = Browser::start(&[]).unwrap();
+    browser.goto(&format!("{}/ui", server.url)).unwrap();
+    log_in(&browser, &server.token);
+    wait_cell(&browser, &first, "2");
+    browser
+        .click(&format!("[data-open-binding=\"{NGINX}\"]"))
+        .unwrap();
+
+    // The application fails on its member; the member itself stays Ready.
+    flotilla_tests::sim_fault(&server, &first, "cordon", &json!({"enabled": true}));
+    flotilla_tests::sim_fault(
+        &server,
+        &first,
+        "delete-pods",
+        &json!({"namespace": "default", "labelSelector": "app=nginx"}),
+    );
+    let shown = browser
+        .wait_text(
+            "the application failover's countdown",
+            STEP,
+            &format!("#binding-detail [data-app-failover=\"{first}\"]"),
+            "t.includes('application failover at')",
+        )
+        .unwrap();
+    // "Unhealthy on <member> since <t>: application failover at <t + 120 s> (in …)", with the
+    // time the server's explain gives.
+    let path = RB.replace("/nginx-deployment", "/nginx-deployment/explain");
+    let since = api.get(&path).unwrap()["failover"]["unhealthySince"][first.as_str()]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let since_at = chrono::DateTime::parse_from_rfc3339(&since).unwrap();
+    let due = (since_at + chrono::Duration::seconds(120))
+        .with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    assert!(
+        shown.contains(&format!("since {since}")),
+        "{shown} / {since}"
+    );
+    assert!(
+        shown.contains(&format!("application failover at {due} (in ")),
+        "{shown} / due {due}"
+    );
+    assert_eq!(
+        placement_of(&api, RB),
+        Some(vec![(first, 2)]),
+        "not moved yet"
+    );
 }
