@@ -455,23 +455,7 @@ fn main() {
         )
         .unwrap();
     assert_eq!(code, 201, "{body}");
-    std::thread::scope(|s| {
-        for w in 0..8 {
-            let api = &api;
-            s.spawn(move || {
-                for i in (w..n).step_by(8) {
-                    let (code, body) = api
-                        .send(
-                            "POST",
-                            "/apis/apps/v1/namespaces/default/deployments",
-                            Some(&deployment(i, replicas)),
-                        )
-                        .unwrap();
-                    assert_eq!(code, 201, "{body}");
-                }
-            });
-        }
-    });
+    flotilla_tests::bench::post_deployments(&api, n, |i| deployment(i, replicas));
     let settle = Duration::from_secs(60 + n / 5);
     eventually(&format!("{n} bindings Healthy on member1"), settle, || {
         let list = api.get(RBS).ok()?;

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::bench::{cpu_seconds, env_or};
-use flotilla_tests::{eventually, Agent, ApiClient, Server};
+use flotilla_tests::{eventually, ApiClient, Server};
 use std::time::{Duration, Instant};
 
 fn rss_mib(pid: u32) -> f64 {
@@ -69,24 +69,13 @@ fn main() {
     let agent_dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    let ca = server.data_dir.join("tls.crt");
-    let token = server.data_dir.join("join.token");
     let start = Instant::now();
-    let agent = Agent::start(&[
-        "--server",
-        &server.url,
-        "--ca-file",
-        ca.to_str().unwrap(),
-        "--token-file",
-        token.to_str().unwrap(),
-        "--data-dir",
-        agent_dir.path().to_str().unwrap(),
-        "--sim-members",
-        &members.to_string(),
-        "--member-prefix",
-        "sim",
-    ])
-    .unwrap();
+    let agent = flotilla_tests::bench::sim_members_agent(
+        &server,
+        agent_dir.path(),
+        members,
+        &["--member-prefix", "sim"],
+    );
     eventually("every member Ready", Duration::from_secs(600), || {
         let list = api.get("/apis/cluster.karmada.io/v1alpha1/clusters").ok()?;
         let ready = list["items"]

@@ -174,23 +174,8 @@ fn prepare(data: &Path, bindings: u64, members: u64, args: &[&str]) {
         )
         .unwrap();
     assert_eq!(code, 201, "{body}");
-    std::thread::scope(|s| {
-        for w in 0..8 {
-            let api = &api;
-            s.spawn(move || {
-                for i in (w..bindings).step_by(8) {
-                    // A create whose answer was lost is sent again (409: it was made).
-                    let (code, body) = flotilla_tests::bench::until(
-                        &format!("Deployment app-{i} created"),
-                        Duration::from_secs(600),
-                        || api.send("POST", DEPLOYMENTS, Some(&deployment(i))),
-                    )
-                    .unwrap();
-                    assert!(code == 201 || code == 409, "{code} {body}");
-                }
-            });
-        }
-    });
+    // A create whose answer was lost is sent again (409: it was made).
+    flotilla_tests::bench::post_deployments(&api, bindings, deployment);
     println!(
         "{bindings} Deployments created in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -19,9 +19,9 @@
 //! look). Figures go to docs/performance.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::bench::env_or;
+use flotilla_tests::bench::{env_or, post_deployments, sim_members_agent};
 use flotilla_tests::browser::Browser;
-use flotilla_tests::{eventually, member_call, Agent, ApiClient, Server};
+use flotilla_tests::{eventually, member_call, ApiClient, Server};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
@@ -126,21 +126,7 @@ fn main() {
     // benchmark's writers and the browser: more than the default 1,024.
     let server = Server::start(dir.path(), &["--max-connections", "4096"]).unwrap();
     let api = ApiClient::admin(&server).unwrap();
-    let ca = server.data_dir.join("tls.crt");
-    let token = server.data_dir.join("join.token");
-    let agent = Agent::start(&[
-        "--server",
-        &server.url,
-        "--ca-file",
-        ca.to_str().unwrap(),
-        "--token-file",
-        token.to_str().unwrap(),
-        "--data-dir",
-        agent_dir.path().to_str().unwrap(),
-        "--sim-members",
-        &members.to_string(),
-    ])
-    .unwrap();
+    let agent = sim_members_agent(&server, agent_dir.path(), members, &[]);
     let started = Instant::now();
     eventually("every member Ready", Duration::from_secs(600), || {
         let list = api.get(CLUSTERS).ok()?;
@@ -168,23 +154,7 @@ fn main() {
             .unwrap();
         assert_eq!(code, 201, "{body}");
     }
-    std::thread::scope(|s| {
-        for w in 0..8 {
-            let api = &api;
-            s.spawn(move || {
-                for i in (w..bindings).step_by(8) {
-                    let (code, body) = api
-                        .send(
-                            "POST",
-                            "/apis/apps/v1/namespaces/default/deployments",
-                            Some(&deployment(i)),
-                        )
-                        .unwrap();
-                    assert_eq!(code, 201, "{body}");
-                }
-            });
-        }
-    });
+    post_deployments(&api, bindings, deployment);
     // Every binding placed; the member holding most of them is the one that fails.
     let victim = eventually(
         &format!("{bindings} bindings placed"),
