@@ -176,48 +176,23 @@ impl Server {
     /// [`Server::listen_addr`] of the old one: its port is free once the process is gone (a bind
     /// that still fails is retried for 10 s).
     pub fn start_on(data_dir: &Path, listen: &str, extra: &[&str]) -> Result<Server> {
-        let bin = binary("flotilla-server")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut child = Command::new(&bin)
-                .process_group(0)
-                .arg("--listen")
-                .arg(listen)
-                .arg("--data-dir")
-                .arg(data_dir)
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .context("spawning flotilla-server")?;
-            let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-            let mut process = Process {
-                child,
-                name: "flotilla-server".into(),
-            };
-            match read_url(stdout, "flotilla-server listening on ") {
-                Ok(url) => {
-                    let token = std::fs::read_to_string(data_dir.join("admin.token"))?
-                        .trim()
-                        .to_string();
-                    return Ok(Server {
-                        process,
-                        url,
-                        data_dir: data_dir.to_path_buf(),
-                        token,
-                    });
-                }
-                Err(e) => {
-                    let exited = process.child.try_wait()?.is_some();
-                    process.kill();
-                    if !exited || Instant::now() >= deadline {
-                        return Err(e.context(format!("starting flotilla-server on {listen}")));
-                    }
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-        }
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--listen".as_ref(),
+            listen.as_ref(),
+            "--data-dir".as_ref(),
+            data_dir.as_os_str(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        let (process, url) = start_listening("flotilla-server", &args, listen)?;
+        let token = std::fs::read_to_string(data_dir.join("admin.token"))?
+            .trim()
+            .to_string();
+        Ok(Server {
+            process,
+            url,
+            data_dir: data_dir.to_path_buf(),
+            token,
+        })
     }
 
     /// The `host:port` the server serves on (its URL without the scheme).
@@ -293,36 +268,10 @@ impl Agent {
     /// restart a dead agent in place, pass [`Agent::listen_addr`] of the old one: its port is
     /// free once the process is gone (a bind that still fails is retried for 10 s).
     pub fn start_on(args: &[&str], listen: &str) -> Result<Agent> {
-        let bin = binary("flotilla-agent")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let mut child = Command::new(&bin)
-                .process_group(0)
-                .args(args)
-                .arg("--listen")
-                .arg(listen)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .context("spawning flotilla-agent")?;
-            let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-            let mut process = Process {
-                child,
-                name: "flotilla-agent".into(),
-            };
-            match read_url(stdout, "flotilla-agent listening on ") {
-                Ok(url) => return Ok(Agent { process, url }),
-                Err(e) => {
-                    let exited = process.child.try_wait()?.is_some();
-                    process.kill();
-                    if !exited || Instant::now() >= deadline {
-                        return Err(e.context(format!("starting flotilla-agent on {listen}")));
-                    }
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-        }
+        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        all.extend(["--listen", listen].map(std::ffi::OsStr::new));
+        let (process, url) = start_listening("flotilla-agent", &all, listen)?;
+        Ok(Agent { process, url })
     }
 
     /// The `host:port` the agent serves on (its URL without the scheme).
@@ -583,17 +532,58 @@ pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_j
 
 /// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
 /// draining stdout in the background so the child never blocks on a full pipe.
+/// Starts the binary `name` of this workspace with `args` (which make it listen on `listen`) in
+/// a process group of its own and waits until it prints `<name> listening on <url>`. A process
+/// that exits before that (its port not free yet, after a restart in place) is started again
+/// for up to 10 s.
+fn start_listening(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    listen: &str,
+) -> Result<(Process, String)> {
+    let bin = binary(name)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut child = Command::new(&bin)
+            .process_group(0)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawning {name}"))?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let mut process = Process {
+            child,
+            name: name.into(),
+        };
+        let prefix = format!("{name} listening on ");
+        match read_url(stdout, prefix) {
+            Ok(url) => return Ok((process, url)),
+            Err(e) => {
+                let exited = process.child.try_wait()?.is_some();
+                process.kill();
+                if !exited || Instant::now() >= deadline {
+                    return Err(e.context(format!("starting {name} on {listen}")));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
 /// The `host:port` of a URL such as `https://127.0.0.1:7070/`.
 fn host_port(url: &str) -> &str {
     url.split_once("://")
         .map_or(url, |(_, rest)| rest.trim_end_matches('/'))
 }
 
-fn read_url(stdout: std::process::ChildStdout, prefix: &'static str) -> Result<String> {
+fn read_url(stdout: std::process::ChildStdout, prefix: String) -> Result<String> {
     let (tx, rx) = mpsc::channel();
+    let wanted = prefix.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix(prefix) {
+            if let Some(rest) = line.strip_prefix(wanted.as_str()) {
                 let _ = tx.send(rest.trim().to_string());
             }
         }
