@@ -165,9 +165,17 @@ impl PodIndex {
         self.by_owner.get(owner).into_iter().flatten()
     }
 
-    /// The pods waiting for a node, oldest first.
-    pub fn pending(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.pending.iter().map(|(_, k)| k)
+    /// The pods waiting for a node that were created after the pod of sequence number `seq`
+    /// (all of them for `None`), oldest first, with their sequence numbers.
+    pub fn pending_after(&self, seq: Option<u64>) -> impl Iterator<Item = (u64, &ObjectKey)> {
+        let first = ObjectKey {
+            group: String::new(),
+            kind: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        let from = seq.map_or(0, |s| s.saturating_add(1));
+        self.pending.range((from, first)..).map(|(s, k)| (*s, k))
     }
 
     /// True when no pod waits for a node.
@@ -275,7 +283,13 @@ mod tests {
         let owned: Vec<_> = index.owned_by(&key("web", "Deployment")).collect();
         assert_eq!(owned, [&a, &b]);
         // Pending oldest first; nothing counts on a node yet, nothing advances by itself.
-        assert_eq!(index.pending().collect::<Vec<_>>(), [&b, &a]);
+        assert_eq!(
+            index
+                .pending_after(None)
+                .map(|(_, k)| k)
+                .collect::<Vec<_>>(),
+            [&b, &a]
+        );
         assert!(index.unsettled().is_empty());
         assert!(used(&index, &nodes, 1).is_empty());
 
@@ -286,7 +300,13 @@ mod tests {
             p.scheduled_at = Some(now);
         }
         index.update(&a, objects.get(&a), TIMING);
-        assert_eq!(index.pending().collect::<Vec<_>>(), [&b]);
+        assert_eq!(
+            index
+                .pending_after(None)
+                .map(|(_, k)| k)
+                .collect::<Vec<_>>(),
+            [&b]
+        );
         assert_eq!(
             used(&index, &nodes, 1),
             [("cpu".into(), "500m".into()), ("pods".into(), "1".into())]

@@ -155,6 +155,20 @@ pub struct SimState {
     evict_due: bool,
     /// The pods' lookups, kept up to date with `objects`.
     pods: PodIndex,
+    /// What the last placement pass that placed nothing saw (see [`RefusedThrough`]).
+    refused: Option<RefusedThrough>,
+}
+
+/// A placement pass that placed no pod: every pending pod up to `seq` was refused at `usage`.
+/// A pod's requests and node pin are fixed when it is created, and placement depends only on
+/// them and the nodes' usage, so while the usage is the same each of those pods would be
+/// refused again with the same message. The next pass looks only at the pods that came after
+/// them: a member full of pending pods then costs each new pod one placement, not a look at
+/// every pending pod.
+#[derive(Debug)]
+struct RefusedThrough {
+    usage: Vec<NodeUsage>,
+    seq: u64,
 }
 
 fn node_name(i: usize) -> String {
@@ -242,6 +256,7 @@ impl SimState {
             sweep: true,
             evict_due: true,
             pods: PodIndex::default(),
+            refused: None,
         };
         state.reshape(&configured);
         state
@@ -1001,15 +1016,29 @@ impl SimState {
         if self.pods.nothing_pending() {
             return false;
         }
-        // Oldest first.
-        let pending: Vec<ObjectKey> = self.pods.pending().cloned().collect();
-        let mut usage = self.usage();
+        let before = self.usage();
+        // Oldest first; only those after the ones a pass at this very usage refused.
+        let after = self
+            .refused
+            .as_ref()
+            .filter(|r| r.usage == before)
+            .map(|r| r.seq);
+        let pending: Vec<(u64, ObjectKey)> = self
+            .pods
+            .pending_after(after)
+            .map(|(seq, k)| (seq, k.clone()))
+            .collect();
+        let Some(last) = pending.last().map(|(seq, _)| *seq) else {
+            return false;
+        };
+        let mut usage = before.clone();
+        let mut on_a_node = false;
         let mut placed = false;
         let mut moved = Vec::new();
         // Until a pod is placed the usage stays the same, so a pod asking what an earlier one
         // could not get fails alike (a full member holds many such pods).
         let mut refused: Vec<(ResourceList, Option<String>, String)> = Vec::new();
-        for key in pending {
+        for (_, key) in pending {
             let Some(entry) = self.objects.get_mut(&key) else {
                 continue;
             };
@@ -1045,6 +1074,7 @@ impl SimState {
                     self.evict_due |= pod.pinned_node.is_some();
                     moved.push(key);
                     placed = true;
+                    on_a_node = true;
                 }
                 Placement::Unschedulable(msg) => {
                     if pod.unschedulable.as_deref() != Some(msg.as_str()) {
@@ -1058,6 +1088,10 @@ impl SimState {
         for k in &moved {
             self.mark(k);
         }
+        self.refused = (!on_a_node).then_some(RefusedThrough {
+            usage: before,
+            seq: last,
+        });
         placed
     }
 

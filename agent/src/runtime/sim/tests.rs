@@ -172,6 +172,57 @@ async fn cordon_leaves_new_pods_pending() {
     assert_eq!(s.describe().await.unwrap()["cordoned"], false);
 }
 
+/// The phase of the one pod of Deployment `name`.
+async fn phase_of(s: &SimRuntime, name: &str) -> String {
+    pods(s)
+        .await
+        .iter()
+        .find(|p| p["metadata"]["labels"]["app"] == name)
+        .map(|p| p["status"]["phase"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_full_member_still_places_what_fits_and_frees_room_oldest_first() {
+    // One node of 1 cpu; six pods of 400m: two run, four wait, oldest first.
+    let (s, c) = sim(1, "1");
+    for i in 0..6 {
+        s.apply(deployment(&format!("web-{i}"), 1, "400m"))
+            .await
+            .unwrap();
+    }
+    step(&s, &c, 1000);
+    assert_eq!(phase_of(&s, "web-0").await, "Running");
+    assert_eq!(phase_of(&s, "web-1").await, "Running");
+    for i in 2..6 {
+        let name = format!("web-{i}");
+        assert_eq!(phase_of(&s, &name).await, "Pending", "{name}");
+    }
+    // Pods applied while others wait at the same usage are each looked at: one that does not
+    // fit waits with its reason, one that fits runs though older pods wait.
+    s.apply(deployment("big", 1, "2")).await.unwrap();
+    s.apply(deployment("tiny", 1, "100m")).await.unwrap();
+    step(&s, &c, 1000);
+    assert_eq!(phase_of(&s, "big").await, "Pending");
+    assert_eq!(phase_of(&s, "tiny").await, "Running");
+    let big = pods(&s)
+        .await
+        .into_iter()
+        .find(|p| p["metadata"]["labels"]["app"] == "big")
+        .unwrap();
+    assert_eq!(
+        big["status"]["conditions"][0]["message"],
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+    // Room frees: the oldest waiting pod takes it, not a newer one.
+    s.delete(&dref("web-0")).await.unwrap();
+    step(&s, &c, 1000);
+    assert_eq!(phase_of(&s, "web-2").await, "Running");
+    for name in ["web-3", "web-4", "web-5", "big"] {
+        assert_eq!(phase_of(&s, name).await, "Pending", "{name}");
+    }
+}
+
 #[tokio::test]
 async fn pod_deletion_recreates_and_selectors_pick() {
     let (s, c) = sim(1, "8");
