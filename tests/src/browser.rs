@@ -10,7 +10,7 @@
 //!
 //! The client covers what the tests need: open a URL, run a script and read its JSON answer,
 //! wait for a script to answer something truthy or for an element's text to pass a test, click,
-//! and take a screenshot.
+//! switch tabs, and take a screenshot.
 
 use crate::Process;
 use anyhow::{anyhow, bail, Context, Result};
@@ -220,6 +220,38 @@ impl Browser {
             bail!("nothing on the page matches {selector} to click");
         }
         Ok(())
+    }
+
+    /// The handle of the current window (tab).
+    pub fn window(&self) -> Result<String> {
+        let v = self.send("GET", &format!("{}/window", self.session), None)?;
+        v.as_str()
+            .map(String::from)
+            .ok_or_else(|| anyhow!("no window handle in {v}"))
+    }
+
+    /// Opens a new tab and answers its handle; the current tab stays current.
+    pub fn new_tab(&self) -> Result<String> {
+        let v = self.send(
+            "POST",
+            &format!("{}/window/new", self.session),
+            Some(json!({"type": "tab"})),
+        )?;
+        v["handle"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| anyhow!("no handle in {v}"))
+    }
+
+    /// Makes the tab `handle` current, in front: the tab that was in front is hidden
+    /// (`document.hidden`), as when a user switches tabs.
+    pub fn switch_to(&self, handle: &str) -> Result<()> {
+        self.send(
+            "POST",
+            &format!("{}/window", self.session),
+            Some(json!({ "handle": handle })),
+        )
+        .map(|_| ())
     }
 
     /// Saves a PNG of the window at `path`.

@@ -332,6 +332,81 @@ fn set_paused(browser: &Browser, paused: bool) {
         .unwrap();
 }
 
+/// Writes an Event with `reason` about ConfigMap default/cfg, as a user's tools would.
+fn post_event(api: &ApiClient, reason: &str) {
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": reason.to_lowercase(), "namespace": "default"},
+        "involvedObject": {"kind": "ConfigMap", "namespace": "default", "name": "cfg"},
+        "reason": reason, "message": "written while the page was not looking",
+        "type": "Normal"
+    });
+    let (code, body) = api
+        .send("POST", "/api/v1/namespaces/default/events", Some(&event))
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+}
+
+#[test]
+fn a_hidden_tab_holds_no_watch_and_catches_up_when_shown() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &["--plain-http"]).unwrap();
+    let api = ApiClient::admin(&server).unwrap();
+    post_event(&api, "BeforeTheLogin");
+    let browser = Browser::start(&[]).unwrap();
+    browser.goto(&format!("{}/ui", server.url)).unwrap();
+    log_in(&browser, &server.token);
+    browser
+        .wait_for(
+            "the three watches open",
+            STEP,
+            "return window.__flotillaUi.watchesOpen === 3;",
+        )
+        .unwrap();
+    let page = browser.window().unwrap();
+
+    // Another tab in front: the page is hidden and ends its watches; an Event comes meanwhile.
+    let other = browser.new_tab().unwrap();
+    browser.switch_to(&other).unwrap();
+    post_event(&api, "WhileHidden");
+    // (The hidden page's watches end on its visibilitychange, at once; a second lets a page
+    // that kept or reopened one do so before it is looked at.)
+    std::thread::sleep(Duration::from_secs(1));
+    browser.switch_to(&page).unwrap();
+    let seen = browser
+        .wait_for(
+            "the page shown again",
+            STEP,
+            "const u = window.__flotillaUi; \
+             return !document.hidden && u.watchesOpenWhenShown !== null ? u : null;",
+        )
+        .unwrap();
+    assert!(seen["hiddenCount"].as_u64().unwrap() >= 1, "{seen}");
+    assert_eq!(
+        seen["watchesOpenWhenShown"], 0,
+        "watches held while hidden: {seen}"
+    );
+    assert_eq!(
+        seen["watchesOpenedHidden"], 0,
+        "watches opened while hidden: {seen}"
+    );
+    // Shown again, it resumes from its resourceVersion and shows what came meanwhile.
+    browser
+        .wait_for(
+            "the Event written while hidden",
+            STEP,
+            "return document.querySelector('#events [data-event][data-reason=\"WhileHidden\"]') !== null;",
+        )
+        .unwrap();
+    browser
+        .wait_for(
+            "the three watches open again",
+            STEP,
+            "return window.__flotillaUi.watchesOpen === 3;",
+        )
+        .unwrap();
+}
+
 #[test]
 fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
     let data = tempfile::tempdir().unwrap();
@@ -345,19 +420,7 @@ fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
     // Events are written as a user's tools would; the first one before the page lists, so the
     // list has a resourceVersion of its own (an empty store's is 0, from which a watch starts
     // afresh instead of resuming).
-    let post_event = |i: usize| {
-        let event = json!({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("paused-{i}"), "namespace": "default"},
-            "involvedObject": {"kind": "ConfigMap", "namespace": "default", "name": "cfg"},
-            "reason": format!("WhilePaused{i}"), "message": "written while the page was paused",
-            "type": "Normal"
-        });
-        let (code, body) = api
-            .send("POST", "/api/v1/namespaces/default/events", Some(&event))
-            .unwrap();
-        assert_eq!(code, 201, "{body}");
-    };
+    let post_event = |i: usize| post_event(&api, &format!("WhilePaused{i}"));
     post_event(0);
     let browser = Browser::start(&[]).unwrap();
     browser.goto(&format!("{}/ui", server.url)).unwrap();
