@@ -530,12 +530,10 @@ pub fn events_about(api: &ApiClient, namespace: &str, name: &str) -> Vec<serde_j
     .unwrap_or_default()
 }
 
-/// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
-/// draining stdout in the background so the child never blocks on a full pipe.
 /// Starts the binary `name` of this workspace with `args` (which make it listen on `listen`) in
-/// a process group of its own and waits until it prints `<name> listening on <url>`. A process
-/// that exits before that (its port not free yet, after a restart in place) is started again
-/// for up to 10 s.
+/// a process group of its own and waits until it prints `<name> listening on <url>`. On a given
+/// port (a restart in place), a process that exits before that (the port not free yet) is
+/// started again for up to 10 s; on port 0 its failure is answered at once.
 fn start_listening(
     name: &str,
     args: &[&std::ffi::OsStr],
@@ -563,7 +561,7 @@ fn start_listening(
             Err(e) => {
                 let exited = process.child.try_wait()?.is_some();
                 process.kill();
-                if !exited || Instant::now() >= deadline {
+                if !exited || listen.ends_with(":0") || Instant::now() >= deadline {
                     return Err(e.context(format!("starting {name} on {listen}")));
                 }
                 std::thread::sleep(Duration::from_millis(200));
@@ -578,6 +576,8 @@ fn host_port(url: &str) -> &str {
         .map_or(url, |(_, rest)| rest.trim_end_matches('/'))
 }
 
+/// Reads a child's stdout until a line starting with `prefix`, returning the rest of it; keeps
+/// draining stdout in the background so the child never blocks on a full pipe.
 fn read_url(stdout: std::process::ChildStdout, prefix: String) -> Result<String> {
     let (tx, rx) = mpsc::channel();
     let wanted = prefix.clone();
