@@ -321,6 +321,18 @@ fn a_refused_login_names_its_status_over_plain_http() {
     assert_eq!(text_of(&browser, "#login-error"), json!(""));
 }
 
+/// Waits until the page's feed status says the events feed is `state` (`live`, `paused`).
+fn wait_events_feed(browser: &Browser, state: &str) {
+    browser
+        .wait_text(
+            &format!("the events feed {state}"),
+            STEP,
+            "#feed-status",
+            &format!("t.includes('events: {state}')"),
+        )
+        .unwrap();
+}
+
 /// Sets the "pause live updates" switch as a user's click would.
 fn set_paused(browser: &Browser, paused: bool) {
     browser
@@ -425,21 +437,11 @@ fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
     let browser = Browser::start(&[]).unwrap();
     browser.goto(&format!("{}/ui", server.url)).unwrap();
     log_in(&browser, &server.token);
-    let feed = |what: &str, state: &str| {
-        browser
-            .wait_text(
-                what,
-                STEP,
-                "#feed-status",
-                &format!("t.includes('events: {state}')"),
-            )
-            .unwrap()
-    };
-    feed("the events feed live", "live");
+    wait_events_feed(&browser, "live");
 
     // Paused, the page holds no watch; meanwhile 60 Events are written.
     set_paused(&browser, true);
-    feed("the events feed paused", "paused");
+    wait_events_feed(&browser, "paused");
     for i in 1..60 {
         post_event(i);
     }
@@ -457,7 +459,7 @@ fn paused_past_the_event_log_the_page_lists_again_and_catches_up() {
         .execute("return window.__flotillaUi.relists;", vec![])
         .unwrap();
     assert!(relists.as_u64().unwrap() >= 1, "relists: {relists}");
-    feed("the events feed live again", "live");
+    wait_events_feed(&browser, "live");
 }
 
 #[test]
@@ -468,14 +470,7 @@ fn a_token_refused_mid_session_brings_the_login_back_with_the_reason() {
     let browser = Browser::start(&[]).unwrap();
     browser.goto(&format!("{}/ui", server.url)).unwrap();
     log_in(&browser, &server.token);
-    browser
-        .wait_text(
-            "the events feed live",
-            STEP,
-            "#feed-status",
-            "t.includes('events: live')",
-        )
-        .unwrap();
+    wait_events_feed(&browser, "live");
 
     // The server comes back on its address with another admin token: the page's next call
     // (a watch resuming, or the 5 s poll) is refused, and the page says so at its login.
@@ -499,14 +494,7 @@ fn a_token_refused_mid_session_brings_the_login_back_with_the_reason() {
     );
     // The new token works in the same page.
     log_in(&browser, &server.token);
-    browser
-        .wait_text(
-            "the events feed live again",
-            STEP,
-            "#feed-status",
-            "t.includes('events: live')",
-        )
-        .unwrap();
+    wait_events_feed(&browser, "live");
 }
 
 #[test]
