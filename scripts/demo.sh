@@ -6,8 +6,11 @@
 # status naming it. Every process the demo starts is stopped, and its temporary directory
 # removed, on any exit (failure and Ctrl-C included).
 #
-#   scripts/demo.sh                          debug binaries, as the test suite builds them
-#   scripts/demo.sh --release                release binaries
+#   scripts/demo.sh                          release binaries when the quickstart's release
+#                                            build made them (brought up to date, quickly),
+#                                            otherwise debug binaries, as the tests build them
+#   scripts/demo.sh --release                release binaries (built if missing)
+#   scripts/demo.sh --debug                  debug binaries
 #   FLOTILLA_BIN_DIR=DIR scripts/demo.sh     the binaries in DIR, as they are (no build)
 #   scripts/demo.sh --keep                   keep the temporary directory (logs, data) at exit
 #   FLOTILLA_DEMO_DEADLINE_PERCENT=300 ...   every step's deadline at 300% (a slow machine)
@@ -17,11 +20,12 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PROFILE=debug
+PROFILE=
 KEEP=false
 for arg in "$@"; do
   case $arg in
     --release) PROFILE=release ;;
+    --debug) PROFILE=debug ;;
     --keep) KEEP=true ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -189,7 +193,17 @@ sigkill() {
 if [ -n "${FLOTILLA_BIN_DIR:-}" ]; then
   BIN=$FLOTILLA_BIN_DIR
 else
-  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE
+  TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+  if [ -z "$PROFILE" ]; then
+    # The README's quickstart builds release binaries: use them rather than start a debug build
+    # of several minutes right after it.
+    if [ -x "$TARGET/release/flotilla-server" ] && [ -x "$TARGET/release/flotilla-agent" ]; then
+      PROFILE=release
+    else
+      PROFILE=debug
+    fi
+  fi
+  BIN=$TARGET/$PROFILE
   build=(cargo build --quiet -p flotilla-server -p flotilla-agent --bins)
   if [ "$PROFILE" = release ]; then build+=(--release); fi
   echo "Building: ${build[*]}"

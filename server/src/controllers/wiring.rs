@@ -199,7 +199,7 @@ pub fn dependencies_distributor(ctx: &ControllerContext) -> Result<Controller, W
 
 /// The scheduler as the server runs it: bindings (their spec), and the bindings of a Cluster when
 /// the Cluster changes, through the cluster → bindings index, plus the bindings open to a
-/// Cluster that can take new work (a join, a lost taint: `shared/cluster_joins.rs`); a resync
+/// Cluster that can take new work (a join, a lost taint: `propagation/cluster_joins.rs`); a resync
 /// as a safety net.
 pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     use crate::controllers::propagation::scheduler::SchedulerController;
@@ -211,7 +211,7 @@ pub fn scheduler(ctx: &ControllerContext) -> Result<Controller, WiringError> {
     )
     .map_err(WiringError::metrics("scheduler"))?;
     let sources =
-        crate::controllers::shared::cluster_joins::scheduler_sources(reconciler.own_writes());
+        crate::controllers::propagation::cluster_joins::scheduler_sources(reconciler.own_writes());
     Ok(Controller::new(
         Arc::new(reconciler),
         ControllerConfig::new(sources)

@@ -12,7 +12,6 @@
 //! | a cluster's NoExecute taint outlasts a binding's toleration: evict it there | [`taint_manager`] | [`taint_manager::verdict`], [`taint_manager::decide`], [`taint_manager::outcome`] |
 //! | a workload stays unhealthy on a Ready cluster: evict it there | [`application_failover`] | [`application_failover::decide`], [`application_failover::report`], [`application_failover::outcome`] |
 //! | every eviction asks the partition brake of its region first | [`brake`] | [`brake::state_of`], [`brake::pace_of`], [`brake::admit_in`] |
-//! | the leader of several servers publishes the brake's state for the others to show | [`brake_publisher`] | [`brake_publisher::objects_of`], [`brake_publisher::published`] |
 //! | the evicted cluster's state is carried to the new placement | [`state_preservation`] | [`state_preservation::preserve`], [`state_preservation::condition`] |
 //! | an exactly-once workload's new copy waits until the old member has fenced itself | [`fencing`] | [`fencing::fence_wait`], [`fencing::unfenced_candidates`] |
 //! | an eviction task ends once the new placement is Healthy, or its grace period ran out | [`graceful_eviction`] | [`graceful_eviction::assess`] |
@@ -21,6 +20,11 @@
 //! | an outcome of any of the three deciders is written once, then its metrics, Events and state-preservation reports follow | [`effects`] | [`effects::evict`]; the one shell [`effects::Effects::carry_out`] |
 //! | application failover can act only where the kind has a health rule | [`preconditions`] | [`preconditions::application_failover_condition`] |
 //! | what the deciders count | [`metrics`] | — |
+//!
+//! Beside the chain, not a step of it: when several servers share the store, the leader's
+//! [`brake_publisher`] writes the brake's state ([`brake_publisher::objects_of`],
+//! [`brake_publisher::published`]) for the servers that do not lead, so that every server's
+//! `evictionbrakes` shows what the leader's brake holds.
 
 pub mod application_failover;
 pub mod brake;

@@ -7,7 +7,7 @@
 //! the pure [`crate::scheduler::decision::decide`]. A change of a cluster (taints, labels, APIs,
 //! deletion) reaches the bindings that name it at once through the cluster-to-bindings index,
 //! and a cluster that can take new work (it joined, lost a taint) reaches the bindings open to
-//! it ([`crate::controllers::shared::cluster_joins`]); the periodic resync is a safety net.
+//! it ([`crate::controllers::propagation::cluster_joins`]); the periodic resync is a safety net.
 //! A target whose Cluster is being deleted or gone leaves `spec.clusters` whatever the result
 //! (docs/semantics.md §8.7). Bindings without a placement (attached
 //! bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are

@@ -11,7 +11,7 @@
 //! feed on the scheduler's own watches: [`JoinTracker`] remembers each Cluster's
 //! [`ClusterView`] and marks the clusters whose last change opened them; [`OpenBindings`]
 //! keeps the bindings [`open_to`] accepts. [`scheduler_sources`] puts them beside the
-//! [`super::fan_out`] index of the bindings that name a cluster. A heartbeat or a status report
+//! [`crate::controllers::shared::fan_out`] index of the bindings that name a cluster. A heartbeat or a status report
 //! changes nothing either of them reads, so it wakes nothing.
 
 use crate::controllers::runtime::controller::{
