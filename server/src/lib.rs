@@ -17,5 +17,7 @@ pub mod profile;
 pub mod scheduler;
 pub mod simulation;
 pub mod store;
+/// Test fixtures (the `testing` feature): not compiled into the server.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod transport;

@@ -31,8 +31,11 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A file's code before its `#[cfg(test)] mod tests` (tests may wire anything together),
-/// without its comments.
+/// without its comments; nothing of a `tests.rs`, a test module in a file of its own.
 fn production_code(path: &Path) -> String {
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return String::new();
+    }
     let text = std::fs::read_to_string(path).expect("source file is readable");
     let code = match text.find("#[cfg(test)]\nmod tests") {
         Some(i) => &text[..i],

@@ -1,8 +1,8 @@
 //! Real etcd clusters for tests: [`EtcdCluster`] starts etcd processes on 127.0.0.1, each with
 //! its own data directory under one temp dir, waits until the cluster answers, kills and
 //! restarts members, and kills what is left when dropped. [`EtcdCluster::start_tls`] starts a
-//! member that serves clients over TLS and demands a client certificate. Tests only: the server
-//! never calls it.
+//! member that serves clients over TLS and demands a client certificate. Tests only (the
+//! crate's `testing` feature): a plain build of the server leaves it out.
 //!
 //! The binary is `FLOTILLA_ETCD_BIN`, else `etcd` on `PATH`, else `/usr/bin/etcd` (Debian's
 //! `etcd-server`, which `scripts/setup.sh` installs). Without it [`EtcdCluster::start`] fails,

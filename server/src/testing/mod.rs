@@ -1,7 +1,8 @@
 //! How this crate's tests wait: [`eventually`], the one wait helper of `flotilla-server`, for
 //! the tests beside the code and those in `server/tests/` alike (the controller tests' world is
-//! [`crate::controllers::runtime::testing`]). Compiled into the library so that `server/tests/`
-//! can use it; the server never calls it. The agent's tests (`agent/tests/support`) and the
+//! [`crate::controllers::runtime::testing`]). Compiled only for tests and under the crate's
+//! `testing` feature, which `server/tests/`, the benches and `flotilla-tests` enable; a plain
+//! build of the server leaves it out. The agent's tests (`agent/tests/support`) and the
 //! end-to-end tests (`flotilla_tests`) have twins of the same signature.
 
 /// Real etcd processes on 127.0.0.1 for the etcd store's tests.

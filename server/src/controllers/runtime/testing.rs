@@ -1,8 +1,9 @@
 //! What controller tests are built on: [`TestWorld`] (an in-memory store, a fake clock, an
 //! Event recorder, a metrics registry and the [`ControllerContext`] made of them) and the fake
-//! interpreter [`SpecReplicas`]; how they wait is [`crate::testing::eventually`]. Compiled into
-//! the library so that the multi-controller tests in `server/tests/controllers/` use the same
-//! world as the tests beside each controller; the server never calls it.
+//! interpreter [`SpecReplicas`]; how they wait is [`crate::testing::eventually`]. Compiled only
+//! for tests and under the crate's `testing` feature, so that the multi-controller tests in
+//! `server/tests/controllers/` use the same world as the tests beside each controller; a plain
+//! build of the server leaves it out.
 
 use crate::clock::{FakeClock, SharedClock};
 use crate::controllers::context::ControllerContext;
