@@ -164,7 +164,8 @@ import { ui } from "./hooks.js";
  *   object: KubeObject & { code?: number, message?: string } }} WatchEvent One line of a watch.
  */
 /**
- * @typedef {WatchEvent | { type: "RESET" | "PAGE", items: KubeObject[], object?: undefined }} FeedEvent
+ * @typedef {WatchEvent | { type: "RESET", items: KubeObject[], object?: undefined }
+ *   | { type: "PAGE", items: KubeObject[], object?: undefined }} FeedEvent
  *   What a feed hands its `apply`: a watch event, or a list's objects (RESET replaces what
  *   was there, PAGE adds to it).
  */

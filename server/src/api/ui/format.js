@@ -2,8 +2,8 @@
 // Small pure helpers the views share: escaping, keys, times as people read them, conditions,
 // and the pager's markup. Nothing here touches the page or the network; "now" is always given.
 
-/** @typedef {import("./state.js").KubeObject} KubeObject */
-/** @typedef {import("./state.js").Condition} Condition */
+/** @typedef {import("./api.js").KubeObject} KubeObject */
+/** @typedef {import("./api.js").Condition} Condition */
 
 /**
  * Text made safe inside markup and attribute values.

@@ -9,6 +9,7 @@ import { esc, keyOf } from "./format.js";
 import { healthOf, MAX_COLUMNS, PAGE_ROWS, placement, sortedBindings, tasksOf, troubled } from "./state.js";
 
 /** @typedef {import("./state.js").State} State */
+/** @typedef {import("./api.js").Binding} Binding */
 
 /**
  * @typedef {object} MatrixQuery
@@ -45,7 +46,9 @@ export function matrixView(s, query) {
   }
   const pages = Math.ceil(keys.length / PAGE_ROWS);
   const current = Math.min(s.matrixPage, Math.max(0, pages - 1));
-  const page = keys.slice(current * PAGE_ROWS, (current + 1) * PAGE_ROWS).map((k) => s.bindings.get(k)).filter((b) => b !== undefined);
+  /** @type {Binding[]} */
+  const page = [];
+  for (const k of keys.slice(current * PAGE_ROWS, (current + 1) * PAGE_ROWS)) { const b = s.bindings.get(k); if (b) page.push(b); }
   // Columns: the clusters this page's bindings use (placement, health, eviction tasks), or
   // every member when the fleet is small.
   /** @type {Set<string>} */
