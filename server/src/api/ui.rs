@@ -106,7 +106,10 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
             (CONTENT_TYPE, HeaderValue::from_static(content_type)),
             (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
             (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-            (CSP_HEADER, HeaderValue::from_static(CONTENT_SECURITY_POLICY)),
+            (
+                CSP_HEADER,
+                HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+            ),
         ],
         body,
     )
@@ -139,12 +142,15 @@ mod tests {
             vec!["/ui/fleet.js"],
             "one script, the entry module"
         );
-        assert_eq!(
-            FLEET_PAGE.matches("<script").count(),
-            1,
-            "no inline script"
-        );
-        for inline in ["<style", "style=", " onclick=", " onchange=", " oninput=", " onload="] {
+        assert_eq!(FLEET_PAGE.matches("<script").count(), 1, "no inline script");
+        for inline in [
+            "<style",
+            "style=",
+            " onclick=",
+            " onchange=",
+            " oninput=",
+            " onload=",
+        ] {
             assert!(!FLEET_PAGE.contains(inline), "the page has {inline}");
         }
         let texts = std::iter::once(FLEET_PAGE).chain(ASSETS.iter().map(|a| a.body));
@@ -188,7 +194,10 @@ mod tests {
             assert!(served.contains(&path.as_str()), "{path} is not served");
         }
         for path in &served {
-            assert!(wanted.contains(&path.to_string()), "{path} is served but never loaded");
+            assert!(
+                wanted.contains(&path.to_string()),
+                "{path} is served but never loaded"
+            );
         }
     }
 
@@ -218,15 +227,12 @@ mod tests {
     #[tokio::test]
     async fn the_page_and_its_files_are_served_with_their_type_and_the_policy() {
         // (path, Content-Type)
-        let table = std::iter::once((UI_PATH, HTML))
-            .chain(ASSETS.iter().map(|a| (a.path, a.content_type)));
+        let table =
+            std::iter::once((UI_PATH, HTML)).chain(ASSETS.iter().map(|a| (a.path, a.content_type)));
         for (path, content_type) in table {
             assert!(is_public(path), "{path}");
             let request = Request::get(path).body(Body::empty()).expect("a request");
-            let answer = routes::<()>()
-                .oneshot(request)
-                .await
-                .expect("an answer");
+            let answer = routes::<()>().oneshot(request).await.expect("an answer");
             assert_eq!(answer.status(), StatusCode::OK, "{path}");
             let header = |name| answer.headers().get(name).and_then(|v| v.to_str().ok());
             assert_eq!(header(CONTENT_TYPE), Some(content_type), "{path}");
