@@ -394,13 +394,10 @@ pub fn generate_token() -> String {
 pub const REGISTER_PATH: &str = "/flotilla/v1/register";
 
 /// The paths that answer anonymous calls: the health probes and `/version` (what Kubernetes'
-/// `system:public-info-viewer` role opens), and the fleet page ([`super::ui`]), which holds no
-/// data. A token sent to them is still checked.
+/// `system:public-info-viewer` role opens), and the fleet page and its files ([`super::ui`]),
+/// which hold no data. A token sent to them is still checked.
 fn is_probe(path: &str) -> bool {
-    matches!(
-        path,
-        "/healthz" | "/readyz" | "/livez" | "/version" | super::ui::UI_PATH
-    )
+    matches!(path, "/healthz" | "/readyz" | "/livez" | "/version") || super::ui::is_public(path)
 }
 
 /// The bearer token of a request, if any.

@@ -144,7 +144,7 @@ pub fn router(state: ApiState) -> Router {
             get(|| async { axum::Json(discovery::version()) }),
         )
         .route("/metrics", get(render_metrics))
-        .route(ui::UI_PATH, get(ui::fleet_page))
+        .merge(ui::routes())
         .route(
             "/flotilla/v1/register",
             axum::routing::post(registration::register),
