@@ -1,35 +1,37 @@
 //! The object store: Kubernetes object semantics (uid, resourceVersion, generation,
-//! finalizers, owner references and garbage collection, optimistic concurrency, watch) over a
-//! key-value [`engine`]. [`Store`] is the narrow interface everything else uses; [`KvStore`]
-//! implements it once for every engine (sled for real, memory for fast tests, and the log
-//! engine: every tree in memory, durable through a write-ahead log and snapshots).
+//! finalizers, owner references and garbage collection, optimistic concurrency, watch).
+//! [`Store`] is the narrow interface everything else uses; two backends implement it, side
+//! by side:
+//!
+//! - [`local`]: [`KvStore`], one server's store over a key-value [`Engine`] (sled for real,
+//!   memory for fast tests, and the log engine: every tree in memory, durable through a
+//!   write-ahead log and snapshots);
+//! - [`etcd`]: [`EtcdStore`], the same rules committed as etcd
+//!   transactions, so several servers share one store.
+//!
+//! What both share lives here: the trait and its types (this file), the pure object rules
+//! ([`rules`]), object metadata ([`meta`]), the owner index that drives garbage collection
+//! ([`owner_index`]), the engines' error ([`EngineError`]), and the copy from one backend to
+//! etcd ([`migrate_store`]).
 //!
 //! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every
 //! field; typed views live in `flotilla-api`.
 
-pub mod engine;
+mod engine_error;
 pub mod etcd;
-mod gc;
-mod group_commit;
-pub mod kv_store;
-pub mod log_engine;
-pub mod memory_engine;
+pub mod local;
 mod meta;
 pub mod migrate_store;
-pub mod object_cache;
+mod owner_index;
 pub mod rules;
-pub mod sled_engine;
-mod watch;
 
-pub use engine::{Engine, EngineError};
-pub use kv_store::{
-    KvStore, MemoryStore, SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY,
-    DEFAULT_EVENT_LOG_MAX_BYTES,
+pub use engine_error::EngineError;
+pub use etcd::EtcdStore;
+pub use local::{
+    Engine, KvStore, LogEngine, LogOptions, MemoryEngine, MemoryStore, SledEngine, SledOptions,
+    SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY, DEFAULT_EVENT_LOG_MAX_BYTES,
 };
-pub use log_engine::{LogEngine, LogOptions};
-pub use memory_engine::MemoryEngine;
 pub use meta::FOREGROUND_FINALIZER;
-pub use sled_engine::{SledEngine, SledOptions};
 
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;

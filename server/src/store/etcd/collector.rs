@@ -6,8 +6,8 @@
 //! queues the job again. Several servers may run a step for the same object: the first
 //! commits, the others find it done.
 
-use super::super::gc::{GcJob, ObjRef};
 use super::super::meta;
+use super::super::owner_index::{GcJob, ObjRef};
 use super::super::rules::{self, Precondition, Updated};
 use super::super::{DeleteOptions, Propagation, StoreError};
 use super::commit::{self, Write};

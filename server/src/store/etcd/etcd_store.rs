@@ -522,7 +522,7 @@ impl Inner {
     async fn orphan_writes(
         &self,
         uid: &str,
-        dependents: &[super::super::gc::ObjRef],
+        dependents: &[super::super::owner_index::ObjRef],
     ) -> Result<Vec<Write>, StoreError> {
         let keys: Vec<String> = dependents
             .iter()

@@ -8,7 +8,7 @@
 //! position reaches that write's revision ([`Mirror::caught_up`]). When the watch breaks it
 //! resumes from the position; when the position was compacted away it lists again.
 
-use super::super::gc::{GcJob, ObjRef, OwnerIndex};
+use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
 use super::super::StoreError;
 use super::commit::{decode, etcd_error, revision_of};
 use super::keys::{prefix_end, Keys};

@@ -9,21 +9,22 @@
 //!
 //! Reads (`get`, `list`) go to the engine without the lock; watches read the event ring.
 
-use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
-use super::gc::{GcJob, GcQueue, ObjRef, OwnerIndex};
-use super::group_commit::{GroupCommit, Ticket};
-use super::memory_engine::MemoryEngine;
-use super::meta;
-use super::object_cache::ObjectCache;
-use super::rules::{
+use super::super::meta;
+use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
+use super::super::rules::{
     self, decode_continue, encode_continue, not_found, CreateName, Deletion, Part, Updated,
 };
-use super::sled_engine::{SledEngine, SledOptions};
-use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
-use super::{
+use super::super::{
     DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, StoreError,
     WatchOptions, WatchProgress, WatchStream,
 };
+use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
+use super::gc::GcQueue;
+use super::group_commit::{GroupCommit, Ticket};
+use super::memory_engine::MemoryEngine;
+use super::object_cache::ObjectCache;
+use super::sled_engine::{SledEngine, SledOptions};
+use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
 use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
