@@ -35,8 +35,9 @@ pub use meta::FOREGROUND_FINALIZER;
 
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::BoxStream;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -225,6 +226,18 @@ pub fn status_write(obj: &Value, status: Value) -> Value {
     serde_json::json!({"metadata": metadata, "status": status})
 }
 
+/// What [`Store::object_counts`] answers from a backend's running counts by kind: the kinds
+/// that have objects, with their counts, sorted by kind.
+pub(crate) fn sorted_counts(counts: &HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut sorted: Vec<(String, u64)> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(kind, n)| (kind.clone(), *n))
+        .collect();
+    sorted.sort();
+    sorted
+}
+
 /// Kubernetes object semantics over a durable engine. Every write returns only after it is
 /// durable (for engines that persist).
 #[async_trait]
@@ -345,32 +358,25 @@ pub trait Store: Send + Sync + 'static {
         Ok(objects.into_iter().map(Arc::new).collect())
     }
 
-    /// Watches changes of one kind.
+    /// Watches changes of one kind: [`Store::watch_with_progress`] without the progress.
     async fn watch(
         &self,
         res: &ResourceType,
         opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError>;
+    ) -> Result<WatchStream, StoreError> {
+        self.watch_with_progress(res, opts)
+            .await
+            .map(|(stream, _)| stream)
+    }
 
-    /// As [`Store::watch`], with the stream's [`WatchProgress`]. This default knows only the
-    /// events the stream yields; [`KvStore`] says how far its cursor went past them.
+    /// Watches changes of one kind, with the stream's [`WatchProgress`]: how far the backend's
+    /// cursor went, past the events the stream yields (the local event log's position, or the
+    /// etcd watch's revision).
     async fn watch_with_progress(
         &self,
         res: &ResourceType,
         opts: WatchOptions,
-    ) -> Result<(WatchStream, WatchProgress), StoreError> {
-        let progress = WatchProgress::new(opts.from.unwrap_or_default());
-        let stream = self.watch(res, opts).await?;
-        let seen = progress.clone();
-        let stream = stream
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    seen.advance(event.resource_version);
-                }
-            })
-            .boxed();
-        Ok((stream, progress))
-    }
+    ) -> Result<(WatchStream, WatchProgress), StoreError>;
 
     /// The resourceVersion of the last change to any object of this kind since the store
     /// was opened (0 when none). A cache of a kind's list stays valid while this is unchanged;

@@ -736,16 +736,6 @@ impl Store for EtcdStore {
         self.inner.dependents(res, owner_uid).await
     }
 
-    async fn watch(
-        &self,
-        res: &ResourceType,
-        opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError> {
-        self.watch_with_progress(res, opts)
-            .await
-            .map(|(stream, _)| stream)
-    }
-
     async fn watch_with_progress(
         &self,
         res: &ResourceType,
