@@ -10,8 +10,8 @@
 //!   transactions, so several servers share one store.
 //!
 //! What both share lives here: the trait and its types (this file), the pure object rules
-//! ([`rules`]), object metadata ([`meta`]), the owner index that drives garbage collection
-//! ([`owner_index`]), the engines' error ([`EngineError`]), and the copy from one backend to
+//! ([`rules`]), object metadata (`meta.rs`), the owner index that drives garbage collection
+//! (`owner_index.rs`), the engines' error ([`EngineError`]), and the copy from one backend to
 //! etcd ([`migrate_store`]).
 //!
 //! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every

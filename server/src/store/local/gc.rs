@@ -1,9 +1,9 @@
-//! The local store's garbage collector: runs the [`GcJob`]s that the [`OwnerIndex`] (kept
-//! inside the store's write state, so every decision below is taken under the write lock)
-//! reports at each commit. One background thread ([`GcQueue`]) runs them, one object per
-//! lock, so a large cascade never stalls writers. What each job does is the owner index's
-//! rule (see [`super::super::owner_index`]); at open the jobs a crash may have interrupted are
-//! found again from the index.
+//! The local store's garbage collector: runs the [`GcJob`]s that the owner index
+//! ([`super::super::owner_index`], kept inside the store's write state, so every decision
+//! below is taken under the write lock) reports at each commit. One background thread
+//! ([`GcQueue`]) runs them, one object per lock, so a large cascade never stalls writers.
+//! What each job does is the owner index's rule; at open the jobs a crash may have
+//! interrupted are found again from the index.
 
 use super::super::meta;
 use super::super::owner_index::{GcJob, ObjRef};

@@ -5,7 +5,7 @@
 //! - `kv_store.rs`: [`KvStore`], the object rules applied under one write lock, the commit
 //!   path, open and recovery;
 //! - `gc.rs`: the garbage collector thread, running the jobs of the shared owner index
-//!   ([`super::owner_index`]);
+//!   (`store/owner_index.rs`);
 //! - `group_commit.rs`: the committer thread, so concurrent writers share one durable flush;
 //! - `watch.rs`: the event log (a bounded ring, persisted in the events tree) and the watch
 //!   streams read from it;
