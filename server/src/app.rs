@@ -44,15 +44,16 @@ use tokio::task::JoinHandle;
 /// one sled transaction and one sync instead of paying for one each.
 pub const DEFAULT_MIN_FLUSH_INTERVAL: Duration = Duration::from_millis(2);
 
-/// Which storage engine to use.
+/// Which store backend to use (`--store`): a local one over a key-value engine
+/// ([`crate::store::local`]) or etcd ([`crate::store::etcd`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Engine {
+pub enum StoreBackend {
     /// sled under `<data-dir>/store` (durable; the default).
     Sled,
     /// In memory (lost at exit; for tests and demos).
     Memory,
     /// Every tree in memory, made durable by a write-ahead log and snapshots under
-    /// `<data-dir>/store-log` (see `store::log_engine`).
+    /// `<data-dir>/store-log` (see `store::local::log_engine`).
     Log,
     /// An etcd cluster, shared with the fleet's other servers: [`ServerConfig::etcd`] says
     /// how to reach it (see `store::etcd`).
@@ -87,9 +88,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Where the store, the admin token and the kubeconfig live.
     pub data_dir: PathBuf,
-    /// Storage engine.
-    pub engine: Engine,
-    /// How to reach etcd (`Engine::Etcd`): `--etcd-endpoints`, TLS files, prefix.
+    /// Store backend.
+    pub store_backend: StoreBackend,
+    /// How to reach etcd (`StoreBackend::Etcd`): `--etcd-endpoints`, TLS files, prefix.
     pub etcd: EtcdConfig,
     /// The etcd engine's own knobs (`--etcd-compaction-interval`).
     pub etcd_store: EtcdStoreOptions,
@@ -130,7 +131,7 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("listen", &self.listen)
             .field("data_dir", &self.data_dir)
-            .field("engine", &self.engine)
+            .field("store_backend", &self.store_backend)
             .field("etcd", &self.etcd)
             .field("tls", &self.tls)
             .field("defaulting", &self.defaulting)
@@ -152,7 +153,7 @@ impl ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             data_dir: data_dir.into(),
-            engine: Engine::Sled,
+            store_backend: StoreBackend::Sled,
             etcd: EtcdConfig::default(),
             etcd_store: EtcdStoreOptions::default(),
             tls: Tls::SelfSigned,
@@ -161,7 +162,7 @@ impl ServerConfig {
             event_log_capacity: 10_000,
             event_log_max_bytes: crate::store::DEFAULT_EVENT_LOG_MAX_BYTES,
             min_flush_interval: DEFAULT_MIN_FLUSH_INTERVAL,
-            object_cache_bytes: crate::store::object_cache::DEFAULT_BUDGET,
+            object_cache_bytes: crate::store::local::object_cache::DEFAULT_BUDGET,
             controllers: Some(ControllerSettings::default()),
             leader_election: LeaderElection::default(),
             clock: Arc::new(SystemClock),
@@ -364,17 +365,17 @@ async fn open_engine(
         object_cache_bytes: config.object_cache_bytes,
         ..StoreConfig::default()
     };
-    let store: Arc<dyn Store> = match config.engine {
-        Engine::Sled => {
+    let store: Arc<dyn Store> = match config.store_backend {
+        StoreBackend::Sled => {
             let path = config.data_dir.join("store");
             KvStore::<SledEngine>::open_sled(&path, store_config).map_err(StartError::Store)?
         }
-        Engine::Memory => KvStore::<MemoryEngine>::memory(store_config),
-        Engine::Log => {
+        StoreBackend::Memory => KvStore::<MemoryEngine>::memory(store_config),
+        StoreBackend::Log => {
             let path = config.data_dir.join("store-log");
             KvStore::<LogEngine>::open_log(&path, store_config).map_err(StartError::Store)?
         }
-        Engine::Etcd => {
+        StoreBackend::Etcd => {
             let etcd = EtcdStore::open(&config.etcd, store_config, config.etcd_store.clone())
                 .await
                 .map_err(StartError::Store)?;
@@ -576,7 +577,9 @@ async fn fleet_credentials(
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err(&config.data_dir))?;
     let clock = config.clock.clone();
-    let (admin_token, join_token, store, etcd, fleet_tls) = if config.engine == Engine::Etcd {
+    let (admin_token, join_token, store, etcd, fleet_tls) = if config.store_backend
+        == StoreBackend::Etcd
+    {
         // The fleet's tokens and CA live in the shared store, so it opens first.
         let (store, etcd) = open_engine(&config, clock.clone()).await?;
         match fleet_credentials(&config, store.as_ref()).await {
@@ -745,7 +748,7 @@ mod tests {
             .expect("a valid time");
         let mut config = ServerConfig::new(dir.path());
         config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        config.engine = Engine::Memory;
+        config.store_backend = StoreBackend::Memory;
         config.tls = Tls::Plain;
         config.clock = Arc::new(FakeClock::new(fake));
         let server = start(config).await.expect("server starts");

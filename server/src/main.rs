@@ -8,7 +8,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, ValueEnum};
 use flotilla_server::app::{
-    self, ControllerSettings, Engine, ServerConfig, Tls, DEFAULT_MIN_FLUSH_INTERVAL,
+    self, ControllerSettings, ServerConfig, StoreBackend, Tls, DEFAULT_MIN_FLUSH_INTERVAL,
 };
 use flotilla_server::profile::{Detection, DetectionFlags};
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ enum LogFormat {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum StoreEngine {
+enum StoreFlag {
     Sled,
     Memory,
     Log,
@@ -120,7 +120,7 @@ struct Flags {
     /// writes a write-ahead log and snapshots under <data-dir>/store-log).
     /// etcd keeps the store in an etcd cluster shared by several servers (--etcd-endpoints).
     #[arg(long, value_enum, default_value = "sled")]
-    store: StoreEngine,
+    store: StoreFlag,
     /// How to reach etcd (--store etcd).
     #[command(flatten)]
     etcd: EtcdFlags,
@@ -186,7 +186,7 @@ struct Flags {
     store_min_flush_interval_us: u64,
     /// Bytes (of stored JSON) of decoded objects the store keeps for reads, so the
     /// controllers' many reads of a hot object do not parse it again; 0 keeps none.
-    #[arg(long, default_value_t = flotilla_server::store::object_cache::DEFAULT_BUDGET)]
+    #[arg(long, default_value_t = flotilla_server::store::local::object_cache::DEFAULT_BUDGET)]
     store_object_cache_bytes: usize,
     /// Push members are probed this often [default: 10s; 500ms with --fast-failover].
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -509,11 +509,11 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
     }
     let mut config = ServerConfig::new(flags.data_dir.clone());
     config.listen = flags.listen;
-    config.engine = match flags.store {
-        StoreEngine::Sled => Engine::Sled,
-        StoreEngine::Memory => Engine::Memory,
-        StoreEngine::Log => Engine::Log,
-        StoreEngine::Etcd => Engine::Etcd,
+    config.store_backend = match flags.store {
+        StoreFlag::Sled => StoreBackend::Sled,
+        StoreFlag::Memory => StoreBackend::Memory,
+        StoreFlag::Log => StoreBackend::Log,
+        StoreFlag::Etcd => StoreBackend::Etcd,
     };
     config.etcd = flags.etcd.config();
     config.etcd_store.compaction_interval = flags.etcd_compaction_interval;

@@ -15,7 +15,8 @@ use flotilla_server::api::simulation::DryRun;
 use flotilla_server::controllers::failover::brake::EvictionBrake;
 use flotilla_server::controllers::settings::BrakeSettings;
 use flotilla_server::store::{
-    DeleteOptions, Deleted, ListOptions, ObjectList, Store, StoreError, WatchOptions, WatchStream,
+    DeleteOptions, Deleted, ListOptions, ObjectList, Store, StoreError, WatchOptions,
+    WatchProgress, WatchStream,
 };
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -108,12 +109,12 @@ impl Store for HeldStore {
     ) -> Result<Vec<Value>, StoreError> {
         self.inner.list_dependents(res, owner_uid).await
     }
-    async fn watch(
+    async fn watch_with_progress(
         &self,
         res: &ResourceType,
         opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError> {
-        self.inner.watch(res, opts).await
+    ) -> Result<(WatchStream, WatchProgress), StoreError> {
+        self.inner.watch_with_progress(res, opts).await
     }
     async fn kind_revision(&self, res: &ResourceType) -> Result<u64, StoreError> {
         self.inner.kind_revision(res).await

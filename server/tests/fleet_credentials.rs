@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use base64::Engine as _;
-use flotilla_server::app::{self, Engine, ServerConfig, ServerHandle};
+use flotilla_server::app::{self, ServerConfig, ServerHandle, StoreBackend};
 use flotilla_server::fleet;
 use flotilla_server::store::etcd::EtcdConfig;
 use flotilla_server::testing::etcd::EtcdCluster;
@@ -27,7 +27,7 @@ const WORKS: &str = "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-m1/wor
 async fn fleet_server(etcd: &EtcdCluster, dir: &Path, controllers: bool) -> ServerHandle {
     let mut config = ServerConfig::new(dir);
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    config.engine = Engine::Etcd;
+    config.store_backend = StoreBackend::Etcd;
     config.etcd = EtcdConfig::new(etcd.endpoints());
     if !controllers {
         config.controllers = None;

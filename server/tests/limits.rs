@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use common::{assert_status, TestApi};
 use flotilla_api::kinds::builtin_by_plural;
-use flotilla_server::app::{self, Engine, ServerConfig, ServerHandle, Tls};
+use flotilla_server::app::{self, ServerConfig, ServerHandle, StoreBackend, Tls};
 use flotilla_server::store::{DeleteOptions, KvStore, Store, StoreConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -220,7 +220,7 @@ async fn serve(tweak: impl FnOnce(&mut ServerConfig)) -> (ServerHandle, tempfile
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.tls = Tls::Plain;
-    config.engine = Engine::Memory;
+    config.store_backend = StoreBackend::Memory;
     config.controllers = None;
     tweak(&mut config);
     (app::start(config).await.unwrap(), dir)

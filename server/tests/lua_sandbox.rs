@@ -8,7 +8,9 @@
 //! sends no Work at all (never the template's full count) and is reported once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_server::app::{self, ControllerSettings, Engine, ServerConfig, ServerHandle, Tls};
+use flotilla_server::app::{
+    self, ControllerSettings, ServerConfig, ServerHandle, StoreBackend, Tls,
+};
 use flotilla_server::testing::eventually;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -72,7 +74,7 @@ async fn start() -> (Api, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
-    config.engine = Engine::Memory;
+    config.store_backend = StoreBackend::Memory;
     config.tls = Tls::Plain;
     let mut settings = ControllerSettings {
         resync: Duration::from_secs(2),

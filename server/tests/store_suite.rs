@@ -1428,7 +1428,7 @@ fn sled_config(clock: &FakeClock, capacity: usize) -> StoreConfig {
 
 fn raw_put(dir: &Path, tree: &str, key: &str, value: &[u8]) {
     let engine = SledEngine::open(dir, &SledOptions::default()).unwrap();
-    let mut batch = flotilla_server::store::engine::WriteBatch::new();
+    let mut batch = flotilla_server::store::local::engine::WriteBatch::new();
     batch.put(tree, key, value);
     engine.apply(&batch).unwrap();
     engine.durable_flush().unwrap();
@@ -1436,7 +1436,7 @@ fn raw_put(dir: &Path, tree: &str, key: &str, value: &[u8]) {
 
 fn raw_remove(dir: &Path, tree: &str, key: &str) {
     let engine = SledEngine::open(dir, &SledOptions::default()).unwrap();
-    let mut batch = flotilla_server::store::engine::WriteBatch::new();
+    let mut batch = flotilla_server::store::local::engine::WriteBatch::new();
     batch.remove(tree, key);
     engine.apply(&batch).unwrap();
     engine.durable_flush().unwrap();

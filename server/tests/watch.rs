@@ -5,7 +5,7 @@
 //! bookmark.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_server::app::{self, Engine, ServerConfig, ServerHandle, Tls};
+use flotilla_server::app::{self, ServerConfig, ServerHandle, StoreBackend, Tls};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -16,7 +16,7 @@ async fn server(event_log_capacity: usize) -> (ServerHandle, tempfile::TempDir) 
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
-    config.engine = Engine::Memory;
+    config.store_backend = StoreBackend::Memory;
     config.tls = Tls::Plain;
     config.event_log_capacity = event_log_capacity;
     (app::start(config).await.unwrap(), dir)
@@ -246,7 +246,7 @@ async fn bookmarks_and_timeouts() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
-    config.engine = Engine::Memory;
+    config.store_backend = StoreBackend::Memory;
     config.tls = Tls::Plain;
     config.limits.bookmark_interval = Duration::from_millis(50);
     let s = app::start(config).await.unwrap();
@@ -322,7 +322,7 @@ async fn bookmarks_of_a_quiet_watch_carry_the_stores_position() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServerConfig::new(dir.path());
     config.listen = "127.0.0.1:0".parse().unwrap();
-    config.engine = Engine::Memory;
+    config.store_backend = StoreBackend::Memory;
     config.tls = Tls::Plain;
     config.event_log_capacity = 5;
     config.limits.bookmark_interval = Duration::from_millis(100);

@@ -1,40 +1,43 @@
 //! The object store: Kubernetes object semantics (uid, resourceVersion, generation,
-//! finalizers, owner references and garbage collection, optimistic concurrency, watch) over a
-//! key-value [`engine`]. [`Store`] is the narrow interface everything else uses; [`KvStore`]
-//! implements it once for every engine (sled for real, memory for fast tests, and the log
-//! engine: every tree in memory, durable through a write-ahead log and snapshots).
+//! finalizers, owner references and garbage collection, optimistic concurrency, watch).
+//! [`Store`] is the narrow interface everything else uses; two backends implement it, side
+//! by side:
+//!
+//! - [`local`]: [`KvStore`], one server's store over a key-value [`Engine`] (sled for real,
+//!   memory for fast tests, and the log engine: every tree in memory, durable through a
+//!   write-ahead log and snapshots);
+//! - [`etcd`]: [`EtcdStore`], the same rules committed as etcd
+//!   transactions, so several servers share one store.
+//!
+//! What both share lives here: the trait and its types (this file), the pure object rules
+//! ([`rules`]), object metadata (`meta.rs`), the owner index that drives garbage collection
+//! (`owner_index.rs`), the engines' error ([`EngineError`]), and the copy from one backend to
+//! etcd ([`migrate_store`]).
 //!
 //! Objects are JSON values (`serde_json::Value`) so that templates of any kind keep every
 //! field; typed views live in `flotilla-api`.
 
-pub mod engine;
+mod engine_error;
 pub mod etcd;
-mod gc;
-mod group_commit;
-pub mod kv_store;
-pub mod log_engine;
-pub mod memory_engine;
+pub mod local;
 mod meta;
 pub mod migrate_store;
-pub mod object_cache;
+mod owner_index;
 pub mod rules;
-pub mod sled_engine;
-mod watch;
 
-pub use engine::{Engine, EngineError};
-pub use kv_store::{
-    KvStore, MemoryStore, SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY,
-    DEFAULT_EVENT_LOG_MAX_BYTES,
+pub use engine_error::EngineError;
+pub use etcd::EtcdStore;
+pub use local::{
+    Engine, KvStore, LogEngine, LogOptions, MemoryEngine, MemoryStore, SledEngine, SledOptions,
+    SledStore, StoreConfig, StoreStats, DEFAULT_EVENT_LOG_CAPACITY, DEFAULT_EVENT_LOG_MAX_BYTES,
 };
-pub use log_engine::{LogEngine, LogOptions};
-pub use memory_engine::MemoryEngine;
 pub use meta::FOREGROUND_FINALIZER;
-pub use sled_engine::{SledEngine, SledOptions};
 
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::BoxStream;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -223,6 +226,18 @@ pub fn status_write(obj: &Value, status: Value) -> Value {
     serde_json::json!({"metadata": metadata, "status": status})
 }
 
+/// What [`Store::object_counts`] answers from a backend's running counts by kind: the kinds
+/// that have objects, with their counts, sorted by kind.
+pub(crate) fn sorted_counts(counts: &HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut sorted: Vec<(String, u64)> = counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(kind, n)| (kind.clone(), *n))
+        .collect();
+    sorted.sort();
+    sorted
+}
+
 /// Kubernetes object semantics over a durable engine. Every write returns only after it is
 /// durable (for engines that persist).
 #[async_trait]
@@ -343,32 +358,25 @@ pub trait Store: Send + Sync + 'static {
         Ok(objects.into_iter().map(Arc::new).collect())
     }
 
-    /// Watches changes of one kind.
+    /// Watches changes of one kind: [`Store::watch_with_progress`] without the progress.
     async fn watch(
         &self,
         res: &ResourceType,
         opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError>;
+    ) -> Result<WatchStream, StoreError> {
+        self.watch_with_progress(res, opts)
+            .await
+            .map(|(stream, _)| stream)
+    }
 
-    /// As [`Store::watch`], with the stream's [`WatchProgress`]. This default knows only the
-    /// events the stream yields; [`KvStore`] says how far its cursor went past them.
+    /// Watches changes of one kind, with the stream's [`WatchProgress`]: how far the backend's
+    /// cursor went, past the events the stream yields (the local event log's position, or the
+    /// etcd watch's revision).
     async fn watch_with_progress(
         &self,
         res: &ResourceType,
         opts: WatchOptions,
-    ) -> Result<(WatchStream, WatchProgress), StoreError> {
-        let progress = WatchProgress::new(opts.from.unwrap_or_default());
-        let stream = self.watch(res, opts).await?;
-        let seen = progress.clone();
-        let stream = stream
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    seen.advance(event.resource_version);
-                }
-            })
-            .boxed();
-        Ok((stream, progress))
-    }
+    ) -> Result<(WatchStream, WatchProgress), StoreError>;
 
     /// The resourceVersion of the last change to any object of this kind since the store
     /// was opened (0 when none). A cache of a kind's list stays valid while this is unchanged;

@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use flotilla_server::api;
-use flotilla_server::app::{self, Engine, ServerConfig};
+use flotilla_server::app::{self, ServerConfig, StoreBackend};
 use flotilla_server::clock::{SharedClock, SystemClock};
 use flotilla_server::kinds::CrdFeed;
 use flotilla_server::store::Store;
@@ -41,7 +41,7 @@ impl TestApi {
         tweak_state: impl FnOnce(&mut api::ApiState),
     ) -> Self {
         let mut config = ServerConfig::new("/nonexistent");
-        config.engine = Engine::Memory;
+        config.store_backend = StoreBackend::Memory;
         tweak(&mut config);
         let clock: SharedClock = Arc::new(SystemClock);
         let store = wrap(app::open_store(&config, clock.clone()).await.unwrap());

@@ -1,13 +1,14 @@
 //! Garbage collection on etcd: the jobs the [`super::mirror::Mirror`] finds in the changes it
 //! follows (an owner gone, an owner in foreground deletion, an object created for an owner
-//! that does not exist), run one at a time by a tokio task. The rules are `KvStore`'s
-//! (`store/gc.rs`); each step is a transaction that compares the revision it read, so a step
-//! taken on a stale view of the owner index writes nothing, and the change that made it stale
-//! queues the job again. Several servers may run a step for the same object: the first
-//! commits, the others find it done.
+//! that does not exist), run one at a time by a tokio task. The rules are the owner index's
+//! (`store/owner_index.rs`), as for the local collector (`store/local/gc.rs`); each step is a
+//! transaction that compares the revision it read, so a step taken on a stale view of the
+//! owner index writes nothing, and the change that made it stale queues the job again.
+//! Several servers may run a step for the same object: the first commits, the others find it
+//! done.
 
-use super::super::gc::{GcJob, ObjRef};
 use super::super::meta;
+use super::super::owner_index::{GcJob, ObjRef};
 use super::super::rules::{self, Precondition, Updated};
 use super::super::{DeleteOptions, Propagation, StoreError};
 use super::commit::{self, Write};

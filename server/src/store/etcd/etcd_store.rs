@@ -522,7 +522,7 @@ impl Inner {
     async fn orphan_writes(
         &self,
         uid: &str,
-        dependents: &[super::super::gc::ObjRef],
+        dependents: &[super::super::owner_index::ObjRef],
     ) -> Result<Vec<Write>, StoreError> {
         let keys: Vec<String> = dependents
             .iter()
@@ -734,16 +734,6 @@ impl Store for EtcdStore {
         owner_uid: &str,
     ) -> Result<Vec<Value>, StoreError> {
         self.inner.dependents(res, owner_uid).await
-    }
-
-    async fn watch(
-        &self,
-        res: &ResourceType,
-        opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError> {
-        self.watch_with_progress(res, opts)
-            .await
-            .map(|(stream, _)| stream)
     }
 
     async fn watch_with_progress(

@@ -8,8 +8,8 @@
 //! position reaches that write's revision ([`Mirror::caught_up`]). When the watch breaks it
 //! resumes from the position; when the position was compacted away it lists again.
 
-use super::super::gc::{GcJob, ObjRef, OwnerIndex};
-use super::super::StoreError;
+use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
+use super::super::{sorted_counts, StoreError};
 use super::commit::{decode, etcd_error, revision_of};
 use super::keys::{prefix_end, Keys};
 use etcd_client::{Client, EventType as EtcdEventType, GetOptions, WatchOptions};
@@ -275,16 +275,7 @@ impl Mirror {
 
     /// Kinds with stored objects and their counts, sorted.
     pub fn counts(&self) -> Vec<(String, u64)> {
-        let mut counts: Vec<(String, u64)> = self
-            .state
-            .lock()
-            .counts
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(kind, n)| (kind.clone(), *n))
-            .collect();
-        counts.sort();
-        counts
+        sorted_counts(&self.state.lock().counts)
     }
 }
 

@@ -91,6 +91,6 @@ mod tests {
 
     #[test]
     fn memory_engine_conformance() {
-        crate::store::engine::conformance::run(MemoryEngine::new);
+        crate::store::local::engine::conformance::run(MemoryEngine::new);
     }
 }

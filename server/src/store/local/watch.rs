@@ -15,8 +15,8 @@
 //! after it. Nothing is lost, a slow watcher never slows writers, and order is strictly by
 //! resourceVersion. A watcher whose cursor falls behind the trimmed log ends with `Expired`.
 
+use super::super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchProgress, WatchStream};
 use super::engine::EngineError;
-use super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchProgress, WatchStream};
 use flotilla_migrations::EVENTS_TREE;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};

@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn sled_engine_conformance() {
         let dirs = parking_lot::Mutex::new(Vec::new());
-        crate::store::engine::conformance::run(|| {
+        crate::store::local::engine::conformance::run(|| {
             let dir = tempfile::tempdir().unwrap();
             let engine = SledEngine::open(dir.path(), &SledOptions::default()).unwrap();
             dirs.lock().push(dir);

@@ -9,21 +9,22 @@
 //!
 //! Reads (`get`, `list`) go to the engine without the lock; watches read the event ring.
 
-use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
-use super::gc::{GcJob, GcQueue, ObjRef, OwnerIndex};
-use super::group_commit::{GroupCommit, Ticket};
-use super::memory_engine::MemoryEngine;
-use super::meta;
-use super::object_cache::ObjectCache;
-use super::rules::{
+use super::super::meta;
+use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
+use super::super::rules::{
     self, decode_continue, encode_continue, not_found, CreateName, Deletion, Part, Updated,
 };
+use super::super::{
+    sorted_counts, DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store,
+    StoreError, WatchOptions, WatchProgress, WatchStream,
+};
+use super::engine::{Engine, EngineError, RawEngine, Scan, WriteBatch};
+use super::gc::GcQueue;
+use super::group_commit::{GroupCommit, Ticket};
+use super::memory_engine::MemoryEngine;
+use super::object_cache::ObjectCache;
 use super::sled_engine::{SledEngine, SledOptions};
 use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
-use super::{
-    DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, StoreError,
-    WatchOptions, WatchProgress, WatchStream,
-};
 use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
@@ -676,15 +677,29 @@ impl<E: Engine> KvStore<E> {
         self.create_locked(&mut st, res, obj)
     }
 
-    /// Updates (the object, not its status) under the write lock; answers the object and the
-    /// ticket of its durable round.
+    /// Updates `part` of an object under the write lock; answers the object and the ticket of
+    /// its durable round.
     fn commit_update(
         &self,
         res: &ResourceType,
         obj: Value,
+        part: Part,
     ) -> Result<(Arc<Value>, Option<Ticket>), StoreError> {
         let mut st = self.write_lock()?;
-        self.update_locked(&mut st, res, obj, Part::Object)
+        self.update_locked(&mut st, res, obj, part)
+    }
+
+    /// Updates `part` of an object and waits until the write is durable (the lock is released
+    /// before the wait).
+    async fn update_durably(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+        part: Part,
+    ) -> Result<Arc<Value>, StoreError> {
+        let (value, ticket) = self.commit_update(res, obj, part)?;
+        self.durable(ticket).await?;
+        Ok(value)
     }
 
     /// Waits until a commit is durable.
@@ -992,9 +1007,9 @@ impl<E: Engine> Store for KvStore<E> {
     }
 
     async fn update(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
-        let (value, ticket) = self.commit_update(res, obj)?;
-        self.durable(ticket).await?;
-        Ok(Arc::unwrap_or_clone(value))
+        self.update_durably(res, obj, Part::Object)
+            .await
+            .map(Arc::unwrap_or_clone)
     }
 
     async fn update_eventually_durable(
@@ -1002,17 +1017,14 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         obj: Value,
     ) -> Result<Value, StoreError> {
-        self.commit_update(res, obj)
+        self.commit_update(res, obj, Part::Object)
             .map(|(value, _ticket)| Arc::unwrap_or_clone(value))
     }
 
     async fn update_status(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
-        let (value, ticket) = {
-            let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, Part::Status)?
-        };
-        self.durable(ticket).await?;
-        Ok(Arc::unwrap_or_clone(value))
+        self.update_durably(res, obj, Part::Status)
+            .await
+            .map(Arc::unwrap_or_clone)
     }
 
     async fn update_status_shared(
@@ -1020,12 +1032,7 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         obj: Value,
     ) -> Result<Arc<Value>, StoreError> {
-        let (value, ticket) = {
-            let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, Part::Status)?
-        };
-        self.durable(ticket).await?;
-        Ok(value)
+        self.update_durably(res, obj, Part::Status).await
     }
 
     async fn update_with_status(
@@ -1033,12 +1040,7 @@ impl<E: Engine> Store for KvStore<E> {
         res: &ResourceType,
         obj: Value,
     ) -> Result<Arc<Value>, StoreError> {
-        let (value, ticket) = {
-            let mut st = self.write_lock()?;
-            self.update_locked(&mut st, res, obj, Part::ObjectAndStatus)?
-        };
-        self.durable(ticket).await?;
-        Ok(value)
+        self.update_durably(res, obj, Part::ObjectAndStatus).await
     }
 
     async fn delete(
@@ -1055,16 +1057,6 @@ impl<E: Engine> Store for KvStore<E> {
         };
         self.durable(ticket).await?;
         Ok(deleted)
-    }
-
-    async fn watch(
-        &self,
-        res: &ResourceType,
-        opts: WatchOptions,
-    ) -> Result<WatchStream, StoreError> {
-        self.watch_with_progress(res, opts)
-            .await
-            .map(|(stream, _)| stream)
     }
 
     async fn watch_with_progress(
@@ -1098,16 +1090,7 @@ impl<E: Engine> Store for KvStore<E> {
 
     async fn object_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
         // Kept by every commit: sled's own count scans the whole tree on every scrape.
-        let mut counts: Vec<(String, u64)> = self
-            .state
-            .lock()
-            .counts
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(kind, n)| (kind.clone(), *n))
-            .collect();
-        counts.sort();
-        Ok(counts)
+        Ok(sorted_counts(&self.state.lock().counts))
     }
 
     fn durability_counts(&self) -> (u64, u64) {

@@ -1055,7 +1055,7 @@ mod tests {
     #[test]
     fn log_engine_conformance() {
         let dirs = parking_lot::Mutex::new(Vec::new());
-        crate::store::engine::conformance::run(|| {
+        crate::store::local::engine::conformance::run(|| {
             let dir = tempfile::tempdir().unwrap();
             let engine = open(dir.path());
             dirs.lock().push(dir);
