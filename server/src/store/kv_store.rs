@@ -24,12 +24,12 @@ use super::{
     DeleteOptions, Deleted, EventType, ListOptions, ObjectList, Propagation, Store, StoreError,
     WatchOptions, WatchProgress, WatchStream,
 };
-use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
 use flotilla_migrations::{
     MigrationError, EVENTS_TREE, META_TREE, RESOURCE_TYPE_PREFIX, RESOURCE_VERSION_KEY,
 };
+use flotilla_support::clock::{SharedClock, SystemClock};
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use std::collections::HashMap;

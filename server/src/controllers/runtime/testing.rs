@@ -4,7 +4,6 @@
 //! the library so that the multi-controller tests in `server/tests/controllers/` use the same
 //! world as the tests beside each controller; the server never calls it.
 
-use crate::clock::{FakeClock, SharedClock};
 use crate::controllers::context::ControllerContext;
 use crate::controllers::settings::ControllerSettings;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
@@ -18,6 +17,7 @@ use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
+use flotilla_support::clock::{FakeClock, SharedClock};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
