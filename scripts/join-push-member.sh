@@ -11,9 +11,9 @@
 # The control plane is the one kubectl talks to by default (KUBECONFIG, or pass --kubeconfig
 # through CONTROL_PLANE_KUBECONFIG). Without --token, the script creates on the member a
 # ServiceAccount `flotilla-push-NAME` in namespace flotilla-system, binds it to the
-# ClusterRole `flotilla-agent` of deploy/10-agent-rbac.yaml (push mode runs the same code as
-# the agent's kube runtime, so it needs the same rights), and asks the member for a token for
-# it (`kubectl create token`, one year). docs/members.md, "Real clusters", walks through it.
+# ClusterRole `flotilla-agent` of deploy/10-agent-rbac.yaml (push mode runs the same kube
+# member runtime as a pull agent, so it needs the same rights), and asks the member for a token
+# for it (`kubectl create token`, one year). docs/members.md, "Real clusters", walks through it.
 set -euo pipefail
 
 usage() {

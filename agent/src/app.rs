@@ -1,7 +1,7 @@
 //! Starting the agent: [`run`] turns an [`AgentConfig`] into running members (one, or
 //! `sim_members` of them named `<prefix>1..N`, each with its own data directory), their sim
 //! runtimes ticked by one driver (or, with [`RuntimeKind::Kube`], one member backed by a real
-//! cluster's API: [`crate::runtime::kube`]), the member HTTP surface when `listen` is set, and
+//! cluster's API: [`flotilla_member::kube`]), the member HTTP surface when `listen` is set, and
 //! in pull mode each member's pull loops. The [`AgentHandle`] it answers gives the bound address and
 //! the members, and stops everything cleanly (state flushed).
 
@@ -13,12 +13,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::clock::{Clock, SystemClock};
 use crate::member::Member;
 use crate::pull::{self, PullOptions, PullTiming, Registration, ServerClient, ServerEndpoints};
-use crate::runtime::kube::{ConnectError, KubeRuntime, KubeSettings};
-use crate::runtime::sim::{SimConfig, SimDriver, SimRuntime};
-use crate::runtime::{MemberRuntime, RuntimeError};
+use flotilla_member::kube::{ConnectError, KubeRuntime, KubeSettings};
+use flotilla_member::sim::{SimConfig, SimDriver, SimRuntime};
+use flotilla_member::{MemberRuntime, RuntimeError};
+use flotilla_support::clock::{Clock, SystemClock};
 
 /// What a member is: the embedded simulated cluster, or a real cluster's Kubernetes API.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -218,7 +218,7 @@ impl AgentHandle {
         }
         for sim in &self.sims {
             if let Err(e) = sim.save() {
-                tracing::error!(error = %crate::error_chain(&e), "saving sim state failed");
+                tracing::error!(error = %flotilla_support::error_chain(&e), "saving sim state failed");
             }
         }
     }
@@ -403,7 +403,7 @@ pub async fn run_with_clock(
 /// in-cluster service account). Nothing is asked of the member's API yet: a member whose API
 /// is down still starts, registers and reports itself not ready.
 async fn kube_runtime(config: &AgentConfig, name: &str) -> Result<KubeRuntime, StartError> {
-    let client = crate::runtime::kube::client_from_kubeconfig(
+    let client = flotilla_member::kube::client_from_kubeconfig(
         config.kubeconfig.as_deref(),
         config.kube_context.as_deref(),
     )
@@ -514,7 +514,7 @@ mod tests {
         ];
         for (what, config, want) in cases {
             let err = run(config).await.unwrap_err();
-            let chain = crate::error_chain(&err);
+            let chain = flotilla_support::error_chain(&err);
             assert!(chain.contains(want), "{what}: {chain}");
         }
     }

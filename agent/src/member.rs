@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::runtime::{ClusterSummary, MemberRuntime, RuntimeError};
+use flotilla_member::{ClusterSummary, MemberRuntime, RuntimeError};
 
 /// The member-level fault switches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ use std::time::Duration;
 use flotilla_agent::app::{AgentConfig, AgentHandle, Mode};
 use flotilla_agent::member::Member;
 use flotilla_agent::pull::{PullTiming, Registration};
-use flotilla_agent::runtime::sim::SimConfig;
-use flotilla_agent::runtime::ObjectRef;
+use flotilla_member::sim::SimConfig;
+use flotilla_member::ObjectRef;
 use serde_json::{json, Value};
 use support::{eventually, FakeServer, JOIN_TOKEN};
 

@@ -11,11 +11,11 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use axum::Router;
 use chrono::TimeZone;
-use flotilla_agent::clock::FakeClock;
 use flotilla_agent::member::Member;
 use flotilla_agent::member_api;
-use flotilla_agent::runtime::sim::{SimConfig, SimRuntime};
 use flotilla_api::Quantity;
+use flotilla_member::sim::{SimConfig, SimRuntime};
+use flotilla_support::clock::FakeClock;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -28,7 +28,9 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let clock = FakeClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let clock = Arc::new(FakeClock::new(
+        chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+    ));
     let config = SimConfig {
         nodes: 2,
         node_cpu: Quantity::parse("4").unwrap(),
@@ -89,14 +91,14 @@ async fn apply_and_pods_become_ready_on_the_fake_clock() {
     assert_eq!(applied["status"]["replicas"], 3);
     assert_eq!(applied["status"]["unavailableReplicas"], 3);
 
-    f.clock.advance(Duration::from_millis(1999));
+    f.clock.advance(chrono::Duration::milliseconds(1999));
     f.sim.tick();
     let (_, d) = call(&f.app, Method::GET, DEPLOY, None).await;
     assert!(
         d["status"].get("readyReplicas").is_none(),
         "not ready before the delay"
     );
-    f.clock.advance(Duration::from_millis(1));
+    f.clock.advance(chrono::Duration::milliseconds(1));
     f.sim.tick();
     let (_, d) = call(&f.app, Method::GET, DEPLOY, None).await;
     assert_eq!(d["status"]["readyReplicas"], 3);
@@ -169,7 +171,7 @@ async fn apply_and_pods_become_ready_on_the_fake_clock() {
 async fn every_fault_endpoint() {
     let f = fixture();
     call(&f.app, Method::POST, "/apply", Some(nginx(2))).await;
-    f.clock.advance(Duration::from_secs(2));
+    f.clock.advance(chrono::Duration::seconds(2));
     f.sim.tick();
 
     // unhealthy
@@ -219,7 +221,7 @@ async fn every_fault_endpoint() {
     )
     .await;
     assert_eq!(deleted, json!({"deleted": 2}));
-    f.clock.advance(Duration::from_secs(10));
+    f.clock.advance(chrono::Duration::seconds(10));
     f.sim.tick();
     let (_, d) = call(&f.app, Method::GET, DEPLOY, None).await;
     assert_eq!(d["status"]["unavailableReplicas"], 2);
@@ -259,7 +261,7 @@ async fn every_fault_endpoint() {
         faults["capacity"],
         json!({"nodes": 1, "cpu": "1", "memory": "1Gi", "pods": "10"})
     );
-    f.clock.advance(Duration::from_secs(2));
+    f.clock.advance(chrono::Duration::seconds(2));
     f.sim.tick();
     let (_, d) = call(&f.app, Method::GET, DEPLOY, None).await;
     assert_eq!(
@@ -290,7 +292,7 @@ async fn every_fault_endpoint() {
     .await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(obj["status"]["jobStatus"]["jobID"], "j-1");
-    f.clock.advance(Duration::from_secs(30));
+    f.clock.advance(chrono::Duration::seconds(30));
     f.sim.tick();
     let (_, obj) = call(&f.app, Method::GET,
         "/objects?apiVersion=flink.apache.org/v1beta1&kind=FlinkDeployment&namespace=default&name=wc", None).await;
@@ -386,7 +388,9 @@ async fn unreachable_holds_requests_but_not_the_fault_api() {
 
 #[tokio::test]
 async fn many_members_are_served_under_their_names_only() {
-    let clock = FakeClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let clock = Arc::new(FakeClock::new(
+        chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+    ));
     let members: Vec<Arc<Member>> = ["member1", "member2"]
         .iter()
         .map(|n| {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use flotilla_agent::app::{AgentConfig, AgentHandle, Mode};
 use flotilla_agent::pull::PullTiming;
-use flotilla_agent::runtime::ObjectRef;
+use flotilla_member::ObjectRef;
 use serde_json::{json, Value};
 use support::{eventually, FakeServer, Listener, JOIN_TOKEN};
 

@@ -13,6 +13,9 @@
 //! - [`history`]: a binding's bounded failover history (`status.failoverHistory`) and the
 //!   fleet-wide list of recent failovers.
 //! - [`json_pointer`]: JSON Pointer lookups that allocate nothing for plain tokens.
+//! - [`pod_requests`]: a pod's effective resource request as Kubernetes sums it (app
+//!   containers, init and native sidecar containers, overhead), for the interpreter's replica
+//!   requirements and the member runtimes' schedulers and resource summaries.
 //! - [`member_timing`]: the lease and status periods a server advertises to its pull agents,
 //!   and whether a member's lease fits the server's grace period.
 
@@ -28,6 +31,7 @@ pub mod kinds;
 pub mod member_timing;
 pub mod meta;
 pub mod names;
+pub mod pod_requests;
 pub mod policy;
 pub mod quantity;
 pub mod selector;

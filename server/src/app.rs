@@ -18,7 +18,6 @@
 
 use crate::api::credential_feed::CredentialFeed;
 use crate::api::{self, auth, ApiState, BrakeSlot, Limits};
-use crate::clock::{SharedClock, SystemClock};
 use crate::controllers::failover::brake::EvictionBrake;
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
@@ -32,6 +31,8 @@ use crate::store::etcd::{EtcdConfig, EtcdStore, EtcdStoreOptions};
 use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_support::clock::{SharedClock, SystemClock};
+use flotilla_support::files::write_private;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,7 +113,7 @@ pub struct ServerConfig {
     pub controllers: Option<ControllerSettings>,
     /// Whether the controllers wait to be elected leader (`--leader-elect`; etcd only).
     pub leader_election: LeaderElection,
-    /// The clock of the store, the API and every controller (a [`crate::clock::FakeClock`]
+    /// The clock of the store, the API and every controller (a [`flotilla_support::clock::FakeClock`]
     /// in tests that drive time).
     pub clock: SharedClock,
     /// The tokio runtime the controllers run on; `None`: the caller's, the one that serves
@@ -287,24 +288,8 @@ pub fn ensure_token(data_dir: &Path, file: &str) -> Result<String, StartError> {
         Err(e) => return Err(data_err(&path)(e)),
     }
     let token = auth::generate_token();
-    write_private(&path, &token).map_err(data_err(&path))?;
+    write_private(&path, token.as_bytes()).map_err(data_err(&path))?;
     Ok(token)
-}
-
-/// Writes a file readable by its owner only.
-pub fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    opts.mode(0o600);
-    let mut f = opts.open(&tmp)?;
-    f.write_all(content.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 /// The kubeconfig that lets kubectl talk to this server with the admin token.
@@ -338,8 +323,9 @@ pub fn ensure_self_signed(
     }
     let generated = rcgen::generate_simple_self_signed(crate::fleet::serving_names(listen))
         .map_err(|e| StartError::Certificate(e.to_string()))?;
-    write_private(&key, &generated.signing_key.serialize_pem()).map_err(data_err(&key))?;
-    write_private(&cert, &generated.cert.pem()).map_err(data_err(&cert))?;
+    write_private(&key, generated.signing_key.serialize_pem().as_bytes())
+        .map_err(data_err(&key))?;
+    write_private(&cert, generated.cert.pem().as_bytes()).map_err(data_err(&cert))?;
     Ok((cert, key))
 }
 
@@ -518,7 +504,7 @@ fn lead_controllers(
             &term_settings,
             stop,
         )
-        .map_err(|e| crate::error_chain::error_chain(&e))?;
+        .map_err(|e| flotilla_support::error_chain(&e))?;
         term_state.metrics.set_term_registry(Some(registry));
         *term_state.eviction_brake.write() = Some(brake);
         Ok(handles)
@@ -708,7 +694,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let kubeconfig_path = config.data_dir.join("kubeconfig");
     write_private(
         &kubeconfig_path,
-        &kubeconfig(&url, &admin_token, ca_pem.as_deref()),
+        kubeconfig(&url, &admin_token, ca_pem.as_deref()).as_bytes(),
     )
     .map_err(data_err(&kubeconfig_path))?;
     ready.store(true, Ordering::SeqCst);
@@ -731,11 +717,11 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::FakeClock;
     use crate::store::ListOptions;
     use crate::testing::eventually;
     use chrono::TimeZone;
     use flotilla_api::kinds::well_known;
+    use flotilla_support::clock::FakeClock;
     use serde_json::{json, Value};
 
     /// The clock of the config reaches the store and the controllers of an in-process server.

@@ -5,11 +5,11 @@
 //! last ten minutes (same component, object, type, reason and message) bumps that Event's
 //! `count` and `lastTimestamp` instead of adding another.
 
-use crate::clock::SharedClock;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::Time;
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};
@@ -228,8 +228,8 @@ impl EventRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{FakeClock, SharedClock};
     use crate::store::{KvStore, StoreConfig};
+    use flotilla_support::clock::{FakeClock, SharedClock};
 
     #[tokio::test]
     async fn a_repeated_event_bumps_its_count_within_ten_minutes() {

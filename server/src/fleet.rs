@@ -20,11 +20,11 @@
 //! its files and its certificate is self-signed (`app::ensure_token`, `app::ensure_self_signed`).
 
 use crate::api::auth::generate_token;
-use crate::app::write_private;
 use crate::store::{Store, StoreError};
 use base64::Engine as _;
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType};
+use flotilla_support::files::write_private;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -217,7 +217,7 @@ fn rewrite_token_file(data_dir: &Path, file: &str, token: &str) -> Result<(), Fl
         );
     }
     let path = data_dir.join(file);
-    write_private(&path, token).map_err(|source| FleetError::File { path, source })
+    write_private(&path, token.as_bytes()).map_err(|source| FleetError::File { path, source })
 }
 
 /// The fleet's admin and join tokens, from [`TOKENS_SECRET`]. When the store has none yet,
@@ -456,7 +456,7 @@ pub fn write_serving_files(
         (&files.cert, chain.as_str()),
         (&files.ca, ca.cert_pem()),
     ] {
-        write_private(path, content).map_err(|source| FleetError::File {
+        write_private(path, content.as_bytes()).map_err(|source| FleetError::File {
             path: path.clone(),
             source,
         })?;

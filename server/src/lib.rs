@@ -3,9 +3,7 @@
 
 pub mod api;
 pub mod app;
-pub mod clock;
 pub mod controllers;
-pub mod error_chain;
 pub mod events;
 pub mod feature_gates;
 pub mod fleet;

@@ -776,7 +776,7 @@ async fn restarted(store: std::sync::Arc<dyn flotilla_server::store::Store>) -> 
         store.clone(),
         registry,
         (TOKEN, JOIN_TOKEN),
-        std::sync::Arc::new(flotilla_server::clock::SystemClock),
+        std::sync::Arc::new(flotilla_support::clock::SystemClock),
         tokio::sync::watch::channel(false).1,
     )
     .unwrap();

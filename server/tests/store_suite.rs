@@ -5,7 +5,6 @@
 
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
 use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType};
-use flotilla_server::clock::FakeClock;
 use flotilla_server::store::etcd::{EtcdStore, EtcdStoreOptions};
 use flotilla_server::store::{
     DeleteOptions, Deleted, Engine, EventType, KvStore, ListOptions, ObjectFilter, Propagation,
@@ -14,6 +13,7 @@ use flotilla_server::store::{
 };
 use flotilla_server::testing::etcd::EtcdCluster;
 use flotilla_server::testing::eventually;
+use flotilla_support::clock::FakeClock;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::path::Path;

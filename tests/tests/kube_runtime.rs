@@ -1,4 +1,4 @@
-//! The kube runtime (`flotilla_agent::runtime::kube`) against a real Kubernetes-compatible API
+//! The kube runtime (`flotilla_member::kube`) against a real Kubernetes-compatible API
 //! server: a `flotilla-server --no-controllers` on 127.0.0.1, which, like controller-runtime's
 //! envtest, serves the API and runs nothing behind it, so these tests write the statuses,
 //! Nodes and Pods a cluster's controllers and kubelets would. The runtime is built as the
@@ -15,10 +15,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use flotilla_agent::runtime::kube::{
+use flotilla_member::kube::{
     client_for_endpoint, client_from_kubeconfig, KubeRuntime, KubeSettings,
 };
-use flotilla_agent::runtime::{MemberRuntime, ObjectRef, RuntimeError};
+use flotilla_member::{MemberRuntime, ObjectRef, RuntimeError};
 use flotilla_tests::Server;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -602,7 +602,7 @@ async fn kinds_resolve_through_discovery_including_new_crds() {
     // `list` by kind goes to the API.
     let listed = m
         .runtime
-        .list(&flotilla_agent::runtime::ListFilter {
+        .list(&flotilla_member::ListFilter {
             api_version: "example.io/v1".into(),
             kind: "Octopus".into(),
             namespace: String::new(),
@@ -670,7 +670,7 @@ async fn summary_reports_version_apis_health_nodes_and_resources() {
             let s = runtime
                 .summary()
                 .await
-                .map_err(|e| flotilla_agent::error_chain(&e))?;
+                .map_err(|e| flotilla_support::error_chain(&e))?;
             let resources = serde_json::to_value(&s.resource_summary).unwrap();
             let nodes = (s.node_summary.total_num, s.node_summary.ready_num);
             if nodes == (2, 1) && resources == want_resources {

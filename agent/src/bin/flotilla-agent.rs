@@ -16,8 +16,8 @@ use std::time::Duration;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use flotilla_agent::app::{AgentConfig, Mode, RuntimeKind};
 use flotilla_agent::pull::{PullTiming, Registration};
-use flotilla_agent::runtime::sim::SimConfig;
 use flotilla_api::Quantity;
+use flotilla_member::sim::SimConfig;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
@@ -332,7 +332,7 @@ async fn main() -> ExitCode {
     let handle = match flotilla_agent::run(args.config()).await {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("flotilla-agent: {}", flotilla_agent::error_chain(&e));
+            eprintln!("flotilla-agent: {}", flotilla_support::error_chain(&e));
             return ExitCode::FAILURE;
         }
     };

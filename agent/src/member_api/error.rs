@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::runtime::RuntimeError;
+use flotilla_member::RuntimeError;
 
 /// Why a member API request failed.
 #[derive(Debug, thiserror::Error)]
@@ -49,14 +49,14 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (code, reason) = self.code_and_reason();
         if code.is_server_error() && code != StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(error = %crate::error_chain(&self), "member API request failed");
+            tracing::error!(error = %flotilla_support::error_chain(&self), "member API request failed");
         }
         let body = json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": crate::error_chain(&self),
+            "message": flotilla_support::error_chain(&self),
             "reason": reason,
             "code": code.as_u16(),
         });

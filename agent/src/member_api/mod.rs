@@ -39,7 +39,7 @@ use tokio::sync::watch;
 pub use error::ApiError;
 
 use crate::member::Member;
-use crate::runtime::{CapacityChange, ListFilter, ObjectRef, RuntimeError, RuntimeFaults};
+use flotilla_member::{CapacityChange, ListFilter, ObjectRef, RuntimeError, RuntimeFaults};
 
 /// Shared state of the surface.
 #[derive(Clone)]
@@ -126,7 +126,7 @@ impl FromRequestParts<ApiState> for Reachable {
         let mut shutdown = state.shutdown.clone();
         tokio::select! {
             _ = m.faults.wait_reachable() => Ok(Reachable(m)),
-            _ = crate::stopped(&mut shutdown) => Err(ApiError::ShuttingDown),
+            _ = flotilla_member::stopped(&mut shutdown) => Err(ApiError::ShuttingDown),
         }
     }
 }
@@ -169,8 +169,8 @@ impl ObjectQuery {
                 "apiVersion, kind and name are required".into(),
             ));
         }
-        let namespace = crate::runtime::normalize_namespace(
-            crate::runtime::group_of(&self.api_version),
+        let namespace = flotilla_member::normalize_namespace(
+            flotilla_member::group_of(&self.api_version),
             &self.kind,
             &self.namespace,
         );

@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use super::endpoints::{Failure, Resend, ServerEndpoints};
 use super::timing::AdvertisedTiming;
-use crate::fsutil;
 use flotilla_api::member_timing::MEMBER_TIMING_HEADER;
+use flotilla_support::files;
 
 /// Errors talking to the server.
 #[derive(Debug, thiserror::Error)]
@@ -217,7 +217,7 @@ impl ServerClient {
         }
         let http = builder
             .build()
-            .map_err(|e| ClientError::Setup(crate::error_chain(&e)))?;
+            .map_err(|e| ClientError::Setup(flotilla_support::error_chain(&e)))?;
         Ok(ServerClient {
             http,
             endpoints: Arc::new(endpoints),
@@ -511,7 +511,7 @@ impl Credentials {
         credential_file: PathBuf,
         registration: Registration,
     ) -> Result<Self, ClientError> {
-        let stored = fsutil::read_optional(&credential_file)
+        let stored = files::read_optional(&credential_file)
             .map_err(|source| ClientError::File {
                 path: credential_file.display().to_string(),
                 source,
@@ -590,12 +590,12 @@ impl Credentials {
             tracing::warn!(cluster = %self.cluster, answered = %answer.cluster_name,
                 "registration answered for another cluster name");
         }
-        fsutil::write_atomic(&self.credential_file, answer.token.as_bytes(), true).map_err(
-            |source| ClientError::File {
+        files::write_private(&self.credential_file, answer.token.as_bytes()).map_err(|source| {
+            ClientError::File {
                 path: self.credential_file.display().to_string(),
                 source,
-            },
-        )?;
+            }
+        })?;
         tracing::info!(cluster = %self.cluster, "registered with the server");
         Ok(answer.token)
     }

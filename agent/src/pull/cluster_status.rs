@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::backoff::{jittered, Backoff};
 use super::{nap, ClientError, PullContext, Wake};
-use crate::runtime::ClusterSummary;
+use flotilla_member::ClusterSummary;
 
 /// Ready reason and message when healthy.
 pub const READY_MESSAGE: &str = "cluster is healthy and ready to accept workloads";
@@ -62,7 +62,7 @@ fn cluster_path(cluster: &str) -> String {
 pub async fn report_once(ctx: &PullContext) -> Result<bool, ClientError> {
     let path = cluster_path(ctx.cluster());
     let summary = ctx.member.summary().await.unwrap_or_else(|e| {
-        tracing::warn!(cluster = %ctx.cluster(), error = %crate::error_chain(&e),
+        tracing::warn!(cluster = %ctx.cluster(), error = %flotilla_support::error_chain(&e),
             "runtime summary failed; reporting unhealthy");
         ClusterSummary::default()
     });

@@ -270,7 +270,7 @@ impl ServerEndpoints {
         self.switches.fetch_add(1, Ordering::SeqCst);
         self.switched.send_replace(generation);
         tracing::warn!(cluster, from = %self.url(from), to = %self.url(to), reason = %reason,
-            error = %crate::error_chain(error), "switching server");
+            error = %flotilla_support::error_chain(error), "switching server");
         true
     }
 }

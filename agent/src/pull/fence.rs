@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::PullContext;
-use crate::runtime::ObjectRef;
+use flotilla_member::ObjectRef;
 
 /// Default of `--fence-after`: shorter than the server's `--cluster-monitor-grace-period` (40 s),
 /// so a cut-off member has stopped its exactly-once workloads before the server even marks it
@@ -238,7 +238,7 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
                         Ok(_) => tracing::warn!(cluster = %ctx.cluster(), work = %work,
                             object = %object, "fenced: deleted from the member"),
                         Err(e) => tracing::warn!(cluster = %ctx.cluster(), work = %work,
-                            object = %object, error = %crate::error_chain(&e),
+                            object = %object, error = %flotilla_support::error_chain(&e),
                             "fencing: deleting from the member failed"),
                     }
                 }
@@ -261,7 +261,7 @@ pub async fn run(ctx: Arc<PullContext>, mut shutdown: watch::Receiver<bool>) {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = phase.changed() => {}
-            _ = crate::stopped(&mut shutdown) => return,
+            _ = flotilla_member::stopped(&mut shutdown) => return,
         }
     }
 }
@@ -301,7 +301,7 @@ async fn record_fenced(ctx: &PullContext, key: &str, at: DateTime<Utc>, fence_af
     });
     let path = format!("/api/v1/namespaces/{namespace}/events");
     if let Err(e) = ctx.client.post(&path, &event).await {
-        tracing::warn!(cluster = %ctx.cluster(), work = %key, error = %crate::error_chain(&e),
+        tracing::warn!(cluster = %ctx.cluster(), work = %key, error = %flotilla_support::error_chain(&e),
             "recording the Fenced event failed");
     }
 }
@@ -309,8 +309,8 @@ async fn record_fenced(ctx: &PullContext, key: &str, at: DateTime<Utc>, fence_af
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{Clock, FakeClock};
     use chrono::TimeZone;
+    use flotilla_support::clock::{Clock, FakeClock};
 
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
@@ -390,16 +390,16 @@ mod tests {
         fence.track("karmada-es-m1/db", true, vec![obj.clone()]);
         fence.track("karmada-es-m1/web", false, vec![]);
         fence.renewed(clock.now());
-        clock.advance(Duration::from_secs(10));
+        clock.advance(chrono::Duration::seconds(10));
         let after = Duration::from_secs(30);
         assert_eq!(
             fence.check(started, clock.now(), after).0,
             FenceStep::Wait(Duration::from_secs(20))
         );
         fence.renewed(clock.now());
-        clock.advance(Duration::from_secs(29));
+        clock.advance(chrono::Duration::seconds(29));
         assert!(fence.check(started, clock.now(), after).1.is_empty());
-        clock.advance(Duration::from_secs(1));
+        clock.advance(chrono::Duration::seconds(1));
         let (step, objects) = fence.check(started, clock.now(), after);
         assert_eq!(step, FenceStep::Fence);
         assert_eq!(objects, vec![("karmada-es-m1/db".to_string(), vec![obj])]);
@@ -412,7 +412,7 @@ mod tests {
         assert!(fence.take_untold().is_empty(), "told once");
         assert!(!fence.allows_apply());
         // Fenced: nothing more until the lease renews.
-        clock.advance(Duration::from_secs(60));
+        clock.advance(chrono::Duration::seconds(60));
         assert_eq!(
             fence.check(started, clock.now(), after),
             (FenceStep::Idle, vec![])

@@ -37,10 +37,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::clock::Clock;
 use crate::member::{FaultFlags, Member};
 pub use client::{ClientError, ClusterClient, Credentials, Registration, ServerClient};
 pub use endpoints::ServerEndpoints;
+use flotilla_support::clock::Clock;
 
 /// Periods of the pull loops.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,7 +156,7 @@ pub(crate) async fn nap(
     tokio::select! {
         _ = tokio::time::sleep(d) => Wake::Go,
         _ = faults.changed() => Wake::Go,
-        _ = crate::stopped(shutdown) => Wake::Stop,
+        _ = flotilla_member::stopped(shutdown) => Wake::Stop,
     }
 }
 
@@ -170,7 +170,7 @@ pub(crate) async fn wait_reachable(
     }
     tokio::select! {
         _ = async { let _ = faults.wait_for(|f| !f.unreachable).await; } => Wake::Go,
-        _ = crate::stopped(shutdown) => Wake::Stop,
+        _ = flotilla_member::stopped(shutdown) => Wake::Stop,
     }
 }
 
@@ -183,7 +183,7 @@ pub(crate) fn log_retry(
     delay: Duration,
     error: &(dyn std::error::Error + 'static),
 ) {
-    let error = crate::error_chain(error);
+    let error = flotilla_support::error_chain(error);
     let retry_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
     if attempt <= 1 || attempt.is_multiple_of(10) {
         tracing::warn!(cluster, attempt, retry_ms, error = %error, "{what} failed; retrying");
@@ -247,7 +247,7 @@ pub fn spawn(
         tokio::select! {
             _ = loops => {}
             _ = async {
-                crate::stopped(&mut stop).await;
+                flotilla_member::stopped(&mut stop).await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             } => {
                 tracing::warn!(cluster = %ctx.cluster(), "pull loops did not stop in time; dropped");

@@ -106,7 +106,7 @@ impl Outbox {
         let task = tokio::spawn(async move {
             let result = ctx.client.post_unkept(&task_path, &event).await;
             if let Err(e) = &result {
-                tracing::debug!(cluster = %ctx.cluster(), error = %crate::error_chain(e),
+                tracing::debug!(cluster = %ctx.cluster(), error = %flotilla_support::error_chain(e),
                     "recording an event failed");
             }
             result.map(|()| None)

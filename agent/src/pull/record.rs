@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil;
-use crate::runtime::ObjectRef;
+use flotilla_member::ObjectRef;
+use flotilla_support::files;
 
 /// One object applied from a Work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,7 +27,7 @@ pub struct AppliedObject {
     /// Which object.
     #[serde(flatten)]
     pub object: ObjectRef,
-    /// [`crate::hashing::canonical_hash`] of the manifest last applied.
+    /// [`flotilla_member::hashing::canonical_hash`] of the manifest last applied.
     pub hash: String,
     /// The object's `metadata.generation` right after that apply. A runtime found behind it
     /// (a simulated member that lost its last writes in a crash) gets the manifest again.
@@ -161,7 +161,7 @@ impl RecordFile {
     pub fn load(path: &Path) -> Result<Self, RecordError> {
         let journal = journal_path(path);
         let read = |p: &Path| {
-            fsutil::read_optional(p).map_err(|source| RecordError::Io {
+            files::read_optional(p).map_err(|source| RecordError::Io {
                 path: p.display().to_string(),
                 source,
             })
@@ -350,7 +350,7 @@ impl PendingSave {
         append().map_err(io(&self.journal))?;
         let snapshotted = self.snapshot.is_some();
         if let Some((path, bytes)) = &self.snapshot {
-            fsutil::write_atomic(path, bytes, false).map_err(io(path))?;
+            files::write_atomic(path, bytes).map_err(io(path))?;
             match std::fs::remove_file(&self.journal) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -43,8 +43,8 @@ use super::fence::FencePhase;
 use super::outbox::{Outbox, Sent};
 use super::record::{plan_sync, AppliedObject, RecordFile, WorkRecord};
 use super::{health, pause, wait_reachable, PullContext, Wake};
-use crate::hashing::canonical_hash;
-use crate::runtime::ObjectRef;
+use flotilla_member::hashing::canonical_hash;
+use flotilla_member::ObjectRef;
 
 /// Reason and message of a successful Applied condition.
 pub const APPLIED_REASON: &str = "AppliedSuccessful";
@@ -267,7 +267,7 @@ impl WorksController {
         loop {
             let step = tokio::select! {
                 biased;
-                _ = crate::stopped(shutdown) => Step::Stop,
+                _ = flotilla_member::stopped(shutdown) => Step::Stop,
                 _ = async { let _ = faults.wait_for(|f| f.unreachable).await; } => Step::Unreachable,
                 // A lifted fence relists (as a member back from unreachable does).
                 _ = async { let _ = fence.wait_for(|p| *p == FencePhase::Lifted).await; } => Step::Unreachable,
@@ -464,7 +464,7 @@ impl WorksController {
         match result {
             Ok(done) => self.record.saved(done),
             Err(e) => {
-                tracing::error!(cluster = %self.ctx.cluster(), error = %crate::error_chain(&e),
+                tracing::error!(cluster = %self.ctx.cluster(), error = %flotilla_support::error_chain(&e),
                 "saving the applied-objects record failed")
             }
         }
@@ -502,7 +502,7 @@ impl WorksController {
             Ok(_) => tracing::info!(cluster = %self.ctx.cluster(), work = %key, object = %object,
                 "deleted from the member"),
             Err(e) => tracing::warn!(cluster = %self.ctx.cluster(), work = %key, object = %object,
-                error = %crate::error_chain(&e), "deleting from the member failed"),
+                error = %flotilla_support::error_chain(&e), "deleting from the member failed"),
         }
     }
 
@@ -579,7 +579,7 @@ impl WorksController {
                 }
                 Err(e) => {
                     // With its causes: a member API's refusal says why in its source.
-                    errors.push(format!("{r}: {}", crate::error_chain(&e)));
+                    errors.push(format!("{r}: {}", flotilla_support::error_chain(&e)));
                     // Still applied in its previous form, if it ever was.
                     objects[idx] = previous
                         .as_ref()
@@ -713,7 +713,7 @@ impl WorksController {
             Err(e) if e.is_not_found() => {}
             Err(e) => {
                 tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
-                    error = %crate::error_chain(&e), "reporting work status failed");
+                    error = %flotilla_support::error_chain(&e), "reporting work status failed");
                 self.status_dirty = true;
             }
         }
@@ -816,7 +816,7 @@ impl WorksController {
             Err(e) => {
                 if !e.is_not_found() {
                     tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(name),
-                        error = %crate::error_chain(&e), "reading work failed");
+                        error = %flotilla_support::error_chain(&e), "reading work failed");
                 }
                 false
             }
@@ -913,7 +913,7 @@ impl WorksController {
                 }
                 Err(e) => {
                     tracing::warn!(cluster = %self.ctx.cluster(), work = %self.key(&name),
-                        error = %crate::error_chain(&e), "removing the finalizer failed; will retry");
+                        error = %flotilla_support::error_chain(&e), "removing the finalizer failed; will retry");
                     return;
                 }
             }

@@ -53,7 +53,7 @@ fn read_error(err: &axum::Error, limit: usize) -> ApiError {
     }
     ApiError::BadRequest(format!(
         "the request body could not be read: {}",
-        crate::error_chain::error_chain(err)
+        flotilla_support::error_chain(err)
     ))
 }
 

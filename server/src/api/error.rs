@@ -2,10 +2,10 @@
 //! a Kubernetes `Status` body naming what is at fault; 5xx answers are logged here with their
 //! full error chain.
 
-use crate::error_chain::error_chain;
 use crate::store::StoreError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use flotilla_support::error_chain;
 use serde_json::{json, Value};
 
 /// One field-level cause of a 422.
@@ -276,7 +276,7 @@ impl ApiError {
                 // etcd down or without quorum: nothing was acknowledged; try again later.
                 ApiError::Unavailable(format!(
                     "the store is unavailable: {}",
-                    crate::error_chain::error_chain(e.as_ref())
+                    flotilla_support::error_chain(e.as_ref())
                 ))
             }
             e @ (StoreError::Schema(_) | StoreError::Engine(_)) => ApiError::Internal(Box::new(e)),

@@ -250,6 +250,6 @@ mod tests {
             sleep: None,
         });
         let err = axum::body::to_bytes(body, 1024).await.unwrap_err();
-        assert!(crate::error_chain::error_chain(&err).contains("did not arrive within 5s"));
+        assert!(flotilla_support::error_chain(&err).contains("did not arrive within 5s"));
     }
 }

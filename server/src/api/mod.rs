@@ -37,7 +37,6 @@ pub mod update;
 pub mod views;
 pub mod watch;
 
-use crate::clock::SharedClock;
 use crate::kinds::KindRegistry;
 use crate::store::Store;
 use axum::extract::State;
@@ -46,6 +45,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 use flotilla_api::defaulting::DefaultingConfig;
+use flotilla_support::clock::SharedClock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

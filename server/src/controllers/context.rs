@@ -5,7 +5,6 @@
 //! list of those functions and starts them through [`ControllerContext::start`], the one spawn
 //! path.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::brake::EvictionBrake;
 use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::runtime::controller::{
@@ -18,6 +17,7 @@ use crate::interpreter::Interpreter;
 use crate::kinds::KindRegistry;
 use crate::probes::MemberClient;
 use crate::store::Store;
+use flotilla_support::clock::SharedClock;
 use std::sync::Arc;
 use tokio::sync::watch;
 

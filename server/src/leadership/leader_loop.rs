@@ -139,7 +139,7 @@ async fn run(
             Ok(Some(term)) => term,
             Ok(None) => return,
             Err(error) => {
-                tracing::warn!(error = %crate::error_chain::error_chain(&error), "campaign failed; retrying");
+                tracing::warn!(error = %flotilla_support::error_chain(&error), "campaign failed; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(retry) => continue,
                     _ = shutdown.wait_for(|s| *s) => return,

@@ -1,5 +1,5 @@
-//! The client of push members that are Kubernetes API servers: the pull agent's kube runtime
-//! ([`flotilla_agent::runtime::kube`]) driven from the control plane, so that push and pull
+//! The client of push members that are Kubernetes API servers: the kube member runtime
+//! ([`flotilla_member::kube`], the one a pull agent drives) driven from the control plane, so that push and pull
 //! apply, read status and delete by the same rules (server-side apply, Karmada's ownership
 //! marks and conflict rule, deleting only Flotilla's objects). One runtime per member, kept
 //! while its endpoint and credential stay the same and built anew when either changes (a
@@ -9,10 +9,10 @@
 use super::{MemberClient, MemberError, MemberObject, MemberTarget, ProbeResult, SummaryError};
 use crate::probes::{KubeCredential, MemberAccess};
 use async_trait::async_trait;
-use flotilla_agent::runtime::kube::connect::client_for_endpoint;
-use flotilla_agent::runtime::kube::health::{self, Probe};
-use flotilla_agent::runtime::kube::{KubeRuntime, KubeSettings};
-use flotilla_agent::runtime::{group_of, normalize_namespace, MemberRuntime, ObjectRef};
+use flotilla_member::kube::connect::client_for_endpoint;
+use flotilla_member::kube::health::{self, Probe};
+use flotilla_member::kube::{KubeRuntime, KubeSettings};
+use flotilla_member::{group_of, normalize_namespace, MemberRuntime, ObjectRef};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -66,13 +66,13 @@ impl KubeMemberClient {
             credential.ca_bundle.as_deref(),
             credential.insecure_skip_tls_verification,
         )
-        .map_err(|e| crate::error_chain::error_chain(&e))?;
+        .map_err(|e| flotilla_support::error_chain(&e))?;
         let settings = KubeSettings {
             cluster: member.cluster.clone(),
             ..KubeSettings::default()
         };
         let runtime = KubeRuntime::new(client.clone(), settings)
-            .map_err(|e| crate::error_chain::error_chain(&e))?;
+            .map_err(|e| flotilla_support::error_chain(&e))?;
         let runtime = Arc::new(runtime);
         let connection = Arc::new(Connection {
             fingerprint,
@@ -151,7 +151,7 @@ impl MemberClient for KubeMemberClient {
             .runtime
             .summary()
             .await
-            .map_err(|e| err(crate::error_chain::error_chain(&e)))?;
+            .map_err(|e| err(flotilla_support::error_chain(&e)))?;
         serde_json::to_value(summary).map_err(|e| err(e.to_string()))
     }
 
@@ -166,7 +166,7 @@ impl MemberClient for KubeMemberClient {
             .runtime
             .apply(manifest.clone())
             .await
-            .map_err(|e| err(crate::error_chain::error_chain(&e)))
+            .map_err(|e| err(flotilla_support::error_chain(&e)))
     }
 
     async fn get(
@@ -184,7 +184,7 @@ impl MemberClient for KubeMemberClient {
             .runtime
             .get(&object_ref(object))
             .await
-            .map_err(|e| err(crate::error_chain::error_chain(&e)))
+            .map_err(|e| err(flotilla_support::error_chain(&e)))
     }
 
     async fn delete(
@@ -203,7 +203,7 @@ impl MemberClient for KubeMemberClient {
             .delete(&object_ref(object))
             .await
             .map(|_| ())
-            .map_err(|e| err(crate::error_chain::error_chain(&e)))
+            .map_err(|e| err(flotilla_support::error_chain(&e)))
     }
 }
 

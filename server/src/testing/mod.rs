@@ -42,7 +42,7 @@ impl<T, E: Display> Outcome for Result<T, E> {
 /// Looks at `f` until it answers `Some(value)` or `Ok(value)`, and returns the value.
 ///
 /// Looks every 10 ms in tokio time, so under a paused clock (`start_paused`) the deadline is
-/// virtual and costs no real time. A test that drives a [`crate::clock::FakeClock`] moves it
+/// virtual and costs no real time. A test that drives a [`flotilla_support::clock::FakeClock`] moves it
 /// itself; `eventually` only waits for what runs meanwhile.
 ///
 /// # Panics

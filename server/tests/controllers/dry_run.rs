@@ -27,7 +27,6 @@ use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::simulation::{
     FailoverSimulationSpec, FailoverSimulationStatus, UnhealthyApplication, RESOURCE_BINDING,
 };
-use flotilla_server::clock::Clock;
 use flotilla_server::controllers::failover::application_failover::ApplicationFailoverController;
 use flotilla_server::controllers::failover::brake::EvictionBrake;
 use flotilla_server::controllers::failover::taint_manager::TaintManagerController;
@@ -43,6 +42,7 @@ use flotilla_server::simulation::{
     simulate, sort_inputs, BindingInput, BrakeOf, SimulationSettings, MAX_PASSES,
 };
 use flotilla_server::store::{ListOptions, Store};
+use flotilla_support::clock::Clock;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

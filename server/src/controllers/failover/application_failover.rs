@@ -27,7 +27,6 @@
 //! included) to the failover wing's one effect path ([`Effects::carry_out`]: one write with
 //! compare-and-swap, then the Events).
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{hold_back, report_stops, Cause, EvictionBrake, Hold};
 use crate::controllers::failover::effects::{evict, Count, Effects, Evicted, Note, Outcome, Since};
 use crate::controllers::failover::metrics::FailoverMetrics;
@@ -53,6 +52,7 @@ use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::{ApplicationFailoverBehavior, PurgeMode};
 use flotilla_api::work::ResourceHealth;
+use flotilla_support::clock::SharedClock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

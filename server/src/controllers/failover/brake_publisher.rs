@@ -12,7 +12,6 @@
 //! region's, as the API shows them), [`published`] (the ConfigMap for a set of objects) and
 //! [`read_published`] (the objects a ConfigMap holds).
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{
     EvictionBrake, Pace, RegionReport, RegionState, CLUSTERS, EVICTIONS, NO_REGION,
 };
@@ -21,6 +20,7 @@ use crate::controllers::shared::cluster_cache::{self, Clusters};
 use crate::store::{Store, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
 use flotilla_api::kinds::{well_known, FLOTILLA_GROUP};
+use flotilla_support::clock::SharedClock;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;

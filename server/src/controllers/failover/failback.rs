@@ -33,7 +33,6 @@
 //! The controller feeds them and hands the outcome to [`Effects::carry_out`], which writes it
 //! in one write, as it does the taint manager's and application failover's evictions.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::effects::{Count, Effects, Note, Outcome};
 use crate::controllers::failover::history::{self, HistoryStep};
 use crate::controllers::failover::metrics::FailoverMetrics;
@@ -56,6 +55,7 @@ use flotilla_api::history::{awaiting_failback, FailoverHistoryItem};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::{ConditionStatus, Time};
 use flotilla_api::policy::PurgeMode;
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};

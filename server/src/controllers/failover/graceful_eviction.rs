@@ -12,7 +12,6 @@
 //! would delete the last copy (karmada-io/karmada#7455). The decision is a pure function of the
 //! tasks, the placement, the aggregated status and `now`.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::history;
 use crate::controllers::failover::metrics::{seconds_since, FailoverMetrics};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -32,6 +31,7 @@ use flotilla_api::history::{note_healthy, note_task_end, TaskEnd};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::Time;
 use flotilla_api::work::ResourceHealth;
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -15,7 +15,6 @@
 //! controller only feeds them and hands the outcome to the failover wing's one effect path
 //! ([`Effects::carry_out`]), which application failover and failback use too.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::brake::{
     earliest, hold_back, report_stops, Cause, EvictionBrake, Hold,
 };
@@ -41,6 +40,7 @@ use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::meta::Time;
 use flotilla_api::policy::{PurgeMode, Toleration};
 use flotilla_api::taint_toleration::{matching_tolerations, min_toleration_time, TolerationWait};
+use flotilla_support::clock::SharedClock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -875,10 +875,10 @@ mod tests {
 
     mod controller {
         use super::*;
-        use crate::clock::FakeClock;
         use crate::controllers::runtime::testing::TestWorld;
         use crate::store::ListOptions;
         use flotilla_api::kinds::well_known;
+        use flotilla_support::clock::FakeClock;
 
         async fn world(
             tolerations: serde_json::Value,

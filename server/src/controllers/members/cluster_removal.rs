@@ -10,7 +10,6 @@
 //! [`plan`]; the reconciler reads, calls it, writes, records an Event per step a user would
 //! ask about, and looks again every [`REMOVAL_RETRY`] while it waits.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::fencing::{fence_wait, FenceWait};
 use crate::controllers::members::cluster_taints::lease_renew_time;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -25,6 +24,7 @@ use flotilla_api::kinds::well_known;
 use flotilla_api::work::{
     EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
 };
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};

@@ -10,7 +10,6 @@
 //! a member that renews too slowly gets the `LeaseRenewalTooSlow` condition and a Warning
 //! Event, once per change of the condition.
 
-use crate::clock::SharedClock;
 use crate::controllers::members::cluster_health::{
     monitor, observed_ready, threshold_adjusted, MonitorEntry, ThresholdEntry,
 };
@@ -32,6 +31,7 @@ use flotilla_api::cluster::{
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde_json::Value;
@@ -386,12 +386,12 @@ impl Reconciler for ClusterStatusController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::{Clock, FakeClock};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::controllers::settings::GracePeriods;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use crate::probes::{MemberTarget, ProbeResult};
     use chrono::TimeZone;
+    use flotilla_support::clock::{Clock, FakeClock};
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -169,7 +169,7 @@ pub fn cluster_fingerprint(obj: &Value) -> u64 {
 /// The controller that applies ClusterTaintPolicies to Clusters.
 pub struct ClusterTaintPolicyController {
     store: Arc<dyn Store>,
-    clock: crate::clock::SharedClock,
+    clock: flotilla_support::clock::SharedClock,
     events: EventRecorder,
     queue: WorkQueue,
     changes: IntCounterVec,
@@ -179,7 +179,7 @@ impl ClusterTaintPolicyController {
     /// A controller over `store` that queues clusters into `queue` (the queue it runs on).
     pub fn new(
         store: Arc<dyn Store>,
-        clock: crate::clock::SharedClock,
+        clock: flotilla_support::clock::SharedClock,
         events: EventRecorder,
         queue: WorkQueue,
         registry: &prometheus::Registry,
@@ -328,7 +328,6 @@ impl Reconciler for ClusterTaintPolicyController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::FakeClock;
     use crate::controllers::runtime::testing::TestWorld;
     use crate::controllers::settings::ControllerSettings;
     use crate::testing::eventually;
@@ -339,6 +338,7 @@ mod tests {
         ClusterTaintPolicySpec, MatchCondition, MatchConditionOperator, PolicyTaint,
     };
     use flotilla_api::policy::ClusterAffinity;
+    use flotilla_support::clock::FakeClock;
     use serde_json::json;
 
     fn t(s: i64) -> DateTime<Utc> {

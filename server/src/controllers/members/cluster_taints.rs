@@ -101,7 +101,7 @@ pub fn desired_taints(
 /// The controller that keeps members' taints as [`desired_taints`] says.
 pub struct ClusterTaintsController {
     store: Arc<dyn Store>,
-    clock: crate::clock::SharedClock,
+    clock: flotilla_support::clock::SharedClock,
     config: TaintConfig,
     events: EventRecorder,
     changes: IntCounterVec,
@@ -111,7 +111,7 @@ impl ClusterTaintsController {
     /// A controller over `store`.
     pub fn new(
         store: Arc<dyn Store>,
-        clock: crate::clock::SharedClock,
+        clock: flotilla_support::clock::SharedClock,
         config: TaintConfig,
         events: EventRecorder,
         registry: &prometheus::Registry,

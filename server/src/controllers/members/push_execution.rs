@@ -5,7 +5,6 @@
 //! the execution finalizer — waiting while the member is not Ready, unless the member itself is
 //! being deleted. Pull members do all of this in their agent.
 
-use crate::clock::SharedClock;
 use crate::controllers::members::member_credentials::member_target;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::probes::{MemberClient, MemberObject};
@@ -16,6 +15,7 @@ use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus};
 use flotilla_api::work::{CONDITION_APPLIED, EXECUTION_CONTROLLER_FINALIZER};
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -16,7 +16,6 @@
 //! fans out, through the Works in the cluster's execution namespace, to the bindings placed
 //! there, queued on the controller's own queue.
 
-use crate::clock::SharedClock;
 use crate::controllers::failover::preconditions::{
     application_failover_condition, warrants_event, CONDITION_APPLICATION_FAILOVER_ACTIVE,
     EVENT_APPLICATION_FAILOVER_INACTIVE,
@@ -40,6 +39,7 @@ use flotilla_api::cluster::execution_namespace;
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{find_condition, remove_condition, set_condition, Condition};
+use flotilla_support::clock::SharedClock;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;

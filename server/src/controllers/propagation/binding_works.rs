@@ -18,7 +18,6 @@
 //! with the template's full count — the binding and its template get a Warning Event
 //! `SyncWorkFailed` (Karmada's reason) naming the cluster, and it is tried again.
 
-use crate::clock::SharedClock;
 use crate::controllers::members::cluster_taints::lease_renew_time;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::runtime::own_writes::OwnWrites;
@@ -43,6 +42,7 @@ use flotilla_api::work::{
     CONFLICT_OVERWRITE, EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER,
     PLACEMENT_GUARANTEE_ANNOTATION,
 };
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::borrow::Borrow;
@@ -222,7 +222,7 @@ pub fn plan_works(
                 Ok(m) => m,
                 Err(e) => {
                     plan.revise_failed
-                        .push((cluster, crate::error_chain::error_chain(&e)));
+                        .push((cluster, flotilla_support::error_chain(&e)));
                     continue;
                 }
             }
@@ -415,7 +415,7 @@ impl BindingWorksController {
             interpreter,
             events: events.for_component("binding-controller"),
             warned: Mutex::new(HashMap::new()),
-            clock: Arc::new(crate::clock::SystemClock),
+            clock: Arc::new(flotilla_support::clock::SystemClock),
             member_fence_after: crate::controllers::settings::DEFAULT_MEMBER_FENCE_AFTER,
             fence_told: Mutex::new(HashMap::new()),
             own_writes: Arc::new(OwnWrites::default()),

@@ -64,7 +64,7 @@ impl Reconciler for CustomizationsController {
             Ok(c) => self
                 .interpreter
                 .add_customization(&c)
-                .map_err(|e| crate::error_chain::error_chain(&e)),
+                .map_err(|e| flotilla_support::error_chain(&e)),
             Err(e) => Err(format!("the customization does not decode: {e}")),
         };
         if let Err(message) = result {

@@ -33,7 +33,6 @@
 //! created after its Deployment is picked up, and a changed one reaches the members). User
 //! guide: `docs/dependencies.md`.
 
-use crate::clock::SharedClock;
 use crate::controllers::propagation::detector::{binding_name, is_reserved_namespace};
 use crate::controllers::runtime::controller::{
     Action, Observer, ReconcileError, Reconciler, Source,
@@ -52,6 +51,7 @@ use flotilla_api::binding::{
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{builtin_by_plural, well_known, ResourceType, WORK_GROUP};
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use prometheus::IntCounterVec;
 use serde::{Deserialize, Serialize};

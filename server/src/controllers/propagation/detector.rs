@@ -14,7 +14,6 @@
 //!
 //! Templates of any kind are watched: a kind is watched from the moment a policy names it.
 
-use crate::clock::SharedClock;
 use crate::controllers::propagation::policy_cache::{PolicyCache, Refreshed};
 use crate::controllers::propagation::policy_matching::{
     choose_policy, Candidate, PolicyScope, TemplateRef,
@@ -36,6 +35,7 @@ use flotilla_api::policy::{
     ResourceSelector, APPLIED_PLACEMENT_ANNOTATION, CPP_PERMANENT_ID_LABEL, DEFAULT_SCHEDULER_NAME,
     PP_PERMANENT_ID_LABEL,
 };
+use flotilla_support::clock::SharedClock;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -375,7 +375,7 @@ impl Detector {
                 let message = format!(
                     "Apply policy({}) failed: {}",
                     policy_display(policy),
-                    crate::error_chain::error_chain(&e)
+                    flotilla_support::error_chain(&e)
                 );
                 self.events
                     .record(&template, EventType::Warning, "ApplyPolicyFailed", &message)

@@ -13,7 +13,6 @@
 //! bindings of dependencies, see [`crate::controllers::propagation::dependencies_distributor`]) are
 //! left alone.
 
-use crate::clock::SharedClock;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::runtime::own_writes::OwnWrites;
 use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
@@ -33,6 +32,7 @@ use async_trait::async_trait;
 use flotilla_api::binding::{ResourceBindingSpec, ResourceBindingStatus};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::policy::{APPLIED_PLACEMENT_ANNOTATION, DEFAULT_SCHEDULER_NAME};
+use flotilla_support::clock::SharedClock;
 use prometheus::IntCounterVec;
 use serde_json::{json, Value};
 use std::sync::Arc;

@@ -607,7 +607,7 @@ async fn work(
                 "conflict"
             }
             Err(e) => {
-                tracing::warn!(controller = name, key = %key, error = %crate::error_chain::error_chain(e), "reconcile failed");
+                tracing::warn!(controller = name, key = %key, error = %flotilla_support::error_chain(e), "reconcile failed");
                 queue.add_rate_limited(&key);
                 "error"
             }

@@ -5,7 +5,6 @@
 //! `server/tests/controllers/` use the same world as the tests beside each controller; a plain
 //! build of the server leaves it out.
 
-use crate::clock::{FakeClock, SharedClock};
 use crate::controllers::context::ControllerContext;
 use crate::controllers::settings::ControllerSettings;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
@@ -19,6 +18,7 @@ use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
+use flotilla_support::clock::{FakeClock, SharedClock};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! Native replica rules (Karmada's `native/replica.go`, `revisereplica.go` and the Job
 //! completions split of `ensureWork`, §10.3): how many replicas a workload asks for, what each
-//! replica needs (summed container requests, node constraints, priority class), how a
-//! manifest is revised to one cluster's share, and how a Job's completions are divided.
+//! replica needs (its pod's effective request, from `flotilla_api::pod_requests`, node
+//! constraints, priority class), how a manifest is revised to one cluster's share, and how a
+//! Job's completions are divided.
 //!
 //! Templates that leave `spec.replicas` / `spec.parallelism` unset read as 1, the value the
 //! Kubernetes API server would have defaulted (Karmada only ever sees defaulted objects).
@@ -9,11 +10,12 @@
 use std::collections::BTreeMap;
 
 use flotilla_api::binding::{NodeClaim, ReplicaRequirements, TargetCluster};
+use flotilla_api::pod_requests::pod_requests;
 use flotilla_api::policy::Toleration;
-use flotilla_api::quantity::{add_lists, Quantity, ResourceList};
+use flotilla_api::quantity::ResourceList;
 use serde_json::Value;
 
-use super::{array, lookup, namespace, object, opt_i32, set, string, FieldError, WellKnownKind};
+use super::{lookup, namespace, object, opt_i32, set, string, FieldError, WellKnownKind};
 
 /// Replicas and per-replica requirements of a workload; `Ok(None)` for kinds that are not.
 pub fn replicas(
@@ -87,68 +89,18 @@ fn prefixed(at: &[&str], e: FieldError) -> FieldError {
     }
 }
 
-/// A container's effective requests: its requests, with limits standing in for requests it
-/// does not state (as the Kubernetes defaulting does).
-fn container_request(container: &Value) -> Result<ResourceList, FieldError> {
-    let mut out = resource_list(container, &["resources", "limits"])?;
-    out.extend(resource_list(container, &["resources", "requests"])?);
-    Ok(out)
-}
-
-fn resource_list(v: &Value, path: &[&str]) -> Result<ResourceList, FieldError> {
-    let mut out = ResourceList::new();
-    if let Some(map) = object(v, path)? {
-        for (name, q) in map {
-            let text = match q {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                other => {
-                    return Err(FieldError::new(
-                        &[path, &[name.as_str()]].concat(),
-                        format!("expected a quantity, got {other}"),
-                    ))
-                }
-            };
-            let quantity = Quantity::parse(&text)
-                .map_err(|e| FieldError::new(&[path, &[name.as_str()]].concat(), e.to_string()))?;
-            out.insert(name.clone(), quantity);
-        }
-    }
-    Ok(out)
-}
-
-/// The pod's effective request: the larger of the containers' sum and the largest init
-/// container, per resource, plus the pod overhead; zero quantities dropped.
+/// The pod's effective request ([`flotilla_api::pod_requests`]: containers, init and sidecar
+/// containers, overhead), an unreadable field named from `at`.
 fn pod_request(pod_spec: &Value, at: &[&str]) -> Result<ResourceList, FieldError> {
-    let wrap = |e| prefixed(at, e);
-    let mut total = ResourceList::new();
-    for (i, container) in array(pod_spec, &["containers"])
-        .map_err(wrap)?
-        .iter()
-        .enumerate()
-    {
-        let request = container_request(container)
-            .map_err(|e| prefixed(&[at, &["containers", &i.to_string()]].concat(), e))?;
-        total = add_lists(&total, &request);
-    }
-    for (i, container) in array(pod_spec, &["initContainers"])
-        .map_err(wrap)?
-        .iter()
-        .enumerate()
-    {
-        let request = container_request(container)
-            .map_err(|e| prefixed(&[at, &["initContainers", &i.to_string()]].concat(), e))?;
-        for (name, q) in request {
-            let bigger = total.get(&name).is_none_or(|cur| q > *cur);
-            if bigger {
-                total.insert(name, q);
-            }
-        }
-    }
-    let overhead = resource_list(pod_spec, &["overhead"]).map_err(wrap)?;
-    total = add_lists(&total, &overhead);
-    total.retain(|_, q| !q.is_zero());
-    Ok(total)
+    pod_requests(pod_spec).map_err(|e| {
+        prefixed(
+            at,
+            FieldError {
+                path: e.path,
+                problem: e.problem,
+            },
+        )
+    })
 }
 
 /// Node constraints of a pod: node selector, tolerations and required node affinity.
@@ -313,6 +265,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use flotilla_api::quantity::Quantity;
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).expect("quantity")

@@ -167,7 +167,7 @@ async fn run(mut client: Client, key: String, interval: Duration, compacted: Arc
             Ok(Err(error)) => {
                 tracing::warn!(
                     key = %key,
-                    error = %crate::error_chain::error_chain(&error),
+                    error = %flotilla_support::error_chain(&error),
                     "etcd compaction round failed"
                 );
             }

@@ -25,12 +25,12 @@ use super::memory_engine::MemoryEngine;
 use super::object_cache::ObjectCache;
 use super::sled_engine::{SledEngine, SledOptions};
 use super::watch::{self, event_key, EventLog, LoggedEvent, Selector};
-use crate::clock::{SharedClock, SystemClock};
 use async_trait::async_trait;
 use flotilla_api::kinds::ResourceType;
 use flotilla_migrations::{
     MigrationError, EVENTS_TREE, META_TREE, RESOURCE_TYPE_PREFIX, RESOURCE_VERSION_KEY,
 };
+use flotilla_support::clock::{SharedClock, SystemClock};
 use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use std::collections::HashMap;

@@ -1094,9 +1094,9 @@ fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
 
 mod controller {
     use super::*;
-    use crate::clock::Clock;
     use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::kinds::well_known;
+    use flotilla_support::clock::Clock;
 
     const KEY: &str = "rb|default|nginx-deployment";
 

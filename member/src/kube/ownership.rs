@@ -23,7 +23,7 @@ use flotilla_api::work::{
 };
 use serde_json::{Map, Value};
 
-use crate::runtime::ObjectRef;
+use crate::ObjectRef;
 
 /// What to do with a manifest given the live object.
 #[derive(Clone, Debug, PartialEq, Eq)]

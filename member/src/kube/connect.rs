@@ -38,7 +38,7 @@ pub enum ConnectError {
         url: String,
         /// Why it does not parse.
         #[source]
-        source: axum::http::uri::InvalidUri,
+        source: http::uri::InvalidUri,
     },
     /// The CA bundle holds no certificate, or one that is not base64.
     #[error("CA bundle: {0}")]
@@ -244,7 +244,7 @@ mod tests {
                     assert!(e.to_string().contains(want), "{url}: {e}")
                 }
                 (Ok(_), Some(want)) => panic!("{url}: built, want {want}"),
-                (Err(e), None) => panic!("{url}: {}", crate::error_chain(&e)),
+                (Err(e), None) => panic!("{url}: {}", flotilla_support::error_chain(&e)),
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::http::{Request, StatusCode};
+use http::{Request, StatusCode};
 use kube::client::Body;
 use kube::Client;
 
@@ -51,7 +51,7 @@ async fn probe(client: &Client, path: &str, timeout: Duration) -> Probe {
     };
     match tokio::time::timeout(timeout, client.send(request)).await {
         Ok(Ok(response)) => Probe::Answered(response.status().as_u16()),
-        Ok(Err(e)) => Probe::Offline(crate::error_chain(&e)),
+        Ok(Err(e)) => Probe::Offline(flotilla_support::error_chain(&e)),
         Err(_) => Probe::Offline(format!("no answer within {} ms", timeout.as_millis())),
     }
 }

@@ -1,67 +1,14 @@
-//! Where a pod goes: its resource requests, read from its spec the way the Kubernetes
-//! scheduler reads them, and first-fit placement onto the nodes that are schedulable and have
-//! room. Pure functions of (pod, nodes); the sim calls them on every tick for pending pods.
+//! Where a pod goes: first-fit placement of its resource request (read from its spec by
+//! [`flotilla_api::pod_requests`], the way the Kubernetes scheduler reads it) onto the nodes
+//! that are schedulable and have room. Pure functions of (pod, nodes); the sim calls them on
+//! every tick for pending pods.
 
-use flotilla_api::json_pointer::JsonPointer;
 use std::collections::BTreeMap;
 
 use flotilla_api::quantity::{add_lists, Quantity, ResourceList};
-use serde_json::Value;
 
 /// Resource name of the pod count.
 pub const PODS: &str = "pods";
-
-/// The requests of a pod spec: per resource, the larger of Σ containers and the largest init
-/// container; a container without requests but with limits requests its limits.
-pub fn pod_requests(pod_spec: &Value) -> ResourceList {
-    let container_requests = |c: &Value| -> ResourceList {
-        let read = |field: &str| -> ResourceList {
-            c.lookup(&format!("/resources/{field}"))
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| quantity_of(v).map(|q| (k.clone(), q)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let mut requests = read("limits");
-        requests.extend(read("requests"));
-        requests
-    };
-    let containers = pod_spec
-        .get("containers")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let mut total = containers
-        .iter()
-        .map(container_requests)
-        .fold(ResourceList::new(), |acc, r| add_lists(&acc, &r));
-    let inits = pod_spec
-        .get("initContainers")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for init in inits.iter().map(container_requests) {
-        for (name, q) in init {
-            let bigger = total.get(&name).is_none_or(|cur| q > *cur);
-            if bigger {
-                total.insert(name, q);
-            }
-        }
-    }
-    total.retain(|_, q| !q.is_zero());
-    total
-}
-
-fn quantity_of(v: &Value) -> Option<Quantity> {
-    match v {
-        Value::String(s) => Quantity::parse(s).ok(),
-        Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
-        _ => None,
-    }
-}
 
 /// A node as placement sees it: what it offers, whether it takes new pods, what is used.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,6 +125,7 @@ pub fn overcommitted(node: &NodeUsage) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_api::pod_requests::pod_requests_skipping_unreadable as pod_requests;
     use serde_json::json;
 
     fn list(pairs: &[(&str, &str)]) -> ResourceList {

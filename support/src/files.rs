@@ -1,14 +1,24 @@
-//! Small file helpers shared by the sim runtime's state file, the applied-objects record and
-//! the credential: every write goes to a temporary file beside the target, is synced, and is
-//! renamed over it, so a crash leaves either the old or the new content, never half of one.
+//! Durable file writes for the sim runtime's state file, the agent's applied-objects record
+//! and credential, and the server's tokens, keys, certificates and kubeconfig: every write goes
+//! to a temporary file beside the target, is synced, and is renamed over it, so a crash leaves
+//! either the old or the new content, never half of one. [`write_private`] creates the file
+//! readable by its owner only (mode 0600 on Unix).
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically (temp file + fsync + rename). With `private`, the
-/// file is created with mode 0600 on Unix.
-pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
+/// Writes `bytes` to `path` atomically (temp file + fsync + rename), creating its directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_replacing(path, bytes, false)
+}
+
+/// [`write_atomic`] for a secret: the file is created with mode 0600 on Unix.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_replacing(path, bytes, true)
+}
+
+fn write_replacing(path: &Path, bytes: &[u8], private: bool) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(dir) = dir {
         fs::create_dir_all(dir)?;
@@ -62,8 +72,8 @@ mod tests {
     fn atomic_write_replaces_and_is_private() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("credential");
-        write_atomic(&path, b"one", true).unwrap();
-        write_atomic(&path, b"two", true).unwrap();
+        write_private(&path, b"one").unwrap();
+        write_private(&path, b"two").unwrap();
         assert_eq!(read_optional(&path).unwrap().unwrap(), b"two");
         #[cfg(unix)]
         {

@@ -1,10 +1,15 @@
-//! The member runtime: what a member cluster is to the agent. [`MemberRuntime`] is the one
-//! interface the pull loop and the member HTTP surface use to apply, read and delete objects
-//! and to summarise the cluster (version, APIs, nodes, resources, health). [`RuntimeFaults`]
-//! is the optional fault-injection side a runtime may offer. [`sim`] is the embedded default,
-//! a kwok-like simulated cluster; [`kube`] is a real member cluster reached through its
-//! Kubernetes API (kube-rs).
+//! `flotilla-member`: what a member cluster is to Flotilla. [`MemberRuntime`] is the one
+//! interface the agent's pull loop, its member HTTP surface and the server's push-mode probes
+//! use to apply, read and delete objects and to summarise the cluster (version, APIs, nodes,
+//! resources, health). [`RuntimeFaults`] is the optional fault-injection side a runtime may
+//! offer. [`sim`] is the embedded default, a kwok-like simulated cluster; [`kube`] is a real
+//! member cluster reached through its Kubernetes API (kube-rs). [`hashing`] gives the
+//! key-order-free content hashes the sim's revisions and the agent's applied record share.
+//!
+//! The agent (pull mode, CLI, registration) and the server (push mode) both depend on this
+//! crate and never on each other.
 
+pub mod hashing;
 pub mod kube;
 pub mod sim;
 
@@ -320,6 +325,12 @@ pub trait RuntimeFaults: Send + Sync {
     async fn set_status(&self, object: &ObjectRef, status: Value) -> Result<Value, RuntimeError>;
     /// The runtime's side of `GET /faults`.
     async fn describe(&self) -> Result<Value, RuntimeError>;
+}
+
+/// Waits until the flag turns true (or its sender is gone, which means the same: stop). The
+/// stop signal of the sim's background ticker and of the agent's loops.
+pub async fn stopped(flag: &mut watch::Receiver<bool>) {
+    let _ = flag.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]

@@ -221,7 +221,7 @@ impl PodIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::sim::pods::PodSim;
+    use crate::sim::pods::PodSim;
     use flotilla_api::quantity::ResourceList;
     use serde_json::json;
 

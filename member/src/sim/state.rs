@@ -22,9 +22,10 @@ use super::pods::{pod_status, PodSim};
 use super::workloads::{self, NewPod, PodName, PodView, WorkloadKind};
 use super::{ObjectKey, SimConfig};
 use crate::hashing::short_hash;
-use crate::runtime::{
+use crate::{
     group_of, resource_plural, CapacityChange, ClusterSummary, ListFilter, ObjectRef, RuntimeError,
 };
+use flotilla_api::pod_requests::pod_requests_skipping_unreadable;
 
 /// One simulated node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -482,7 +483,7 @@ impl SimState {
                 let pod = is_pod.then(|| {
                     let spec = object.get("spec").cloned().unwrap_or(Value::Null);
                     self.seq += 1;
-                    let mut p = PodSim::new(self.seq, placement::pod_requests(&spec), now);
+                    let mut p = PodSim::new(self.seq, pod_requests_skipping_unreadable(&spec), now);
                     p.pinned_node = spec
                         .get("nodeName")
                         .and_then(Value::as_str)
@@ -988,7 +989,7 @@ impl SimState {
             metadata["generateName"] = json!(prefix);
         }
         self.seq += 1;
-        let mut sim = PodSim::new(self.seq, placement::pod_requests(&spec), now);
+        let mut sim = PodSim::new(self.seq, pod_requests_skipping_unreadable(&spec), now);
         sim.owner = Some(owner.clone());
         sim.revision = revision.to_string();
         sim.ordinal = new.ordinal;

@@ -224,8 +224,10 @@ impl Discovery {
                     }
                     lists.push(list);
                 }
-                Err(e) => tracing::warn!(group_version = %gv, error = %crate::error_chain(&e),
-                    "discovery of a group version failed; left out"),
+                Err(e) => {
+                    tracing::warn!(group_version = %gv, error = %flotilla_support::error_chain(&e),
+                    "discovery of a group version failed; left out")
+                }
             }
         }
         tracing::debug!(

@@ -27,12 +27,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::clock::Clock;
-use crate::fsutil;
-use crate::runtime::{
+use crate::{
     CapacityChange, ClusterSummary, ListFilter, MemberRuntime, ObjectRef, RuntimeError,
     RuntimeFaults,
 };
+use flotilla_support::clock::Clock;
+use flotilla_support::files;
 pub use state::{NodeShape, SimState};
 
 /// How the sim stores an object: group (not version), kind, namespace, name.
@@ -140,7 +140,7 @@ impl SimRuntime {
         state_file: Option<PathBuf>,
     ) -> Result<Arc<Self>, RuntimeError> {
         let saved = match &state_file {
-            Some(path) => fsutil::read_optional(path).map_err(|e| RuntimeError::Load {
+            Some(path) => files::read_optional(path).map_err(|e| RuntimeError::Load {
                 path: path.display().to_string(),
                 source: Box::new(e),
             })?,
@@ -211,7 +211,7 @@ impl SimRuntime {
         let bytes = self.state.lock().snapshot();
         let result = bytes
             .map_err(std::io::Error::other)
-            .and_then(|b| fsutil::write_atomic(path, &b, false));
+            .and_then(|b| files::write_atomic(path, &b));
         result.map_err(|source| {
             self.unsaved.store(true, Ordering::Release);
             RuntimeError::Persist {
@@ -241,7 +241,7 @@ impl MemberRuntime for SimRuntime {
         let state = self.state.lock();
         Ok(state
             .get(&ObjectKey::from(object))
-            .and_then(crate::runtime::resource_version_of))
+            .and_then(crate::resource_version_of))
     }
 
     async fn delete(&self, object: &ObjectRef) -> Result<Option<Value>, RuntimeError> {
@@ -368,7 +368,7 @@ impl SimDriver {
 fn save_all(sims: &[Arc<SimRuntime>]) {
     for sim in sims {
         if let Err(e) = sim.save() {
-            tracing::warn!(error = %crate::error_chain(&e), "saving sim state failed");
+            tracing::warn!(error = %flotilla_support::error_chain(&e), "saving sim state failed");
         }
     }
 }

@@ -90,7 +90,7 @@ impl Cache {
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
                     Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {}
                     Err(e) => {
-                        tracing::warn!(resource = %kind, error = %crate::error_chain(&e),
+                        tracing::warn!(resource = %kind, error = %flotilla_support::error_chain(&e),
                             "watching the member failed; retrying with backoff");
                         continue;
                     }

@@ -52,7 +52,7 @@ pub use connect::{
 use self::discovery::{Discovery, Resolved};
 use self::ownership::ApplyDecision;
 use self::watches::{Changes, ClusterObjects, ManagedObjects};
-use crate::runtime::{ClusterSummary, ListFilter, MemberRuntime, ObjectRef, RuntimeError};
+use crate::{ClusterSummary, ListFilter, MemberRuntime, ObjectRef, RuntimeError};
 
 /// The field manager of the agent's server-side applies.
 pub const FIELD_MANAGER: &str = "flotilla-agent";
@@ -437,7 +437,7 @@ impl MemberRuntime for KubeRuntime {
     /// use, from the caches.
     async fn list(&self, filter: &ListFilter) -> Result<Vec<Value>, RuntimeError> {
         let group = (!filter.api_version.is_empty())
-            .then(|| crate::runtime::group_of(&filter.api_version).to_string());
+            .then(|| crate::group_of(&filter.api_version).to_string());
         let version = (!filter.api_version.is_empty()).then(|| {
             filter
                 .api_version

@@ -7,8 +7,8 @@
 //!   finished (phase neither `Succeeded` nor `Failed`), plus their count as `pods`;
 //! - allocating: Σ requests of the pods not bound yet, plus their count as `pods`.
 //!
-//! A pod's requests are read as the scheduler reads them (the sim's
-//! [`pod_requests`](crate::runtime::sim::placement::pod_requests)). The node and pod caches
+//! A pod's requests are read as the scheduler reads them
+//! ([`flotilla_api::pod_requests`]: containers, init and sidecar containers, overhead). The node and pod caches
 //! keep only what these functions read ([`trim_node`], [`trim_pod`]), so a member with many
 //! pods costs little memory.
 
@@ -17,7 +17,9 @@ use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::quantity::{add_lists, sum_lists, Quantity, ResourceList};
 use serde_json::{Map, Value};
 
-use crate::runtime::sim::placement::{pod_requests, with_pod_count, PODS};
+use flotilla_api::pod_requests::pod_requests_skipping_unreadable;
+
+use crate::sim::placement::{with_pod_count, PODS};
 
 /// Total and ready nodes.
 pub fn node_summary<'a>(nodes: impl IntoIterator<Item = &'a Value>) -> NodeSummary {
@@ -62,7 +64,9 @@ pub fn resource_summary<'a>(
         if matches!(phase, Some("Succeeded" | "Failed")) {
             continue;
         }
-        let need = with_pod_count(&pod_requests(pod.get("spec").unwrap_or(&Value::Null)));
+        let need = with_pod_count(&pod_requests_skipping_unreadable(
+            pod.get("spec").unwrap_or(&Value::Null),
+        ));
         let bound = pod
             .lookup("/spec/nodeName")
             .and_then(Value::as_str)
@@ -74,9 +78,9 @@ pub fn resource_summary<'a>(
         }
     }
     ResourceSummary {
-        allocatable: crate::runtime::sim::state::pretty_list(sum_lists(&allocatable)),
-        allocating: crate::runtime::sim::state::pretty_list(allocating),
-        allocated: crate::runtime::sim::state::pretty_list(allocated),
+        allocatable: crate::sim::state::pretty_list(sum_lists(&allocatable)),
+        allocating: crate::sim::state::pretty_list(allocating),
+        allocated: crate::sim::state::pretty_list(allocated),
         allocatable_modelings: Vec::new(),
     }
 }
@@ -107,19 +111,28 @@ pub fn trim_node(data: &mut Value) {
 }
 
 /// What the pod cache keeps of a pod's fields besides metadata: the containers' and init
-/// containers' resources, `spec.nodeName`, `status.phase`.
+/// containers' resources, the init containers' restart policies, `spec.overhead`,
+/// `spec.nodeName`, `status.phase`.
 pub fn trim_pod(data: &mut Value) {
     keep(
         data,
         &[
-            ("spec", &["containers", "initContainers", "nodeName"]),
+            (
+                "spec",
+                &["containers", "initContainers", "nodeName", "overhead"],
+            ),
             ("status", &["phase"]),
         ],
     );
-    for list in ["containers", "initContainers"] {
+    // An init container's restart policy says whether it is a sidecar (counted beside the
+    // app containers).
+    for (list, fields) in [
+        ("containers", &["resources"][..]),
+        ("initContainers", &["resources", "restartPolicy"][..]),
+    ] {
         if let Some(Value::Array(cs)) = data.get_mut("spec").and_then(|s| s.get_mut(list)) {
             for c in cs.iter_mut() {
-                keep_fields(c, &["resources"]);
+                keep_fields(c, fields);
             }
         }
     }

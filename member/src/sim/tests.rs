@@ -7,11 +7,13 @@ use chrono::TimeZone;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::clock::FakeClock;
-use crate::runtime::{ListFilter, MemberRuntime, ObjectRef, RuntimeFaults};
+use crate::{ListFilter, MemberRuntime, ObjectRef, RuntimeFaults};
+use flotilla_support::clock::FakeClock;
 
 fn clock() -> Arc<FakeClock> {
-    FakeClock::new(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap())
+    Arc::new(FakeClock::new(
+        chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+    ))
 }
 
 fn config(nodes: usize, cpu: &str) -> SimConfig {
@@ -72,7 +74,7 @@ async fn phases(s: &SimRuntime) -> Vec<String> {
 }
 
 fn step(s: &SimRuntime, c: &FakeClock, ms: u64) {
-    c.advance(Duration::from_millis(ms));
+    c.advance(chrono::Duration::milliseconds(ms as i64));
     s.tick();
 }
 
