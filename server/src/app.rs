@@ -398,9 +398,7 @@ pub fn api_state(
         shutdown,
         eviction_brake: BrakeSlot::default(),
         member_timing: config.controllers.as_ref().map(|c| {
-            flotilla_api::member_timing::MemberTiming::for_grace_period(
-                c.health.grace.monitor.to_std().unwrap_or_default(),
-            )
+            flotilla_api::member_timing::MemberTiming::for_grace_period(c.health.grace.monitor)
         }),
     })
 }

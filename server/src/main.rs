@@ -560,15 +560,14 @@ async fn serve(flags: Flags, controller_runtime: tokio::runtime::Handle) -> anyh
     config.controllers = if flags.no_controllers {
         None
     } else {
-        let chrono = |d: Duration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
         let mut c = ControllerSettings::default();
-        c.health.status_update_frequency = chrono(detection.probe_period);
-        c.health.thresholds.failure = chrono(detection.failure_threshold);
-        c.health.thresholds.success = chrono(detection.success_threshold);
-        c.health.monitor_period = chrono(detection.monitor_period);
-        c.health.grace.monitor = chrono(detection.monitor_grace);
-        c.health.grace.startup = chrono(detection.startup_grace);
-        c.taints.eviction_timeout = chrono(detection.eviction_timeout);
+        c.health.status_update_frequency = detection.probe_period;
+        c.health.thresholds.failure = detection.failure_threshold;
+        c.health.thresholds.success = detection.success_threshold;
+        c.health.monitor_period = detection.monitor_period;
+        c.health.grace.monitor = detection.monitor_grace;
+        c.health.grace.startup = detection.startup_grace;
+        c.taints.eviction_timeout = detection.eviction_timeout;
         c.taints.automatic_no_execute = flags.enable_automatic_no_execute_taints;
         c.probe_timeout = flags.member_probe_timeout;
         c.push_status_period = flags.push_status_period;

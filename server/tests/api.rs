@@ -1077,7 +1077,7 @@ async fn every_answer_advertises_the_member_timing_of_the_grace_period() {
     }
     let api = TestApi::with_config(|c| {
         let mut settings = ControllerSettings::default();
-        settings.health.grace.monitor = chrono::Duration::seconds(2);
+        settings.health.grace.monitor = std::time::Duration::from_secs(2);
         c.controllers = Some(settings);
     })
     .await;

@@ -82,8 +82,8 @@ async fn start() -> (Api, tempfile::TempDir) {
         ..ControllerSettings::default()
     };
     // The members below post no heartbeats: keep them Ready for the whole test.
-    settings.health.grace.monitor = chrono::Duration::minutes(10);
-    settings.health.grace.startup = chrono::Duration::minutes(10);
+    settings.health.grace.monitor = std::time::Duration::from_secs(600);
+    settings.health.grace.startup = std::time::Duration::from_secs(600);
     config.controllers = Some(settings);
     let server = app::start(config).await.unwrap();
     let api = Api {

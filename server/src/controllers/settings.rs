@@ -1,6 +1,8 @@
 //! Every controller setting, from the server's flags: the one [`ControllerSettings`] the server
 //! builds, and the settings of each wing it is made of. A leaf: it imports nothing from the
-//! controllers, so every controller and the context can import it.
+//! controllers, so every controller and the context can import it. Every period and timeout
+//! is a `std::time::Duration`, as the flags give it; the pure functions that add one to a point
+//! in time convert it where they do ([`crate::controllers::members::cluster_health::span`]).
 
 use flotilla_api::policy::PurgeMode;
 use std::time::Duration;
@@ -51,7 +53,7 @@ impl Default for ControllerSettings {
         Self {
             health: HealthConfig::default(),
             taints: TaintConfig {
-                eviction_timeout: chrono::Duration::minutes(5),
+                eviction_timeout: Duration::from_secs(5 * 60),
                 automatic_no_execute: true,
             },
             probe_timeout: Duration::from_secs(5),
@@ -74,11 +76,11 @@ impl Default for ControllerSettings {
 #[derive(Clone, Copy, Debug)]
 pub struct HealthConfig {
     /// `--cluster-status-update-frequency` (10 s): push probe period.
-    pub status_update_frequency: chrono::Duration,
+    pub status_update_frequency: Duration,
     /// `--cluster-success-threshold` / `--cluster-failure-threshold` (30 s each).
     pub thresholds: Thresholds,
     /// `--cluster-monitor-period` (5 s).
-    pub monitor_period: chrono::Duration,
+    pub monitor_period: Duration,
     /// `--cluster-monitor-grace-period` (40 s) and `--cluster-startup-grace-period` (60 s).
     pub grace: GracePeriods,
 }
@@ -86,15 +88,15 @@ pub struct HealthConfig {
 impl Default for HealthConfig {
     fn default() -> Self {
         Self {
-            status_update_frequency: chrono::Duration::seconds(10),
+            status_update_frequency: Duration::from_secs(10),
             thresholds: Thresholds {
-                success: chrono::Duration::seconds(30),
-                failure: chrono::Duration::seconds(30),
+                success: Duration::from_secs(30),
+                failure: Duration::from_secs(30),
             },
-            monitor_period: chrono::Duration::seconds(5),
+            monitor_period: Duration::from_secs(5),
             grace: GracePeriods {
-                monitor: chrono::Duration::seconds(40),
-                startup: chrono::Duration::seconds(60),
+                monitor: Duration::from_secs(40),
+                startup: Duration::from_secs(60),
             },
         }
     }
@@ -104,25 +106,25 @@ impl Default for HealthConfig {
 #[derive(Clone, Copy, Debug)]
 pub struct Thresholds {
     /// How long a True observation must last before Ready turns True.
-    pub success: chrono::Duration,
+    pub success: Duration,
     /// How long a not-True observation must last before Ready turns False.
-    pub failure: chrono::Duration,
+    pub failure: Duration,
 }
 
 /// Grace periods of §3.2.
 #[derive(Clone, Copy, Debug)]
 pub struct GracePeriods {
     /// `--cluster-monitor-grace-period` (40 s).
-    pub monitor: chrono::Duration,
+    pub monitor: Duration,
     /// `--cluster-startup-grace-period` (60 s).
-    pub startup: chrono::Duration,
+    pub startup: Duration,
 }
 
 /// Settings of the taint decisions.
 #[derive(Clone, Copy, Debug)]
 pub struct TaintConfig {
     /// `--failover-eviction-timeout` (5 min).
-    pub eviction_timeout: chrono::Duration,
+    pub eviction_timeout: Duration,
     /// `--enable-automatic-no-execute-taints` (true).
     pub automatic_no_execute: bool,
 }

@@ -61,6 +61,7 @@ use crate::controllers::failover::brake::{
     fleet_view, EvictionBrake, Hold, HoldReason, Member, Pace, CLUSTERS, EVICTIONS,
 };
 use crate::controllers::failover::taint_manager;
+use crate::controllers::members::cluster_health::span;
 use crate::controllers::members::cluster_taint_policy;
 use crate::controllers::members::cluster_taints::desired_taints;
 use crate::controllers::settings::ApplicationFailoverSettings;
@@ -334,7 +335,7 @@ fn fail(
     let pull = cluster.spec.sync_mode == Some(SyncMode::Pull);
     let (detect, status, reason, message, lease) = if pull {
         (
-            settings.health.grace.monitor,
+            span(settings.health.grace.monitor),
             ConditionStatus::Unknown,
             "ClusterStatusUnknown",
             "Cluster status controller stopped posting cluster status.",
@@ -342,7 +343,7 @@ fn fail(
         )
     } else {
         (
-            settings.health.thresholds.failure,
+            span(settings.health.thresholds.failure),
             ConditionStatus::False,
             "ClusterNotReachable",
             "cluster is not reachable",

@@ -14,6 +14,12 @@ use flotilla_api::meta::{Condition, ConditionStatus, Time};
 use crate::controllers::settings::{GracePeriods, Thresholds};
 use crate::probes::ProbeResult;
 
+/// A setting's period (`std::time::Duration`, as the flags give it) as a span of time to add
+/// to a point in time; a period too long for chrono is as good as forever.
+pub fn span(period: std::time::Duration) -> chrono::Duration {
+    chrono::Duration::from_std(period).unwrap_or(chrono::Duration::MAX)
+}
+
 /// The Ready condition a probe result stands for (§3.1 table).
 pub fn observed_ready(probe: &ProbeResult) -> Condition {
     let (status, reason, message) = match (probe.online, probe.healthy) {
@@ -174,7 +180,7 @@ pub fn monitor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{Duration, TimeZone};
+    use chrono::TimeZone;
 
     fn t(s: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + s, 0).single().unwrap()
@@ -185,8 +191,8 @@ mod tests {
     }
 
     const TH: Thresholds = Thresholds {
-        success: Duration::seconds(30),
-        failure: Duration::seconds(30),
+        success: std::time::Duration::from_secs(30),
+        failure: std::time::Duration::from_secs(30),
     };
 
     #[test]
@@ -294,8 +300,8 @@ mod tests {
     }
 
     const GRACE: GracePeriods = GracePeriods {
-        monitor: Duration::seconds(40),
-        startup: Duration::seconds(60),
+        monitor: std::time::Duration::from_secs(40),
+        startup: std::time::Duration::from_secs(60),
     };
 
     #[test]

@@ -24,7 +24,7 @@ use crate::events::{EventRecorder, EventType};
 use crate::probes::MemberClient;
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use flotilla_api::cluster::{
     Cluster, ClusterStatus, SyncMode, CLUSTER_LEASE_NAMESPACE, CONDITION_COMPLETE_API_ENABLEMENTS,
 };
@@ -52,8 +52,9 @@ pub struct ClusterStatusController {
     last_probe: Mutex<HashMap<String, DateTime<Utc>>>,
 }
 
-fn to_std(d: Duration) -> std::time::Duration {
-    d.to_std().unwrap_or_default()
+/// How long until `at`, as the controller runtime waits: none once it has passed.
+fn until(at: DateTime<Utc>, now: DateTime<Utc>) -> std::time::Duration {
+    (at - now).to_std().unwrap_or_default()
 }
 
 impl ClusterStatusController {
@@ -170,7 +171,7 @@ impl ClusterStatusController {
         let period = self.config.status_update_frequency;
         if let Some(last) = self.last_probe.lock().get(key).copied() {
             if now < last + period {
-                return Ok(Action::RequeueAfter(to_std(last + period - now)));
+                return Ok(Action::RequeueAfter(until(last + period, now)));
             }
         }
         let member = member_target(self.store.as_ref(), cluster).await?;
@@ -200,7 +201,7 @@ impl ClusterStatusController {
             }
         }
         self.write(raw, &cluster.status, status).await?;
-        Ok(Action::RequeueAfter(to_std(period)))
+        Ok(Action::RequeueAfter(period))
     }
 
     async fn reconcile_pull(
@@ -236,7 +237,7 @@ impl ClusterStatusController {
         let renewal = renewal_condition(
             lease.as_ref().and_then(declared_duration),
             stored_renewal,
-            to_std(self.config.grace.monitor),
+            self.config.grace.monitor,
         );
         let mut status = cluster.status.clone();
         if let Some(cond) = change {
@@ -255,7 +256,7 @@ impl ClusterStatusController {
                     .await;
             }
         }
-        Ok(Action::RequeueAfter(to_std(self.config.monitor_period)))
+        Ok(Action::RequeueAfter(self.config.monitor_period))
     }
 
     /// A pull member's Lease, if it has one.
@@ -390,7 +391,7 @@ mod tests {
     use crate::controllers::settings::GracePeriods;
     use crate::probes::{MemberError, MemberObject, SummaryError};
     use crate::probes::{MemberTarget, ProbeResult};
-    use chrono::TimeZone;
+    use chrono::{Duration, TimeZone};
     use flotilla_support::clock::{Clock, FakeClock};
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -645,10 +646,10 @@ mod tests {
     async fn a_pull_member_whose_lease_outlasts_the_grace_is_told_once_and_cleared() {
         let config = HealthConfig {
             grace: GracePeriods {
-                monitor: Duration::seconds(2),
-                startup: Duration::seconds(5),
+                monitor: std::time::Duration::from_secs(2),
+                startup: std::time::Duration::from_secs(5),
             },
-            monitor_period: Duration::milliseconds(300),
+            monitor_period: std::time::Duration::from_millis(300),
             ..HealthConfig::default()
         };
         let (store, clock, _member, c, metrics) = setup_with("Pull", config).await;

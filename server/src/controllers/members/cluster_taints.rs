@@ -298,7 +298,7 @@ mod tests {
     }
 
     const CFG: TaintConfig = TaintConfig {
-        eviction_timeout: Duration::seconds(300),
+        eviction_timeout: std::time::Duration::from_secs(300),
         automatic_no_execute: true,
     };
 
