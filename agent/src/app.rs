@@ -23,10 +23,10 @@ use flotilla_support::clock::{Clock, SystemClock};
 /// What a member is: the embedded simulated cluster, or a real cluster's Kubernetes API.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum RuntimeKind {
-    /// The embedded simulated cluster (`runtime::sim`).
+    /// The embedded simulated cluster (`flotilla_member::sim`).
     #[default]
     Sim,
-    /// A real cluster, through its Kubernetes API (`runtime::kube`).
+    /// A real cluster, through its Kubernetes API (`flotilla_member::kube`).
     Kube,
 }
 

@@ -180,7 +180,7 @@ fn build_table() -> Vec<ResourceType> {
             false,
         ),
         // Flotilla's own, none of them stored: the server's API computes each (its table of
-        // computed kinds, server/src/api/computed.rs, says how).
+        // computed kinds, server/src/api/computed/mod.rs, says how).
         // The eviction brake's state per region, computed on read.
         rt(
             FLOTILLA_GROUP,

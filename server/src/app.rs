@@ -1,6 +1,6 @@
 //! Starting and stopping the control plane: data directory, admin token and kubeconfig, the store
 //! (migrated before anything is served), the API on a TCP listener (HTTP or HTTPS, with the
-//! connection limits of [`crate::transport`]), and graceful shutdown (in-flight requests finish,
+//! connection limits of [`crate::api::http::transport`]), and graceful shutdown (in-flight requests finish,
 //! the store is flushed). The kind registry is loaded from the stored CRDs and kept in step with
 //! them by a [`CrdFeed`] before the API serves. Tests start it on port 0 through [`start`] and stop
 //! it through the returned [`ServerHandle`]. The controllers are the list
@@ -16,9 +16,12 @@
 //! as `ca.crt`, which the kubeconfig trusts), and on every engine the member credentials follow
 //! the store through a [`CredentialFeed`].
 
-use crate::api::credential_feed::CredentialFeed;
-use crate::api::{self, auth, ApiState, BrakeSlot, Limits};
+use crate::api::access::auth;
+use crate::api::access::credential_feed::CredentialFeed;
+use crate::api::http::transport::LimitAcceptor;
+use crate::api::{self, ApiState, Limits};
 use crate::controllers::failover::brake::EvictionBrake;
+use crate::controllers::failover::brake_reading::BrakeSlot;
 pub use crate::controllers::settings::ControllerSettings;
 use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError};
 use crate::fleet::{self, FleetError};
@@ -29,7 +32,6 @@ use crate::probes::kube::KubeMemberClient;
 use crate::probes::{HttpMemberClient, MemberClients};
 use crate::store::etcd::{EtcdConfig, EtcdStore, EtcdStoreOptions};
 use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
-use crate::transport::LimitAcceptor;
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_support::clock::{SharedClock, SystemClock};
 use flotilla_support::files::write_private;
@@ -384,7 +386,7 @@ pub fn api_state(
         store,
         registry,
         auth: auth::Authenticator::new(admin_token.to_string(), join_token.to_string()),
-        metrics: api::metrics::Metrics::new().map_err(StartError::Metrics)?,
+        metrics: api::wire::metrics::Metrics::new().map_err(StartError::Metrics)?,
         defaulting: config.defaulting.clone(),
         clock,
         limits: config.limits.clone(),
@@ -394,7 +396,7 @@ pub fn api_state(
             .as_ref()
             .map(crate::simulation::SimulationSettings::of)
             .unwrap_or_default(),
-        dry_run: api::simulation::DryRun::default(),
+        dry_run: api::computed::simulation::DryRun::default(),
         shutdown,
         eviction_brake: BrakeSlot::default(),
         member_timing: config.controllers.as_ref().map(|c| {
@@ -419,7 +421,7 @@ pub fn start_controllers(
         settings,
         stop,
     )?;
-    *state.eviction_brake.write() = Some(brake);
+    state.eviction_brake.fill(brake);
     Ok(handles)
 }
 
@@ -504,12 +506,12 @@ fn lead_controllers(
         )
         .map_err(|e| flotilla_support::error_chain(&e))?;
         term_state.metrics.set_term_registry(Some(registry));
-        *term_state.eviction_brake.write() = Some(brake);
+        term_state.eviction_brake.fill(brake);
         Ok(handles)
     });
     let stopped_state = state.clone();
     let stopped: TermStopped = Box::new(move || {
-        *stopped_state.eviction_brake.write() = None;
+        stopped_state.eviction_brake.empty();
         stopped_state.metrics.set_term_registry(None);
     });
     tracing::info!(%identity, timing = ?election.timing, "campaigning to lead the controllers");

@@ -19,7 +19,7 @@
 //! A server with a single-machine engine (sled, log, memory) uses none of this: its tokens are
 //! its files and its certificate is self-signed (`app::ensure_token`, `app::ensure_self_signed`).
 
-use crate::api::auth::generate_token;
+use crate::api::access::auth::generate_token;
 use crate::store::{Store, StoreError};
 use base64::Engine as _;
 use flotilla_api::json_pointer::JsonPointer;

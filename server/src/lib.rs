@@ -18,4 +18,3 @@ pub mod store;
 /// Test fixtures (the `testing` feature): not compiled into the server.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod transport;

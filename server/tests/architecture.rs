@@ -1,6 +1,8 @@
-//! The shape of the server's source, checked: the controllers live in wings, the wings import
-//! each other without a circle, and nothing in `controllers/` or `simulation/` reaches up into
-//! the API layer. Reads the source files as text (the code outside each file's test module).
+//! The shape of the server's source, checked: the controllers and the API live in wings, the
+//! wings of each import each other without a circle, the API's floor wings (`access`, `http`)
+//! import no other, the API reads the controllers' brake only through its read-only face, and
+//! nothing in `controllers/` or `simulation/` reaches up into the API layer. Reads the source
+//! files as text (the code outside each file's test module).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -8,6 +10,14 @@ use std::path::{Path, PathBuf};
 const WINGS: &[&str] = &["runtime", "shared", "propagation", "members", "failover"];
 /// The files that may sit directly in `controllers/`.
 const TOP_LEVEL: &[&str] = &["mod.rs", "settings.rs", "wiring.rs", "context.rs"];
+/// The API's wings, from the floor up.
+const API_WINGS: &[&str] = &[
+    "access", "http", "wire", "write", "computed", "ui", "routes",
+];
+/// The API's wings that import no other: who asks, and the envelope of a request.
+const API_FLOOR: &[&str] = &["access", "http"];
+/// The files that may sit directly in `api/`: its state and router list, and its error type.
+const API_TOP_LEVEL: &[&str] = &["mod.rs", "error.rs"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -47,79 +57,57 @@ fn production_code(path: &Path) -> String {
         .join("\n")
 }
 
-/// The wing a file under `controllers/` belongs to (`None` for the top-level files).
-fn wing_of(path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(src().join("controllers")).ok()?;
+/// The wing a file under `<room>/` belongs to (`None` for the room's top-level files).
+fn wing_of(room: &str, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(src().join(room)).ok()?;
     let mut parts = rel.components();
     let first = parts.next()?.as_os_str().to_str()?.to_string();
     parts.next().map(|_| first)
 }
 
-/// The wings a piece of code names through `crate::controllers::<wing>`.
-fn wings_named(code: &str) -> BTreeSet<String> {
-    WINGS
+/// The wings of `room` a piece of code names through `crate::<room>::<wing>`.
+fn wings_named(room: &str, wings: &[&str], code: &str) -> BTreeSet<String> {
+    wings
         .iter()
-        .filter(|w| code.contains(&format!("crate::controllers::{w}")))
+        .filter(|w| {
+            code.contains(&format!("crate::{room}::{w}::"))
+                || code.contains(&format!("crate::{room}::{w};"))
+        })
         .map(|w| w.to_string())
         .collect()
 }
 
-#[test]
-fn controllers_has_only_the_list_its_settings_wiring_and_context_at_its_top() {
-    let dir = src().join("controllers");
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("controllers/ is readable") {
-        let path = entry.expect("entry is readable").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_dir() {
-            assert!(
-                WINGS.contains(&name),
-                "controllers/{name}/ is no wing: {WINGS:?}"
-            );
-            assert!(
-                path.join("mod.rs").exists(),
-                "controllers/{name}/ has no mod.rs"
-            );
-        } else {
-            files.push(name.to_string());
-        }
-    }
-    for f in &files {
-        assert!(
-            TOP_LEVEL.contains(&f.as_str()),
-            "controllers/{f} belongs in a wing"
-        );
-    }
-}
-
-#[test]
-fn every_wing_says_what_it_owns() {
-    for wing in WINGS {
-        let text = std::fs::read_to_string(src().join("controllers").join(wing).join("mod.rs"))
-            .expect("wing mod.rs is readable");
-        assert!(
-            text.starts_with("//! "),
-            "controllers/{wing}/mod.rs opens with no doc comment"
-        );
-    }
-}
-
-#[test]
-fn the_wings_import_each_other_without_a_circle() {
+/// Which wings of `room` each wing's production code imports (itself left out).
+fn wing_edges(room: &str, wings: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for path in rust_files(&src().join("controllers")) {
-        let Some(wing) = wing_of(&path) else { continue };
+    for path in rust_files(&src().join(room)) {
+        let Some(wing) = wing_of(room, &path) else {
+            continue;
+        };
         // The test world is built out of every part; only tests use it.
         if path.ends_with("runtime/testing.rs") {
             continue;
         }
-        let named = wings_named(&production_code(&path));
+        let code = production_code(&path);
+        assert!(
+            !code.contains("super::super"),
+            "{} reaches out of its wing with super::super; name the wing",
+            path.display()
+        );
+        assert!(
+            !code.contains(&format!("crate::{room}::{{")),
+            "{} imports several of {room}'s wings in one brace; name each on its own line",
+            path.display()
+        );
+        let named = wings_named(room, wings, &code);
         let entry = edges.entry(wing.clone()).or_default();
         entry.extend(named.into_iter().filter(|w| *w != wing));
     }
+    edges
+}
+
+/// Panics with the circle if the wings import in one.
+fn assert_no_circle(edges: &BTreeMap<String, BTreeSet<String>>) {
     // Depth-first search for a back edge.
     fn visit(
         w: &str,
@@ -145,8 +133,57 @@ fn the_wings_import_each_other_without_a_circle() {
     }
     let mut done = BTreeSet::new();
     for w in edges.keys() {
-        visit(w, &edges, &mut Vec::new(), &mut done);
+        visit(w, edges, &mut Vec::new(), &mut done);
     }
+}
+
+/// Every folder of `room` is one of `wings`, with a `mod.rs`; every file directly in `room` is
+/// one of `top_level`.
+fn assert_room_in_wings(room: &str, wings: &[&str], top_level: &[&str]) {
+    for entry in std::fs::read_dir(src().join(room)).expect("the room is readable") {
+        let path = entry.expect("entry is readable").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if path.is_dir() {
+            assert!(
+                wings.contains(&name),
+                "{room}/{name}/ is no wing: {wings:?}"
+            );
+            assert!(path.join("mod.rs").exists(), "{room}/{name}/ has no mod.rs");
+        } else {
+            assert!(
+                top_level.contains(&name),
+                "{room}/{name} belongs in a wing: {wings:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn controllers_has_only_the_list_its_settings_wiring_and_context_at_its_top() {
+    assert_room_in_wings("controllers", WINGS, TOP_LEVEL);
+}
+
+#[test]
+fn every_wing_says_what_it_owns() {
+    for (room, wings) in [("controllers", WINGS), ("api", API_WINGS)] {
+        for wing in wings {
+            let text = std::fs::read_to_string(src().join(room).join(wing).join("mod.rs"))
+                .expect("wing mod.rs is readable");
+            assert!(
+                text.starts_with("//! "),
+                "{room}/{wing}/mod.rs opens with no doc comment"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_wings_import_each_other_without_a_circle() {
+    let edges = wing_edges("controllers", WINGS);
+    assert_no_circle(&edges);
     // The runtime and the shared helpers are the floor every wing stands on.
     for low in ["runtime", "shared"] {
         for high in ["propagation", "members", "failover"] {
@@ -155,6 +192,38 @@ fn the_wings_import_each_other_without_a_circle() {
                 "{low} imports {high}: {edges:?}"
             );
         }
+    }
+}
+
+#[test]
+fn the_api_has_only_its_state_and_error_at_its_top() {
+    assert_room_in_wings("api", API_WINGS, API_TOP_LEVEL);
+}
+
+#[test]
+fn the_api_wings_import_each_other_without_a_circle_and_the_floor_imports_none() {
+    let edges = wing_edges("api", API_WINGS);
+    assert_no_circle(&edges);
+    for floor in API_FLOOR {
+        let named = edges.get(*floor).cloned().unwrap_or_default();
+        assert!(named.is_empty(), "api/{floor} imports the wings {named:?}");
+    }
+    // The one error type stands beneath every wing.
+    let error = production_code(&src().join("api").join("error.rs"));
+    let named = wings_named("api", API_WINGS, &error);
+    assert!(named.is_empty(), "api/error.rs imports the wings {named:?}");
+}
+
+#[test]
+fn the_api_reads_the_brake_only_through_its_read_only_face() {
+    for path in rust_files(&src().join("api")) {
+        let code = production_code(&path);
+        assert!(
+            !code.contains("failover::brake::"),
+            "{} reaches into the controllers' live brake; read it through \
+             controllers::failover::brake_reading",
+            path.display()
+        );
     }
 }
 

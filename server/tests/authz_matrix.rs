@@ -781,7 +781,7 @@ async fn restarted(store: std::sync::Arc<dyn flotilla_server::store::Store>) -> 
     )
     .unwrap();
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    flotilla_server::api::registration::load_credentials(&state)
+    flotilla_server::api::access::registration::load_credentials(&state)
         .await
         .unwrap();
     TestApi {

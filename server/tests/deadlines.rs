@@ -1,5 +1,5 @@
 //! Every resource request runs under `--request-timeout-seconds`, the computed kinds and
-//! subresources (api/computed.rs) as well as the stored kinds: past the deadline the answer is
+//! subresources (api/computed/mod.rs) as well as the stored kinds: past the deadline the answer is
 //! a 504 `Status`, on time, whatever the handler was waiting for. The failover dry-run computes
 //! on a blocking thread: a slow one is cut off at the deadline while the server goes on serving.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::{assert_status, TestApi, TOKEN};
 use flotilla_api::kinds::{well_known, ResourceType};
-use flotilla_server::api::simulation::DryRun;
+use flotilla_server::api::computed::simulation::DryRun;
 use flotilla_server::controllers::failover::brake::EvictionBrake;
 use flotilla_server::controllers::settings::BrakeSettings;
 use flotilla_server::store::{
@@ -207,7 +207,7 @@ async fn computed_kinds_and_subresources_answer_504_at_the_deadline() {
         // A partition brake, as the controllers give the API, so `evictionbrakes` reads the
         // clusters.
         |state| {
-            *state.eviction_brake.write() = Some(EvictionBrake::new(
+            state.eviction_brake.fill(EvictionBrake::new(
                 BrakeSettings::default(),
                 chrono::Utc::now(),
                 None,

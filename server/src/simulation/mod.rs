@@ -60,6 +60,7 @@ use crate::controllers::failover::application_failover::{self as app, FailoverSt
 use crate::controllers::failover::brake::{
     fleet_view, EvictionBrake, Hold, HoldReason, Member, Pace, CLUSTERS, EVICTIONS,
 };
+use crate::controllers::failover::brake_reading::BrakeReading;
 use crate::controllers::failover::taint_manager;
 use crate::controllers::members::cluster_health::span;
 use crate::controllers::members::cluster_taint_policy;
@@ -149,7 +150,7 @@ impl SimulationSettings {
     }
 
     /// These settings with the server's `brake`.
-    pub fn with_brake(mut self, brake: &EvictionBrake) -> Self {
+    pub fn with_brake(mut self, brake: &dyn BrakeReading) -> Self {
         self.brake = Some(BrakeOf {
             settings: brake.settings().clone(),
             started: brake.started(),

@@ -24,11 +24,13 @@
 //! Beside the chain, not a step of it: when several servers share the store, the leader's
 //! [`brake_publisher`] writes the brake's state ([`brake_publisher::objects_of`],
 //! [`brake_publisher::published`]) for the servers that do not lead, so that every server's
-//! `evictionbrakes` shows what the leader's brake holds.
+//! `evictionbrakes` shows what the leader's brake holds. The API and the dry-run read the brake
+//! of this server's controllers only through [`brake_reading`]'s read-only face.
 
 pub mod application_failover;
 pub mod brake;
 pub mod brake_publisher;
+pub mod brake_reading;
 pub mod effects;
 pub mod failback;
 pub mod fencing;
