@@ -439,6 +439,13 @@ pub mod well_known {
     pub fn cluster_resource_bindings() -> ResourceType {
         get(WORK_GROUP, "clusterresourcebindings")
     }
+    /// Both binding kinds, each with its Kind: ResourceBinding, then ClusterResourceBinding.
+    pub fn binding_kinds() -> [(ResourceType, &'static str); 2] {
+        [
+            (resource_bindings(), "ResourceBinding"),
+            (cluster_resource_bindings(), "ClusterResourceBinding"),
+        ]
+    }
     /// `work.karmada.io/v1alpha1` Work.
     pub fn works() -> ResourceType {
         get(WORK_GROUP, "works")

@@ -678,6 +678,15 @@ mod tests {
         assert!(auth.authenticate(&tokens[5]).is_none(), "still revoked");
     }
 
+    /// An authenticator holding a credential of member `m1`, and that credential's revocation.
+    fn watching_member() -> (Authenticator, Revocation) {
+        let auth = Authenticator::new(generate_token(), generate_token());
+        let token = generate_token();
+        auth.set_agent_credential("m1", &token_hash(&token));
+        let revocation = auth.credential(&token).unwrap().revocation.unwrap();
+        (auth, revocation)
+    }
+
     /// A watch body that never ends by itself, as an open watch with no events.
     fn open_watch(first: &'static str) -> Response {
         let lines = stream::iter([Ok::<_, std::convert::Infallible>(Bytes::from(first))])
@@ -687,10 +696,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_revoked_credential_ends_its_watch_with_a_401_error_event() {
-        let auth = Authenticator::new(generate_token(), generate_token());
-        let token = generate_token();
-        auth.set_agent_credential("m1", &token_hash(&token));
-        let revocation = auth.credential(&token).unwrap().revocation.unwrap();
+        let (auth, revocation) = watching_member();
         let mut body = end_on_revocation(open_watch("{\"type\":\"ADDED\"}\n"), revocation)
             .into_body()
             .into_data_stream();
@@ -711,10 +717,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_that_ends_by_itself_ends_while_its_credential_lives() {
-        let auth = Authenticator::new(generate_token(), generate_token());
-        let token = generate_token();
-        auth.set_agent_credential("m1", &token_hash(&token));
-        let revocation = auth.credential(&token).unwrap().revocation.unwrap();
+        let (_auth, revocation) = watching_member();
         let answer = Response::new(Body::from("{\"type\":\"ADDED\"}\n"));
         let bytes = axum::body::to_bytes(
             end_on_revocation(answer, revocation).into_body(),

@@ -283,6 +283,14 @@ mod tests {
         task.abort();
     }
 
+    /// Waits until `auth` accepts `token`.
+    async fn accepted(auth: &Authenticator, token: &str, what: &str) {
+        eventually(what, Duration::from_secs(10), || async {
+            auth.authenticate(token)
+        })
+        .await;
+    }
+
     /// Writes past the API (as another server's would reach this one) are followed: a new
     /// Secret is accepted, a changed hash replaces the former credential, a deletion revokes.
     #[tokio::test]
@@ -296,19 +304,13 @@ mod tests {
             .create(&rt, secret("m1", &token_hash(&first)))
             .await
             .unwrap();
-        eventually("the first credential", Duration::from_secs(10), || async {
-            auth.authenticate(&first)
-        })
-        .await;
+        accepted(&auth, &first, "the first credential").await;
         let revocation = auth.credential(&first).unwrap().revocation.unwrap();
         store
             .update(&rt, secret("m1", &token_hash(&second)))
             .await
             .unwrap();
-        eventually("the second credential", Duration::from_secs(10), || async {
-            auth.authenticate(&second)
-        })
-        .await;
+        accepted(&auth, &second, "the second credential").await;
         assert!(auth.authenticate(&first).is_none());
         assert!(
             revocation.is_revoked(),

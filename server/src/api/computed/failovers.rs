@@ -67,13 +67,7 @@ pub fn object(e: &FleetEntry) -> Value {
 /// Every binding's entries, newest first, at most `limit`.
 pub async fn objects(state: &ApiState, limit: Option<usize>) -> ApiResult<Vec<Value>> {
     let mut entries = Vec::new();
-    for (rt, kind) in [
-        (well_known::resource_bindings(), "ResourceBinding"),
-        (
-            well_known::cluster_resource_bindings(),
-            "ClusterResourceBinding",
-        ),
-    ] {
+    for (rt, kind) in well_known::binding_kinds() {
         let list = state
             .store
             .list(&rt, None, &ListOptions::default())

@@ -22,8 +22,8 @@ use flotilla_api::cluster::Cluster;
 use flotilla_api::kinds::well_known;
 use flotilla_api::policy::cluster_taint_policy::ClusterTaintPolicy;
 use flotilla_api::simulation::{
-    FailoverSimulation, FailoverSimulationSpec, FailoverSimulationStatus, CLUSTER_RESOURCE_BINDING,
-    FAILOVER_SIMULATION_KIND, FLOTILLA_GROUP, RESOURCE_BINDING,
+    FailoverSimulation, FailoverSimulationSpec, FailoverSimulationStatus, FAILOVER_SIMULATION_KIND,
+    FLOTILLA_GROUP,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -61,13 +61,7 @@ pub async fn serve(call: Call<'_>) -> ApiResult<Response> {
         .filter_map(|p| serde_json::from_value(p).ok())
         .collect();
     let mut bindings = Vec::new();
-    for (rt, kind) in [
-        (well_known::resource_bindings(), RESOURCE_BINDING),
-        (
-            well_known::cluster_resource_bindings(),
-            CLUSTER_RESOURCE_BINDING,
-        ),
-    ] {
+    for (rt, kind) in well_known::binding_kinds() {
         let list = state
             .store
             .list(&rt, None, &ListOptions::default())

@@ -176,31 +176,47 @@ async fn serve(
     if method == Method::GET && is_watch {
         return watch::serve(state, &target, &params, &headers).await;
     }
+    let named = target.name.is_some();
+    let r = Request {
+        state,
+        who,
+        target,
+        params,
+        headers,
+        encoding,
+    };
     let work = async {
-        match (&method, target.name.is_some()) {
-            (&Method::GET, true) => get(state, &target, &headers, encoding).await,
-            (&Method::GET, false) => list(state, &target, &params, &headers, encoding).await,
-            (&Method::POST, false) => {
-                create(state, who, &target, &params, &headers, body, encoding).await
-            }
-            (&Method::PUT, true) => {
-                update(state, who, &target, &params, &headers, body, encoding).await
-            }
-            (&Method::PATCH, true) => {
-                patch(state, who, &target, &params, &headers, body, encoding).await
-            }
-            (&Method::DELETE, true) => {
-                delete(state, &target, &params, &headers, body, encoding).await
-            }
-            (&Method::DELETE, false) => {
-                delete_collection(state, &target, &params, &headers, body, encoding).await
-            }
+        match (&method, named) {
+            (&Method::GET, true) => get(&r).await,
+            (&Method::GET, false) => list(&r).await,
+            (&Method::POST, false) => create(&r, body).await,
+            (&Method::PUT, true) => update(&r, body).await,
+            (&Method::PATCH, true) => patch(&r, body).await,
+            (&Method::DELETE, true) => delete(&r, body).await,
+            (&Method::DELETE, false) => delete_collection(&r, body).await,
             (m, _) => Err(ApiError::MethodNotAllowed(format!(
                 "the server does not allow this method on the requested resource ({m})"
             ))),
         }
     };
     within_deadline(deadline, work).await
+}
+
+/// A request to a stored kind, as each verb's handler reads it (the body aside).
+struct Request<'a> {
+    state: &'a ApiState,
+    who: &'a Principal,
+    target: Target,
+    params: Params,
+    headers: HeaderMap,
+    encoding: Encoding,
+}
+
+impl Request<'_> {
+    /// An answer carrying one stored object, as the target shows it.
+    fn answer(&self, status: StatusCode, stored: &Value) -> Response {
+        answer(&self.target, &self.headers, status, stored, self.encoding)
+    }
 }
 
 fn accept(headers: &HeaderMap) -> String {
@@ -211,12 +227,8 @@ fn accept(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-async fn get(
-    state: &ApiState,
-    target: &Target,
-    headers: &HeaderMap,
-    encoding: Encoding,
-) -> ApiResult<Response> {
+async fn get(r: &Request<'_>) -> ApiResult<Response> {
+    let (state, target, headers, encoding) = (r.state, &r.target, &r.headers, r.encoding);
     let name = target.name.as_deref().unwrap_or_default();
     let mut obj = state
         .store
@@ -236,7 +248,7 @@ async fn get(
         );
         return Ok(respond(StatusCode::OK, &t, encoding));
     }
-    Ok(answer(target, headers, StatusCode::OK, &obj, encoding))
+    Ok(r.answer(StatusCode::OK, &obj))
 }
 
 /// An answer carrying one stored object, as the target shows it ([`Target::present`]).
@@ -270,13 +282,9 @@ fn resource_version_of(obj: &Value) -> u64 {
 }
 
 /// A list, read and encoded on the blocking pool ([`off_thread`]).
-async fn list(
-    state: &ApiState,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    encoding: Encoding,
-) -> ApiResult<Response> {
+async fn list(r: &Request<'_>) -> ApiResult<Response> {
+    let (state, target, params, headers) = (r.state, &r.target, &r.params, &r.headers);
+    let encoding = r.encoding;
     let mut opts = list_options(params)?;
     opts.filter = target.served_filter(opts.filter);
     let store = state.store.clone();
@@ -337,27 +345,14 @@ async fn list(
     .await
 }
 
-async fn create(
-    state: &ApiState,
-    who: &Principal,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
+async fn create(r: &Request<'_>, body: Body) -> ApiResult<Response> {
+    let (state, target, params, headers) = (r.state, &r.target, &r.params, &r.headers);
     let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, false)?;
     let obj = target.to_stored(obj);
-    authz::check_write(who, place(target), Write::Create { new: &obj })?;
+    authz::check_write(r.who, place(target), Write::Create { new: &obj })?;
     let created = create_object(state, target, params, obj).await?;
-    Ok(answer(
-        target,
-        headers,
-        StatusCode::CREATED,
-        &created,
-        encoding,
-    ))
+    Ok(r.answer(StatusCode::CREATED, &created))
 }
 
 /// Creates `obj` (in its stored form, identity checked).
@@ -388,15 +383,8 @@ async fn create_object(
     Ok(created)
 }
 
-async fn update(
-    state: &ApiState,
-    who: &Principal,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
+async fn update(r: &Request<'_>, body: Body) -> ApiResult<Response> {
+    let (state, target, params, headers) = (r.state, &r.target, &r.params, &r.headers);
     let mut obj = body::read_object(headers, body, state.limits.max_body_bytes).await?;
     check_identity(target, &mut obj, true)?;
     let obj = target.to_stored(obj);
@@ -410,7 +398,7 @@ async fn update(
         .map_err(|e| target.store_err(e))?;
     target.check_update(&obj, &old)?;
     authz::check_write(
-        who,
+        r.who,
         place(target),
         Write::Update {
             old: &old,
@@ -418,18 +406,11 @@ async fn update(
         },
     )?;
     let updated = write_update(state, target, &rt, params, obj, &old).await?;
-    Ok(answer(target, headers, StatusCode::OK, &updated, encoding))
+    Ok(r.answer(StatusCode::OK, &updated))
 }
 
-async fn patch(
-    state: &ApiState,
-    who: &Principal,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
+async fn patch(r: &Request<'_>, body: Body) -> ApiResult<Response> {
+    let (state, target, params, headers) = (r.state, &r.target, &r.params, &r.headers);
     let ct = body::content_type(headers);
     let kind = PatchType::from_content_type(&ct).ok_or_else(|| {
         ApiError::UnsupportedMediaType(format!(
@@ -458,7 +439,7 @@ async fn patch(
         {
             Ok(live) => live,
             Err(StoreError::NotFound { .. }) if kind == PatchType::Apply => {
-                authz::check_write(who, place(target), Write::CreateByApply)?;
+                authz::check_write(r.who, place(target), Write::CreateByApply)?;
                 let mut obj = patch_body.clone();
                 if !obj.is_object() {
                     return Err(ApiError::BadRequest(
@@ -468,13 +449,7 @@ async fn patch(
                 check_identity(target, &mut obj, true)?;
                 let obj = target.to_stored(obj);
                 let created = create_object(state, target, params, obj).await?;
-                return Ok(answer(
-                    target,
-                    headers,
-                    StatusCode::CREATED,
-                    &created,
-                    encoding,
-                ));
+                return Ok(r.answer(StatusCode::CREATED, &created));
             }
             Err(e) => return Err(target.store_err(e)),
         };
@@ -511,7 +486,7 @@ async fn patch(
         // Strict validation holds for every patch type: what the patch left is checked.
         admission::check_strict(params, &rt, &patched)?;
         authz::check_write(
-            who,
+            r.who,
             place(target),
             Write::Update {
                 old: &live,
@@ -521,19 +496,15 @@ async fn patch(
         match write_update(state, target, &rt, params, patched, &live).await {
             Err(ApiError::Conflict { .. }) if !pinned && attempts < 8 => continue,
             Err(e) => return Err(e),
-            Ok(updated) => return Ok(answer(target, headers, StatusCode::OK, &updated, encoding)),
+            Ok(updated) => return Ok(r.answer(StatusCode::OK, &updated)),
         }
     }
 }
 
 /// Reads the options of a delete from the query and an optional `DeleteOptions` body; a
 /// malformed one is a 400 before anything is deleted.
-async fn delete_options(
-    state: &ApiState,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-) -> ApiResult<(DeleteOptions, bool)> {
+async fn delete_options(r: &Request<'_>, body: Body) -> ApiResult<(DeleteOptions, bool)> {
+    let (state, params, headers) = (r.state, &r.params, &r.headers);
     let bytes = body::read(body, state.limits.max_body_bytes).await?;
     let doc = if bytes.iter().all(u8::is_ascii_whitespace) {
         None
@@ -544,15 +515,9 @@ async fn delete_options(
     options::delete_options(params, doc)
 }
 
-async fn delete(
-    state: &ApiState,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
-    let (opts, dry_run) = delete_options(state, params, headers, body).await?;
+async fn delete(r: &Request<'_>, body: Body) -> ApiResult<Response> {
+    let (state, target) = (r.state, &r.target);
+    let (opts, dry_run) = delete_options(r, body).await?;
     let name = target.name.as_deref().unwrap_or_default();
     if dry_run {
         let obj = state
@@ -561,7 +526,7 @@ async fn delete(
             .await
             .map_err(|e| target.store_err(e))?;
         check_preconditions(target, &obj, &opts)?;
-        return Ok(answer(target, headers, StatusCode::OK, &obj, encoding));
+        return Ok(r.answer(StatusCode::OK, &obj));
     }
     let outcome = state
         .store
@@ -578,7 +543,7 @@ async fn delete(
     admission::after_write(state, &target.rt).await;
     // Kubernetes answers 200 with the object whether it is gone or waits for finalizers.
     let (Deleted::Gone(obj) | Deleted::Pending(obj)) = outcome;
-    Ok(answer(target, headers, StatusCode::OK, &obj, encoding))
+    Ok(r.answer(StatusCode::OK, &obj))
 }
 
 /// What a dry-run delete would check of the stored object: its preconditions.
@@ -603,15 +568,9 @@ fn check_preconditions(target: &Target, obj: &Value, opts: &DeleteOptions) -> Ap
     Ok(())
 }
 
-async fn delete_collection(
-    state: &ApiState,
-    target: &Target,
-    params: &Params,
-    headers: &HeaderMap,
-    body: Body,
-    encoding: Encoding,
-) -> ApiResult<Response> {
-    let (delete_opts, dry_run) = delete_options(state, params, headers, body).await?;
+async fn delete_collection(r: &Request<'_>, body: Body) -> ApiResult<Response> {
+    let (state, target, params, encoding) = (r.state, &r.target, &r.params, r.encoding);
+    let (delete_opts, dry_run) = delete_options(r, body).await?;
     if delete_opts.precondition_uid.is_some() || delete_opts.precondition_resource_version.is_some()
     {
         return Err(ApiError::BadRequest(
