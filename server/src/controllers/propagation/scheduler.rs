@@ -605,25 +605,12 @@ mod tests {
             )
             .await;
         let rt = well_known::resource_bindings();
-        let names = ["broken-array", "broken-string", "good"];
-        for name in names {
-            store
-                .create(
-                    &rt,
-                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                        "metadata": {"name": name, "namespace": "default"},
-                        "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
-                                 "placement": {"clusterAffinity": {"clusterNames": ["m1"]}}}}),
-                )
-                .await
-                .unwrap();
-        }
-        // Stored around the API, as older data or a bug would have it.
-        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
-            let mut b = store.get(&rt, Some("default"), name).await.unwrap();
-            b["status"] = bad;
-            store.update_status(&rt, b).await.unwrap();
-        }
+        let names = world
+            .bindings_with_malformed_status(|name| {
+                json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
+                       "placement": {"clusterAffinity": {"clusterNames": ["m1"]}}})
+            })
+            .await;
         for name in names {
             scheduler
                 .reconcile(&format!("rb|default|{name}"))
