@@ -94,7 +94,8 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.lookup(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-fn labels_of(v: &Value) -> BTreeMap<String, String> {
+/// An object's `metadata.labels` as label selectors read them (a non-string value as "").
+pub fn labels_of(v: &Value) -> BTreeMap<String, String> {
     v.lookup("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
