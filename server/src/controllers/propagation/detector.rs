@@ -780,7 +780,7 @@ impl Reconciler for Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
+    use crate::controllers::runtime::testing::{stored_events, SpecReplicas, TestWorld};
     use flotilla_api::kinds::builtin_by_plural;
 
     struct Fixture {
@@ -854,11 +854,8 @@ mod tests {
     }
 
     async fn invalid_policy_events(store: &Arc<dyn Store>) -> Vec<String> {
-        store
-            .list(&well_known::events(), None, &ListOptions::default())
+        stored_events(store)
             .await
-            .unwrap()
-            .items
             .iter()
             .filter(|e| e["reason"] == "InvalidPolicy")
             .filter_map(|e| e["involvedObject"]["name"].as_str().map(String::from))

@@ -188,12 +188,20 @@ impl TestWorld {
     /// # Panics
     /// If the store cannot list them.
     pub async fn stored_events(&self) -> Vec<Value> {
-        self.store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .expect("the Events list")
-            .items
+        stored_events(&self.store).await
     }
+}
+
+/// Every Event in `store`, in every namespace.
+///
+/// # Panics
+/// If the store cannot list them.
+pub async fn stored_events(store: &Arc<dyn Store>) -> Vec<Value> {
+    store
+        .list(&well_known::events(), None, &ListOptions::default())
+        .await
+        .expect("the Events list")
+        .items
 }
 
 impl Default for TestWorld {
