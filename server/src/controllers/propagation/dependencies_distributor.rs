@@ -40,6 +40,7 @@ use crate::controllers::runtime::controller::{
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::controllers::shared::binding_keys::{binding_key, decode};
 use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::controllers::shared::template_ref::read_template;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
@@ -545,16 +546,14 @@ impl DependenciesDistributor {
         queue: WorkQueue,
         metrics: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let decisions = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_attached_binding_decisions_total",
-                "Attached bindings (dependencies of propagateDeps bindings) by action: created, \
-                 required_by_updated, refreshed (the dependency changed), deleted, blocked \
-                 (name held by another object), failed (dependencies could not be read).",
-            ),
+        let decisions = registered_counter_vec(
+            metrics,
+            "flotilla_attached_binding_decisions_total",
+            "Attached bindings (dependencies of propagateDeps bindings) by action: created, \
+             required_by_updated, refreshed (the dependency changed), deleted, blocked \
+             (name held by another object), failed (dependencies could not be read).",
             &["action"],
         )?;
-        metrics.register(Box::new(decisions.clone()))?;
         Ok(Self {
             store,
             clock,

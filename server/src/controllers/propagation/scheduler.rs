@@ -18,6 +18,7 @@ use crate::controllers::runtime::own_writes::OwnWrites;
 use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::json_edit::set_path;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::controllers::shared::template_ref::template_ref;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::decision::{
@@ -60,11 +61,12 @@ impl SchedulerController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let results = IntCounterVec::new(
-            prometheus::Opts::new("flotilla_scheduler_results_total", "Scheduling decisions by result (Success, NoClusterFit, Unschedulable, SchedulerError)."),
+        let results = registered_counter_vec(
+            registry,
+            "flotilla_scheduler_results_total",
+            "Scheduling decisions by result (Success, NoClusterFit, Unschedulable, SchedulerError).",
             &["result"],
         )?;
-        registry.register(Box::new(results.clone()))?;
         Ok(Self {
             clusters: ClusterCache::new(store.clone()),
             store,
