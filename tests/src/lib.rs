@@ -350,19 +350,25 @@ pub fn pull_agent_with(server: &Server, name: &str, data: &Path, extra: &[&str])
             &ca,
             "--data-dir",
             &data,
-            "--lease-renew-interval-ms",
-            "300",
-            "--cluster-status-update-frequency-ms",
-            "300",
-            "--pod-startup-delay-ms",
-            "200",
         ]
         .into_iter()
+        .chain(AGENT_TEST_TIMINGS.iter().copied())
         .chain(extra.iter().copied())
         .collect::<Vec<&str>>(),
     )
     .expect("starting flotilla-agent")
 }
+
+/// The agent flags of second-scale tests: a lease renewed every 300 ms, status reported every
+/// 300 ms, pods started 200 ms after their Work.
+pub const AGENT_TEST_TIMINGS: &[&str] = &[
+    "--lease-renew-interval-ms",
+    "300",
+    "--cluster-status-update-frequency-ms",
+    "300",
+    "--pod-startup-delay-ms",
+    "200",
+];
 
 /// Registers a pull member `name` with the server's join token, as an agent would; answers
 /// the member credential the server issued.
