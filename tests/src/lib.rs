@@ -436,6 +436,50 @@ pub const NO_EVICTION_PACING: &[&str] = &[
     "0s",
 ];
 
+/// An exactly-once workload: Deployment `db` (one replica of postgres) and its policy, which
+/// places a single copy on member1 or member2, purges it at once on failover and fences it.
+pub const EXACTLY_ONCE_DB: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: db
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+        - name: db
+          image: postgres
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: db
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: db
+  failover:
+    cluster:
+      purgeMode: Immediately
+      fencing:
+        exactlyOnce: true
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 1
+        minGroups: 1
+"#;
+
 /// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten)
 /// into the `default` namespace, each to the collection of its apiVersion and kind (plural:
 /// the lower-case kind plus `s`, `-y` → `-ies`). Each must be created.
