@@ -690,13 +690,7 @@ impl ApiClient {
             };
             req = req.header("content-type", ct).body(b.to_string());
         }
-        let resp = req.send()?;
-        let status = resp.status().as_u16();
-        let text = resp.text()?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
-        ))
+        status_and_json(req)
     }
 
     /// GET that must answer 200.
@@ -723,6 +717,11 @@ pub fn member_call(
             .header("content-type", "application/json")
             .body(b.to_string());
     }
+    status_and_json(req)
+}
+
+/// Sends `req` and answers the status code and the body as JSON (`null` when it is not JSON).
+fn status_and_json(req: reqwest::blocking::RequestBuilder) -> Result<(u16, serde_json::Value)> {
     let resp = req.send()?;
     let status = resp.status().as_u16();
     let text = resp.text()?;
