@@ -58,19 +58,24 @@ pub trait Reconciler: Send + Sync + 'static {
 /// Maps a watched object to the keys it concerns.
 pub type KeyMapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
 
+/// An object's `metadata.name`, and its namespace unless that is empty or absent
+/// (cluster-scoped); `None` without a name.
+pub fn name_and_namespace(obj: &Value) -> Option<(&str, Option<&str>)> {
+    let name = obj.lookup("/metadata/name").and_then(Value::as_str)?;
+    let namespace = obj
+        .lookup("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty());
+    Some((name, namespace))
+}
+
 /// The usual key of an object: `namespace/name`, or `name` when cluster-scoped.
 pub fn object_key(obj: &Value) -> Option<String> {
-    let name = obj.lookup("/metadata/name").and_then(Value::as_str)?;
-    Some(
-        match obj
-            .lookup("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-        {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.to_string(),
-        },
-    )
+    let (name, namespace) = name_and_namespace(obj)?;
+    Some(match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    })
 }
 
 /// Splits a key into namespace and name.
