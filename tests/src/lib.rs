@@ -350,19 +350,25 @@ pub fn pull_agent_with(server: &Server, name: &str, data: &Path, extra: &[&str])
             &ca,
             "--data-dir",
             &data,
-            "--lease-renew-interval-ms",
-            "300",
-            "--cluster-status-update-frequency-ms",
-            "300",
-            "--pod-startup-delay-ms",
-            "200",
         ]
         .into_iter()
+        .chain(AGENT_TEST_TIMINGS.iter().copied())
         .chain(extra.iter().copied())
         .collect::<Vec<&str>>(),
     )
     .expect("starting flotilla-agent")
 }
+
+/// The agent flags of second-scale tests: a lease renewed every 300 ms, status reported every
+/// 300 ms, pods started 200 ms after their Work.
+pub const AGENT_TEST_TIMINGS: &[&str] = &[
+    "--lease-renew-interval-ms",
+    "300",
+    "--cluster-status-update-frequency-ms",
+    "300",
+    "--pod-startup-delay-ms",
+    "200",
+];
 
 /// Registers a pull member `name` with the server's join token, as an agent would; answers
 /// the member credential the server issued.
@@ -429,6 +435,50 @@ pub const NO_EVICTION_PACING: &[&str] = &[
     "--eviction-startup-grace-period",
     "0s",
 ];
+
+/// An exactly-once workload: Deployment `db` (one replica of postgres) and its policy, which
+/// places a single copy on member1 or member2, purges it at once on failover and fences it.
+pub const EXACTLY_ONCE_DB: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: db
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+        - name: db
+          image: postgres
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: db
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: db
+  failover:
+    cluster:
+      purgeMode: Immediately
+      fencing:
+        exactlyOnce: true
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    spreadConstraints:
+      - spreadByField: cluster
+        maxGroups: 1
+        minGroups: 1
+"#;
 
 /// Posts every document of a manifest text (a scenario of `examples/`, possibly rewritten)
 /// into the `default` namespace, each to the collection of its apiVersion and kind (plural:
@@ -640,13 +690,7 @@ impl ApiClient {
             };
             req = req.header("content-type", ct).body(b.to_string());
         }
-        let resp = req.send()?;
-        let status = resp.status().as_u16();
-        let text = resp.text()?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
-        ))
+        status_and_json(req)
     }
 
     /// GET that must answer 200.
@@ -673,6 +717,11 @@ pub fn member_call(
             .header("content-type", "application/json")
             .body(b.to_string());
     }
+    status_and_json(req)
+}
+
+/// Sends `req` and answers the status code and the body as JSON (`null` when it is not JSON).
+fn status_and_json(req: reqwest::blocking::RequestBuilder) -> Result<(u16, serde_json::Value)> {
     let resp = req.send()?;
     let status = resp.status().as_u16();
     let text = resp.text()?;

@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use flotilla_tests::{
-    eventually, eviction_tasks, healthy_on, member_call, post_manifests, pull_agent, scenario_text,
-    works_on, Agent, ApiClient, Server,
+    eventually, eviction_tasks, healthy_on, member_call, placement_of, post_manifests, pull_agent,
+    scenario_text, works_on, Agent, ApiClient, Server,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -21,19 +21,7 @@ const RB: &str =
 const EVENTS: &str = "/api/v1/namespaces/default/events";
 
 fn placement(api: &ApiClient) -> Option<Vec<(String, i64)>> {
-    let rb = api.get(RB).ok()?;
-    Some(
-        rb["spec"]["clusters"]
-            .as_array()?
-            .iter()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap_or("").to_string(),
-                    c["replicas"].as_i64().unwrap_or(0),
-                )
-            })
-            .collect(),
-    )
+    placement_of(api, RB)
 }
 
 fn event_reasons(api: &ApiClient) -> Vec<String> {

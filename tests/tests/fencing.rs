@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use flotilla_tests::{
     events_about, eventually, healthy_on, member_call, placement_of, post_manifests,
-    pull_agent_with, set_agent_fault, time_at, works_on, Agent, ApiClient, Server,
+    pull_agent_with, set_agent_fault, time_at, works_on, Agent, ApiClient, Server, EXACTLY_ONCE_DB,
 };
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -23,48 +23,6 @@ const RB: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebind
 /// Agents fence after 3 s of silence; the server waits 6 s after the last renewal.
 const FENCE_AFTER: &[&str] = &["--fence-after", "3s"];
 const MEMBER_FENCE_AFTER: &str = "6s";
-
-const MANIFESTS: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: db
-  namespace: default
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: db}
-  template:
-    metadata:
-      labels: {app: db}
-    spec:
-      containers:
-        - name: db
-          image: postgres
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: db
-  namespace: default
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: db
-  failover:
-    cluster:
-      purgeMode: Immediately
-      fencing:
-        exactlyOnce: true
-  placement:
-    clusterAffinity:
-      clusterNames: [member1, member2]
-    spreadConstraints:
-      - spreadByField: cluster
-        maxGroups: 1
-        minGroups: 1
-"#;
 
 fn faults_of(agent: &Agent) -> Value {
     match member_call("GET", &format!("{}/faults", agent.url), None) {
@@ -111,7 +69,7 @@ fn a_cut_off_agent_stops_an_exactly_once_workload_before_the_replacement_starts(
     // member1 alone first, so the single copy lands there.
     let member1 = pull_agent_with(&server, "member1", data.path(), FENCE_AFTER);
     flotilla_tests::wait_members_ready(&api, 1);
-    post_manifests(&api, MANIFESTS);
+    post_manifests(&api, EXACTLY_ONCE_DB);
     eventually("db Healthy on member1", Duration::from_secs(60), || {
         (placement_of(&api, RB) == Some(vec![("member1".to_string(), 1)])
             && healthy_on(&api, RB, "member1"))

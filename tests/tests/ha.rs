@@ -26,7 +26,7 @@
 use flotilla_tests::ha::{duplicate_works, rounds, Fleet, KillPoints, JOIN_TOKEN};
 use flotilla_tests::{
     eventually, healthy_on, placement_of, post_manifests, ready_members, scenario_text, Agent,
-    ApiClient,
+    ApiClient, AGENT_TEST_TIMINGS,
 };
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -56,22 +56,21 @@ fn agent(servers: &str, name: &str, data: &Path) -> Agent {
     let token = data.join("join.token");
     std::fs::write(&token, JOIN_TOKEN).unwrap();
     let dir = data.join(name);
-    Agent::start(&[
-        "--server",
-        servers,
-        "--cluster-name",
-        name,
-        "--token-file",
-        token.to_str().unwrap(),
-        "--data-dir",
-        dir.to_str().unwrap(),
-        "--lease-renew-interval-ms",
-        "300",
-        "--cluster-status-update-frequency-ms",
-        "300",
-        "--pod-startup-delay-ms",
-        "200",
-    ])
+    Agent::start(
+        &[
+            "--server",
+            servers,
+            "--cluster-name",
+            name,
+            "--token-file",
+            token.to_str().unwrap(),
+            "--data-dir",
+            dir.to_str().unwrap(),
+        ]
+        .into_iter()
+        .chain(AGENT_TEST_TIMINGS.iter().copied())
+        .collect::<Vec<&str>>(),
+    )
     .expect("starting flotilla-agent")
 }
 

@@ -13,7 +13,7 @@
 
 use flotilla_tests::{
     eventually, healthy_on, placement_of, post_manifests, scenario_text, wait_members_ready,
-    works_on, Agent, ApiClient, Server, NO_EVICTION_PACING,
+    works_on, Agent, ApiClient, Server, EXACTLY_ONCE_DB, NO_EVICTION_PACING,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -630,49 +630,6 @@ fn push_members_on_real_apis_place_report_and_fail_over() {
 
 const DB: &str = "/apis/apps/v1/namespaces/default/deployments/db";
 
-/// An exactly-once workload (a single copy, purged at once, fenced).
-const EXACTLY_ONCE: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: db
-  namespace: default
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: db}
-  template:
-    metadata:
-      labels: {app: db}
-    spec:
-      containers:
-        - name: db
-          image: postgres
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: db
-  namespace: default
-spec:
-  resourceSelectors:
-    - apiVersion: apps/v1
-      kind: Deployment
-      name: db
-  failover:
-    cluster:
-      purgeMode: Immediately
-      fencing:
-        exactlyOnce: true
-  placement:
-    clusterAffinity:
-      clusterNames: [member1, member2]
-    spreadConstraints:
-      - spreadByField: cluster
-        maxGroups: 1
-        minGroups: 1
-"#;
-
 #[test]
 fn a_cut_off_kube_agent_fences_its_exactly_once_workload_in_the_members_api() {
     let data = tempfile::tempdir().unwrap();
@@ -686,7 +643,7 @@ fn a_cut_off_kube_agent_fences_its_exactly_once_workload_in_the_members_api() {
     // member1 alone first, so the single copy lands there.
     let a1 = kube_agent_with(&control, &m1, data.path(), &["--fence-after", "3s"]);
     wait_members_ready(&api, 1);
-    post_manifests(&api, EXACTLY_ONCE);
+    post_manifests(&api, EXACTLY_ONCE_DB);
     eventually("db in member1's API", Duration::from_secs(60), || {
         let (code, _) = m1.api.send("GET", DB, None).ok()?;
         (code == 200).then_some(())

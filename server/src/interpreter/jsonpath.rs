@@ -509,6 +509,21 @@ fn describe(v: &Value) -> String {
     }
 }
 
+/// The arrays of `input` in order, nulls skipped, for the steps that index into arrays
+/// (slices, filters); anything else is a [`JsonPathError::NotArray`] where it stands.
+fn arrays<'a, 'b>(
+    input: &'b [&'a Value],
+) -> impl Iterator<Item = Result<&'a [Value], JsonPathError>> + 'b {
+    input
+        .iter()
+        .copied()
+        .filter(|v| !v.is_null())
+        .map(|v| match v {
+            Value::Array(items) => Ok(items.as_slice()),
+            other => Err(JsonPathError::NotArray(describe(other))),
+        })
+}
+
 fn apply<'a>(
     step: &Step,
     input: &[&'a Value],
@@ -557,14 +572,8 @@ fn apply<'a>(
             step,
         } => {
             let mut out = Vec::new();
-            for v in input {
-                if v.is_null() {
-                    continue;
-                }
-                let Value::Array(items) = v else {
-                    return Err(JsonPathError::NotArray(describe(v)));
-                };
-                slice(items, *start, *end, *end_derived, *step, &mut out)?;
+            for items in arrays(input) {
+                slice(items?, *start, *end, *end_derived, *step, &mut out)?;
             }
             Ok(out)
         }
@@ -581,14 +590,8 @@ fn apply<'a>(
         }
         Step::Filter(filter) => {
             let mut out = Vec::new();
-            for v in input {
-                if v.is_null() {
-                    continue;
-                }
-                let Value::Array(items) = v else {
-                    return Err(JsonPathError::NotArray(describe(v)));
-                };
-                for item in items {
+            for items in arrays(input) {
+                for item in items? {
                     let lefts = evaluate_relative(&filter.left, item, root);
                     match &filter.op {
                         None => {

@@ -34,7 +34,7 @@ use flotilla_api::selector::LabelSelector;
 use flotilla_api::work::ResourceHealth;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub use customization::{
     CustomizationRules, CustomizationTarget, LuaScript, ResourceInterpreterCustomization,
@@ -478,6 +478,38 @@ impl Interpreter {
         }
     }
 
+    /// The error of a Lua rule whose result is not what `operation` must return.
+    fn bad_result<'a>(
+        gvk: &'a Gvk,
+        operation: Operation,
+        compiled: &'a Compiled,
+    ) -> impl Fn(String) -> InterpretError + 'a {
+        move |problem| InterpretError::BadResult {
+            gvk: gvk.clone(),
+            operation,
+            rule: compiled.source.clone(),
+            problem,
+        }
+    }
+
+    /// Runs a Lua rule of an operation that returns the object, and the object it returned.
+    fn call_for_object(
+        &self,
+        compiled: &Compiled,
+        gvk: &Gvk,
+        operation: Operation,
+        args: &[&Value],
+    ) -> Result<Map<String, Value>, InterpretError> {
+        let out = self.call(compiled, gvk, operation, args)?;
+        match out.into_iter().next() {
+            Some(Value::Object(obj)) => Ok(obj),
+            other => Err(Self::bad_result(gvk, operation, compiled)(format!(
+                "{operation} must return the object, got {}",
+                other.unwrap_or(Value::Null)
+            ))),
+        }
+    }
+
     /// The workload's replica count and per-replica requirements; `Ok(None)` for kinds that
     /// are not workloads (no rule).
     pub fn replicas(
@@ -492,12 +524,7 @@ impl Interpreter {
             }
             Some(Rule::Lua(compiled)) => {
                 let out = self.call(&compiled, &gvk, Operation::InterpretReplica, &[template])?;
-                let bad = |problem: String| InterpretError::BadResult {
-                    gvk: gvk.clone(),
-                    operation: Operation::InterpretReplica,
-                    rule: compiled.source.clone(),
-                    problem,
-                };
+                let bad = Self::bad_result(&gvk, Operation::InterpretReplica, &compiled);
                 let replicas = out.first().unwrap_or(&Value::Null);
                 let replicas = replicas
                     .as_i64()
@@ -536,24 +563,13 @@ impl Interpreter {
             }
             Some(Rule::Lua(compiled)) => {
                 let desired = Value::from(replicas);
-                let out = self.call(
+                self.call_for_object(
                     &compiled,
                     &gvk,
                     Operation::ReviseReplica,
                     &[manifest, &desired],
-                )?;
-                match out.into_iter().next() {
-                    Some(obj @ Value::Object(_)) => Ok(obj),
-                    other => Err(InterpretError::BadResult {
-                        gvk,
-                        operation: Operation::ReviseReplica,
-                        rule: compiled.source.clone(),
-                        problem: format!(
-                            "ReviseReplica must return the object, got {}",
-                            other.unwrap_or(Value::Null)
-                        ),
-                    }),
-                }
+                )
+                .map(Value::Object)
             }
         }
     }
@@ -611,12 +627,13 @@ impl Interpreter {
                 match out.into_iter().next() {
                     None | Some(Value::Null) => Ok(None),
                     Some(status @ Value::Object(_)) => Ok(Some(status)),
-                    Some(other) => Err(InterpretError::BadResult {
-                        gvk,
-                        operation: Operation::InterpretStatus,
-                        rule: compiled.source.clone(),
-                        problem: format!("ReflectStatus must return a table, got {other}"),
-                    }),
+                    Some(other) => Err(Self::bad_result(
+                        &gvk,
+                        Operation::InterpretStatus,
+                        &compiled,
+                    )(format!(
+                        "ReflectStatus must return a table, got {other}"
+                    ))),
                 }
             }
         }
@@ -634,15 +651,14 @@ impl Interpreter {
                 let out = self.call(&compiled, &gvk, Operation::InterpretHealth, &[object])?;
                 match out.first() {
                     Some(Value::Bool(healthy)) => Ok(Some(*healthy)),
-                    other => Err(InterpretError::BadResult {
-                        gvk,
-                        operation: Operation::InterpretHealth,
-                        rule: compiled.source.clone(),
-                        problem: format!(
-                            "InterpretHealth must return a boolean, got {}",
-                            other.unwrap_or(&Value::Null)
-                        ),
-                    }),
+                    other => Err(Self::bad_result(
+                        &gvk,
+                        Operation::InterpretHealth,
+                        &compiled,
+                    )(format!(
+                        "InterpretHealth must return a boolean, got {}",
+                        other.unwrap_or(&Value::Null)
+                    ))),
                 }
             }
         }
@@ -677,27 +693,16 @@ impl Interpreter {
                 .map_err(Self::field_error(&gvk)),
             Some(Rule::Lua(compiled)) => {
                 let items = serde_json::to_value(items).unwrap_or(Value::Array(Vec::new()));
-                let out = self.call(
+                let mut obj = self.call_for_object(
                     &compiled,
                     &gvk,
                     Operation::AggregateStatus,
                     &[template, &items],
                 )?;
-                match out.into_iter().next() {
-                    Some(Value::Object(mut obj)) => Ok(Some(
-                        obj.remove("status")
-                            .unwrap_or_else(|| Value::Object(Default::default())),
-                    )),
-                    other => Err(InterpretError::BadResult {
-                        gvk,
-                        operation: Operation::AggregateStatus,
-                        rule: compiled.source.clone(),
-                        problem: format!(
-                            "AggregateStatus must return the object, got {}",
-                            other.unwrap_or(Value::Null)
-                        ),
-                    }),
-                }
+                Ok(Some(
+                    obj.remove("status")
+                        .unwrap_or_else(|| Value::Object(Default::default())),
+                ))
             }
         }
     }
@@ -714,12 +719,7 @@ impl Interpreter {
             Some(Rule::Lua(compiled)) => {
                 let out =
                     self.call(&compiled, &gvk, Operation::InterpretDependency, &[template])?;
-                let bad = |problem: String| InterpretError::BadResult {
-                    gvk: gvk.clone(),
-                    operation: Operation::InterpretDependency,
-                    rule: compiled.source.clone(),
-                    problem,
-                };
+                let bad = Self::bad_result(&gvk, Operation::InterpretDependency, &compiled);
                 match out.into_iter().next() {
                     None | Some(Value::Null) => Ok(Vec::new()),
                     // An empty Lua table reads as an empty object.
@@ -740,21 +740,9 @@ impl Interpreter {
         let gvk = Gvk::of(desired).ok_or(InterpretError::NoKind)?;
         match self.rule(&gvk, Operation::Retain) {
             None | Some(Rule::Native(_)) => Ok(desired.clone()),
-            Some(Rule::Lua(compiled)) => {
-                let out = self.call(&compiled, &gvk, Operation::Retain, &[desired, observed])?;
-                match out.into_iter().next() {
-                    Some(obj @ Value::Object(_)) => Ok(obj),
-                    other => Err(InterpretError::BadResult {
-                        gvk,
-                        operation: Operation::Retain,
-                        rule: compiled.source.clone(),
-                        problem: format!(
-                            "Retain must return the object, got {}",
-                            other.unwrap_or(Value::Null)
-                        ),
-                    }),
-                }
-            }
+            Some(Rule::Lua(compiled)) => self
+                .call_for_object(&compiled, &gvk, Operation::Retain, &[desired, observed])
+                .map(Value::Object),
         }
     }
 }

@@ -319,17 +319,21 @@ fn user_rules_override_native_rules() {
     );
 }
 
+/// The replicas `interpreter` reads of workload `obj`, and the milli-CPU each one requests.
+fn replicas_and_cpu(interpreter: &Interpreter, obj: &Value) -> (i32, Option<i128>) {
+    let (n, req) = interpreter
+        .replicas(obj)
+        .expect("replicas")
+        .expect("workload");
+    (n, req.map(|r| r.resource_request["cpu"].milli_value()))
+}
+
 #[test]
 fn native_operations_through_the_interpreter() {
     let interpreter = Interpreter::new();
-    let (n, req) = interpreter
-        .replicas(&deployment())
-        .expect("ok")
-        .expect("workload");
-    assert_eq!(n, 2);
     assert_eq!(
-        req.map(|r| r.resource_request["cpu"].milli_value()),
-        Some(100)
+        replicas_and_cpu(&interpreter, &deployment()),
+        (2, Some(100))
     );
     assert_eq!(
         interpreter
@@ -610,14 +614,9 @@ fn documented_example_works() {
     assert_eq!(interpreter.health(&object(3, 2)), Health::Healthy);
     assert_eq!(interpreter.health(&object(2, 2)), Health::Unhealthy);
     assert_eq!(interpreter.health(&object(3, 1)), Health::Unhealthy);
-    let (n, req) = interpreter
-        .replicas(&object(0, 0))
-        .expect("replicas")
-        .expect("workload");
-    assert_eq!(n, 3);
     assert_eq!(
-        req.map(|r| r.resource_request["cpu"].milli_value()),
-        Some(250)
+        replicas_and_cpu(&interpreter, &object(0, 0)),
+        (3, Some(250))
     );
     assert_eq!(
         interpreter

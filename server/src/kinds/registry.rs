@@ -237,19 +237,19 @@ pub fn kinds_of_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         }
         None => return Err("spec.scope: Required value".into()),
     };
-    if let Some(taken) = builtin_resources()
-        .into_iter()
-        .find(|r| r.group == group && r.plural == plural)
-    {
+    // The built-in kind of the group that `same` says the CRD would redefine.
+    let builtin = |same: &dyn Fn(&ResourceType) -> bool| {
+        builtin_resources()
+            .into_iter()
+            .find(|r| r.group == group && same(r))
+    };
+    if let Some(taken) = builtin(&|r| r.plural == plural) {
         return Err(format!(
             "spec.names.plural: Invalid value: \"{plural}\": {plural}.{group} is a built-in kind ({}) and cannot be redefined",
             taken.kind
         ));
     }
-    if let Some(taken) = builtin_resources()
-        .into_iter()
-        .find(|r| r.group == group && r.kind == kind)
-    {
+    if let Some(taken) = builtin(&|r| r.kind == kind) {
         return Err(format!(
             "spec.names.kind: Invalid value: \"{kind}\": {group} already has the built-in kind {kind} ({}.{group})",
             taken.plural

@@ -132,6 +132,22 @@ pub struct MemberClients {
     pub kube: kube::KubeMemberClient,
 }
 
+impl MemberClients {
+    /// The client of `member`'s kind, for the object calls; a broken member fails `operation`
+    /// with the reason its credential could not be read.
+    fn client_for(
+        &self,
+        operation: &'static str,
+        member: &MemberTarget,
+    ) -> Result<&dyn MemberClient, MemberError> {
+        match &member.access {
+            MemberAccess::Surface => Ok(&self.surface),
+            MemberAccess::Kube(_) => Ok(&self.kube),
+            MemberAccess::Broken(problem) => Err(broken(operation, member, problem)),
+        }
+    }
+}
+
 #[async_trait]
 impl MemberClient for MemberClients {
     async fn probe(&self, member: &MemberTarget) -> ProbeResult {
@@ -158,11 +174,9 @@ impl MemberClient for MemberClients {
     }
 
     async fn apply(&self, member: &MemberTarget, manifest: &Value) -> Result<Value, MemberError> {
-        match &member.access {
-            MemberAccess::Surface => self.surface.apply(member, manifest).await,
-            MemberAccess::Kube(_) => self.kube.apply(member, manifest).await,
-            MemberAccess::Broken(problem) => Err(broken("apply", member, problem)),
-        }
+        self.client_for("apply", member)?
+            .apply(member, manifest)
+            .await
     }
 
     async fn get(
@@ -170,11 +184,7 @@ impl MemberClient for MemberClients {
         member: &MemberTarget,
         object: &MemberObject,
     ) -> Result<Option<Value>, MemberError> {
-        match &member.access {
-            MemberAccess::Surface => self.surface.get(member, object).await,
-            MemberAccess::Kube(_) => self.kube.get(member, object).await,
-            MemberAccess::Broken(problem) => Err(broken("get", member, problem)),
-        }
+        self.client_for("get", member)?.get(member, object).await
     }
 
     async fn delete(
@@ -182,11 +192,9 @@ impl MemberClient for MemberClients {
         member: &MemberTarget,
         object: &MemberObject,
     ) -> Result<(), MemberError> {
-        match &member.access {
-            MemberAccess::Surface => self.surface.delete(member, object).await,
-            MemberAccess::Kube(_) => self.kube.delete(member, object).await,
-            MemberAccess::Broken(problem) => Err(broken("delete", member, problem)),
-        }
+        self.client_for("delete", member)?
+            .delete(member, object)
+            .await
     }
 }
 

@@ -110,17 +110,9 @@ impl Estimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::tests::resource_list as list;
     use flotilla_api::binding::ReplicaRequirements;
     use flotilla_api::cluster::{Cluster, ClusterSpec, ResourceSummary};
-    use flotilla_api::quantity::ResourceList;
-    use flotilla_api::Quantity;
-
-    fn list(pairs: &[(&str, &str)]) -> ResourceList {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
-            .collect()
-    }
 
     type Pairs<'a> = &'a [(&'a str, &'a str)];
     type EstimatorRow<'a> = (

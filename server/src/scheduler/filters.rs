@@ -241,12 +241,11 @@ mod tests {
     use super::*;
     use crate::scheduler::context::AffinityTiers;
     use crate::scheduler::snapshot::ClusterSnapshot;
+    use crate::scheduler::tests::deployments_served;
     use flotilla_api::binding::{
         GracefulEvictionTask, ObjectReference, ResourceBindingSpec, TargetCluster,
     };
-    use flotilla_api::cluster::{
-        ApiEnablement as Enablement, ApiResource, Cluster, ClusterSpec, TAINT_CLUSTER_NOT_READY,
-    };
+    use flotilla_api::cluster::{Cluster, ClusterSpec, TAINT_CLUSTER_NOT_READY};
     use flotilla_api::meta::Time;
     use flotilla_api::policy::{
         ClusterAffinity, ClusterAffinityTerm, OverflowClusterAffinity, Placement, SpreadConstraint,
@@ -261,13 +260,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        c.status.api_enablements = vec![Enablement {
-            group_version: "apps/v1".into(),
-            resources: vec![ApiResource {
-                name: "deployments".into(),
-                kind: "Deployment".into(),
-            }],
-        }];
+        c.status.api_enablements = deployments_served();
         c
     }
 

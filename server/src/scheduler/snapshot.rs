@@ -90,12 +90,8 @@ pub(crate) trait CeilUnits: Copy {
 
 impl CeilUnits for i64 {
     fn ceil_units(self) -> i64 {
-        let q = self.div_euclid(1000);
-        if self.rem_euclid(1000) == 0 {
-            q
-        } else {
-            q + 1
-        }
+        // Exact: the units of any i64 milli-value fit an i64 again.
+        i128::from(self).ceil_units() as i64
     }
 }
 
@@ -299,16 +295,9 @@ impl ClusterInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_api::cluster::{ApiEnablement, ApiResource, ClusterSpec, ResourceSummary};
+    use crate::scheduler::tests::{deployments_served, resource_list as list};
+    use flotilla_api::cluster::{ClusterSpec, ResourceSummary};
     use flotilla_api::meta::Time;
-    use flotilla_api::Quantity;
-
-    fn list(pairs: &[(&str, &str)]) -> ResourceList {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
-            .collect()
-    }
 
     #[test]
     fn digests_clusters() {
@@ -320,13 +309,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        a.status.api_enablements = vec![ApiEnablement {
-            group_version: "apps/v1".into(),
-            resources: vec![ApiResource {
-                name: "deployments".into(),
-                kind: "Deployment".into(),
-            }],
-        }];
+        a.status.api_enablements = deployments_served();
         a.status.resource_summary = Some(ResourceSummary {
             allocatable: list(&[("cpu", "4"), ("pods", "110")]),
             allocated: list(&[("cpu", "1500m"), ("pods", "10")]),

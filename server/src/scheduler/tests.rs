@@ -39,16 +39,30 @@ fn list(pairs: &[(&str, &str)]) -> ResourceList {
         .collect()
 }
 
-/// A Ready member serving Deployments, with room for `pods` more pods.
-fn member(name: &str, pods: i64) -> Cluster {
-    let mut c = Cluster::new(name, ClusterSpec::default());
-    c.status.api_enablements = vec![ApiEnablement {
+/// `pairs` as a resource list, each quantity parsed (the unit tests' fixtures; a quantity that
+/// does not parse fails the test).
+pub(super) fn resource_list(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
+        .collect()
+}
+
+/// The API enablements of a member that serves `apps/v1` Deployments and nothing else.
+pub(super) fn deployments_served() -> Vec<ApiEnablement> {
+    vec![ApiEnablement {
         group_version: "apps/v1".into(),
         resources: vec![ApiResource {
             name: "deployments".into(),
             kind: "Deployment".into(),
         }],
-    }];
+    }]
+}
+
+/// A Ready member serving Deployments, with room for `pods` more pods.
+fn member(name: &str, pods: i64) -> Cluster {
+    let mut c = Cluster::new(name, ClusterSpec::default());
+    c.status.api_enablements = deployments_served();
     c.status.resource_summary = Some(ResourceSummary {
         allocatable: list(&[("pods", &pods.to_string()), ("cpu", "100")]),
         ..Default::default()

@@ -30,6 +30,7 @@ use crate::controllers::shared::binding_keys::{
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::controllers::shared::json_edit::with_fields;
+use crate::controllers::shared::template_ref::read_template;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::store::{status_write, ListOptions, Store, StoreError};
@@ -214,13 +215,10 @@ impl Reconciler for BindingStatusController {
             }
         }
         // Fold into the template's status.
-        let r = &spec.resource;
-        let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
-        let tns = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
-        let template = match self.store.get_shared(&template_rt, tns, &r.name).await {
-            Ok(t) => t,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
+        let (template_rt, template) =
+            read_template(self.store.as_ref(), &self.registry, &spec.resource).await?;
+        let Some(template) = template else {
+            return Ok(Action::Done);
         };
         if let Some(status) = self.interpreter.aggregate_status(&template, &items) {
             if template.get("status") != Some(&status) {
@@ -238,7 +236,7 @@ impl Reconciler for BindingStatusController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
+    use crate::controllers::runtime::testing::{pull_cluster, SpecReplicas, TestWorld};
     use flotilla_api::binding::CONDITION_FULLY_APPLIED;
     use serde_json::json;
 
@@ -282,38 +280,39 @@ mod tests {
         );
     }
 
+    /// The controller on `world`'s store, clock and kinds, reading health with `interpreter`.
+    fn controller_in(
+        world: &TestWorld,
+        interpreter: Arc<dyn TemplateInterpreter>,
+    ) -> BindingStatusController {
+        BindingStatusController::new(
+            world.store.clone(),
+            world.shared_clock.clone(),
+            world.ctx.registry.clone(),
+            interpreter,
+        )
+    }
+
+    /// A world whose clock stands at 2026-01-01T00:00:00Z.
+    fn new_year_world() -> TestWorld {
+        use chrono::TimeZone;
+        TestWorld::at(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap())
+    }
+
     #[tokio::test]
     async fn a_malformed_binding_status_is_rebuilt_not_a_panic() {
         use flotilla_api::kinds::well_known;
         let world = TestWorld::new();
         let store = world.store.clone();
-        let controller = BindingStatusController::new(
-            store.clone(),
-            world.shared_clock.clone(),
-            world.ctx.registry.clone(),
-            Arc::new(SpecReplicas),
-        );
+        let controller = controller_in(&world, Arc::new(SpecReplicas));
         let rt = well_known::resource_bindings();
-        let names = ["broken-array", "broken-string", "good"];
-        for name in names {
-            store
-                .create(
-                    &rt,
-                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                        "metadata": {"name": name, "namespace": "default"},
-                        "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
-                                              "namespace": "default", "name": "web"},
-                                 "clusters": [{"name": "m1", "replicas": 1}]}}),
-                )
-                .await
-                .unwrap();
-        }
-        // Stored around the API, as older data or a bug would have it.
-        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
-            let mut b = store.get(&rt, Some("default"), name).await.unwrap();
-            b["status"] = bad;
-            store.update_status(&rt, b).await.unwrap();
-        }
+        let names = world
+            .bindings_with_malformed_status(|_| {
+                json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "namespace": "default", "name": "web"},
+                       "clusters": [{"name": "m1", "replicas": 1}]})
+            })
+            .await;
         for name in names {
             let key = format!("rb|default|{name}");
             assert_eq!(
@@ -335,18 +334,12 @@ mod tests {
 
     #[tokio::test]
     async fn application_failover_on_a_kind_without_health_rule_is_a_condition_and_one_event() {
-        use chrono::TimeZone;
         use flotilla_api::kinds::well_known;
-        let world = TestWorld::at(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let world = new_year_world();
         let store = world.store.clone();
         // As the server wires it: the real interpreter, the context's recorder.
-        let controller = BindingStatusController::new(
-            store.clone(),
-            world.shared_clock.clone(),
-            world.ctx.registry.clone(),
-            world.ctx.interpreter.clone(),
-        )
-        .with_events(world.events());
+        let controller =
+            controller_in(&world, world.ctx.interpreter.clone()).with_events(world.events());
         let rt = well_known::resource_bindings();
         for (name, api_version, kind) in
             [("job", "batch/v1", "Job"), ("web", "apps/v1", "Deployment")]
@@ -413,22 +406,12 @@ mod tests {
         use crate::controllers::propagation::binding_works::{
             BINDING_NAMESPACE_ANNOTATION, BINDING_NAME_ANNOTATION,
         };
-        use chrono::TimeZone;
-        let world = TestWorld::at(chrono::Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let world = new_year_world();
         let store = world.store.clone();
-        let controller = BindingStatusController::new(
-            store.clone(),
-            world.shared_clock.clone(),
-            world.ctx.registry.clone(),
-            Arc::new(SpecReplicas),
-        );
+        let controller = controller_in(&world, Arc::new(SpecReplicas));
         for name in ["m1", "m2"] {
             store
-                .create(
-                    &well_known::clusters(),
-                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                        "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
-                )
+                .create(&well_known::clusters(), pull_cluster(name))
                 .await
                 .unwrap();
             set_ready(&store, name, "True").await;

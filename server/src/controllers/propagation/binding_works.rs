@@ -25,7 +25,7 @@ use crate::controllers::shared::binding_keys::{decode, live_binding, owned_works
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::controllers::shared::json_edit::set_path;
-use crate::controllers::shared::template_ref::template_ref;
+use crate::controllers::shared::template_ref::{read_template, template_ref};
 use crate::events::{EventRecorder, EventType};
 use crate::interpreter::native::reflect::RESOURCE_TEMPLATE_GENERATION_ANNOTATION;
 use crate::kinds::KindRegistry;
@@ -527,20 +527,10 @@ impl Reconciler for BindingWorksController {
             return Ok(Action::Done);
         };
         let spec: ResourceBindingSpec = decode(&binding["spec"], key)?;
-        let r = &spec.resource;
-        let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
-        let template = match self
-            .store
-            .get_shared(
-                &template_rt,
-                (!r.namespace.is_empty()).then_some(r.namespace.as_str()),
-                &r.name,
-            )
-            .await
-        {
-            Ok(t) => t,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
+        let (_, template) =
+            read_template(self.store.as_ref(), &self.registry, &spec.resource).await?;
+        let Some(template) = template else {
+            return Ok(Action::Done);
         };
         let works_rt = well_known::works();
         let existing = owned_works(self.store.as_ref(), &binding).await?;

@@ -14,6 +14,7 @@
 //! [`crate::controllers::shared::fan_out`] index of the bindings that name a cluster. A heartbeat or a status report
 //! changes nothing either of them reads, so it wakes nothing.
 
+use crate::controllers::propagation::detector::labels_of;
 use crate::controllers::runtime::controller::{
     generation_fingerprint, object_key, Observer, Source,
 };
@@ -86,15 +87,7 @@ pub fn view(cluster: &Value) -> ClusterView {
                 .collect()
         })
         .unwrap_or_default();
-    let labels = cluster
-        .lookup("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|l| {
-            l.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let labels = labels_of(cluster);
     let place = [
         "/spec/provider",
         "/spec/region",

@@ -33,13 +33,15 @@
 //! created after its Deployment is picked up, and a changed one reaches the members). User
 //! guide: `docs/dependencies.md`.
 
-use crate::controllers::propagation::detector::{binding_name, is_reserved_namespace};
+use crate::controllers::propagation::detector::{binding_name, is_reserved_namespace, labels_of};
 use crate::controllers::runtime::controller::{
     Action, Observer, ReconcileError, Reconciler, Source,
 };
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::controllers::shared::binding_keys::{binding_key, decode};
 use crate::controllers::shared::interpretation::TemplateInterpreter;
+use crate::controllers::shared::metrics::registered_counter_vec;
+use crate::controllers::shared::template_ref::read_template;
 use crate::events::{EventRecorder, EventType};
 use crate::kinds::KindRegistry;
 use crate::scheduler::division::fnv1a32;
@@ -544,16 +546,14 @@ impl DependenciesDistributor {
         queue: WorkQueue,
         metrics: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let decisions = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_attached_binding_decisions_total",
-                "Attached bindings (dependencies of propagateDeps bindings) by action: created, \
-                 required_by_updated, refreshed (the dependency changed), deleted, blocked \
-                 (name held by another object), failed (dependencies could not be read).",
-            ),
+        let decisions = registered_counter_vec(
+            metrics,
+            "flotilla_attached_binding_decisions_total",
+            "Attached bindings (dependencies of propagateDeps bindings) by action: created, \
+             required_by_updated, refreshed (the dependency changed), deleted, blocked \
+             (name held by another object), failed (dependencies could not be read).",
             &["action"],
         )?;
-        metrics.register(Box::new(decisions.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -592,6 +592,14 @@ impl DependenciesDistributor {
 
     fn count(&self, action: &str) {
         self.decisions.with_label_values(&[action]).inc();
+    }
+
+    /// Counts `action` and records it as a Normal Event on the attached binding it changed.
+    async fn announce(&self, action: &str, binding: &Value, reason: &str, message: &str) {
+        self.count(action);
+        self.events
+            .record(binding, EventType::Normal, reason, message)
+            .await;
     }
 
     /// Warns once per `(key, what)` until [`Self::clear_warnings`].
@@ -647,22 +655,10 @@ impl DependenciesDistributor {
             return Ok(Vec::new());
         }
         let ns = str_at(binding, "/metadata/namespace");
-        let r = &spec.resource;
-        let template_rt = self.registry.resolve_kind(&r.api_version, &r.kind);
-        let template = match self
-            .store
-            .get(
-                &template_rt,
-                Some(&r.namespace)
-                    .filter(|n| !n.is_empty())
-                    .map(String::as_str),
-                &r.name,
-            )
-            .await
-        {
-            Ok(t) => t,
-            Err(StoreError::NotFound { .. }) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
+        let (_, template) =
+            read_template(self.store.as_ref(), &self.registry, &spec.resource).await?;
+        let Some(template) = template else {
+            return Ok(Vec::new());
         };
         let refs = match self.interpreter.dependencies(&template) {
             Ok(refs) => refs,
@@ -699,18 +695,7 @@ impl DependenciesDistributor {
                 }
             } else if let Some(selector) = d.label_selector.clone() {
                 let opts = ListOptions {
-                    filter: Some(Arc::new(move |o: &Value| {
-                        let labels: BTreeMap<String, String> = o
-                            .lookup("/metadata/labels")
-                            .and_then(Value::as_object)
-                            .map(|m| {
-                                m.iter()
-                                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        selector.matches(&labels)
-                    })),
+                    filter: Some(Arc::new(move |o: &Value| selector.matches(&labels_of(o)))),
                     ..ListOptions::default()
                 };
                 self.store.list(&rt, Some(ns), &opts).await?.items
@@ -983,15 +968,13 @@ impl DependenciesDistributor {
                     Err(e) => return Err(e.into()),
                 };
                 tracing::info!(binding = %format!("{ns}/{bname}"), %why, "attached binding created");
-                self.count("created");
-                self.events
-                    .record(
-                        &created,
-                        EventType::Normal,
-                        "AttachedBindingCreated",
-                        &format!("Attached binding created: {why}"),
-                    )
-                    .await;
+                self.announce(
+                    "created",
+                    &created,
+                    "AttachedBindingCreated",
+                    &format!("Attached binding created: {why}"),
+                )
+                .await;
                 outcome.changed.push(format!("{bname} created"));
             }
             AttachedPlan::Update {
@@ -1002,15 +985,13 @@ impl DependenciesDistributor {
                 let updated = self.store.update(&rb, binding).await?;
                 if required_by_changed {
                     tracing::info!(binding = %format!("{ns}/{bname}"), %why, "attached binding requiredBy updated");
-                    self.count("required_by_updated");
-                    self.events
-                        .record(
-                            &updated,
-                            EventType::Normal,
-                            "RequiredByUpdated",
-                            &format!("spec.requiredBy updated: {why}"),
-                        )
-                        .await;
+                    self.announce(
+                        "required_by_updated",
+                        &updated,
+                        "RequiredByUpdated",
+                        &format!("spec.requiredBy updated: {why}"),
+                    )
+                    .await;
                     outcome.changed.push(format!("{bname} updated"));
                 } else {
                     self.count("refreshed");

@@ -94,7 +94,8 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.lookup(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-fn labels_of(v: &Value) -> BTreeMap<String, String> {
+/// An object's `metadata.labels` as label selectors read them (a non-string value as "").
+pub fn labels_of(v: &Value) -> BTreeMap<String, String> {
     v.lookup("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
@@ -779,7 +780,7 @@ impl Reconciler for Detector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
+    use crate::controllers::runtime::testing::{stored_events, SpecReplicas, TestWorld};
     use flotilla_api::kinds::builtin_by_plural;
 
     struct Fixture {
@@ -853,11 +854,8 @@ mod tests {
     }
 
     async fn invalid_policy_events(store: &Arc<dyn Store>) -> Vec<String> {
-        store
-            .list(&well_known::events(), None, &ListOptions::default())
+        stored_events(store)
             .await
-            .unwrap()
-            .items
             .iter()
             .filter(|e| e["reason"] == "InvalidPolicy")
             .filter_map(|e| e["involvedObject"]["name"].as_str().map(String::from))

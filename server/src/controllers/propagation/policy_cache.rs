@@ -342,11 +342,23 @@ mod tests {
                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": kind}]}})
     }
 
-    fn names(cands: &[Arc<Candidate>]) -> Vec<String> {
-        cands
+    /// The candidates of template `template` in namespace `ns`, as `namespace/name`.
+    async fn candidate_names(cache: &PolicyCache, ns: &str, template: &str) -> Vec<String> {
+        cache
+            .candidates(ns, template)
+            .await
+            .unwrap()
             .iter()
             .map(|c| format!("{}/{}", c.namespace, c.name))
             .collect()
+    }
+
+    /// Refreshes the cache's entry of PropagationPolicy `a/<name>`.
+    async fn refresh_in_a(cache: &PolicyCache, name: &str) -> Refreshed {
+        cache
+            .refresh(PolicyScope::Namespaced, "a", name)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -367,13 +379,10 @@ mod tests {
             .unwrap();
         let cache = PolicyCache::new(store.clone());
         assert_eq!(
-            names(&cache.candidates("a", "web").await.unwrap()),
+            candidate_names(&cache, "a", "web").await,
             ["a/one", "/everywhere"]
         );
-        assert_eq!(
-            names(&cache.candidates("", "web").await.unwrap()),
-            ["/everywhere"]
-        );
+        assert_eq!(candidate_names(&cache, "", "web").await, ["/everywhere"]);
 
         // A new policy is seen once refreshed (the detector refreshes on its watch event).
         store
@@ -385,14 +394,11 @@ mod tests {
             2,
             "not yet refreshed"
         );
-        let r = cache
-            .refresh(PolicyScope::Namespaced, "a", "two")
-            .await
-            .unwrap();
+        let r = refresh_in_a(&cache, "two").await;
         assert!(r.before.is_none());
         assert_eq!(r.after.as_ref().map(|c| c.name.as_str()), Some("two"));
         assert_eq!(
-            names(&cache.candidates("a", "web").await.unwrap()),
+            candidate_names(&cache, "a", "web").await,
             ["a/one", "a/two", "/everywhere"]
         );
 
@@ -400,10 +406,7 @@ mod tests {
         let mut two = store.get(&pps, Some("a"), "two").await.unwrap();
         two["spec"]["resourceSelectors"][0]["kind"] = json!("DaemonSet");
         store.update(&pps, two).await.unwrap();
-        let r = cache
-            .refresh(PolicyScope::Namespaced, "a", "two")
-            .await
-            .unwrap();
+        let r = refresh_in_a(&cache, "two").await;
         assert_eq!(
             r.before.unwrap().spec.resource_selectors[0].kind,
             "StatefulSet"
@@ -418,13 +421,10 @@ mod tests {
             .delete(&pps, Some("a"), "one", &DeleteOptions::default())
             .await
             .unwrap();
-        let r = cache
-            .refresh(PolicyScope::Namespaced, "a", "one")
-            .await
-            .unwrap();
+        let r = refresh_in_a(&cache, "one").await;
         assert!(r.before.is_some() && r.after.is_none());
         assert_eq!(
-            names(&cache.candidates("a", "web").await.unwrap()),
+            candidate_names(&cache, "a", "web").await,
             ["a/two", "/everywhere"]
         );
     }
@@ -457,7 +457,7 @@ mod tests {
         ];
         for (template, want) in table {
             assert_eq!(
-                names(&cache.candidates("a", template).await.unwrap()),
+                candidate_names(&cache, "a", template).await,
                 want,
                 "{template}"
             );
@@ -468,12 +468,9 @@ mod tests {
         both["spec"]["resourceSelectors"] =
             naming("x", &["db"])["spec"]["resourceSelectors"].clone();
         store.update(&pps, both).await.unwrap();
-        cache
-            .refresh(PolicyScope::Namespaced, "a", "for-both")
-            .await
-            .unwrap();
+        refresh_in_a(&cache, "for-both").await;
         assert_eq!(
-            names(&cache.candidates("a", "web").await.unwrap()),
+            candidate_names(&cache, "a", "web").await,
             ["a/all-deployments", "a/for-web"]
         );
         store
@@ -485,14 +482,8 @@ mod tests {
             )
             .await
             .unwrap();
-        cache
-            .refresh(PolicyScope::Namespaced, "a", "all-deployments")
-            .await
-            .unwrap();
-        assert_eq!(
-            names(&cache.candidates("a", "db").await.unwrap()),
-            ["a/for-both"]
-        );
+        refresh_in_a(&cache, "all-deployments").await;
+        assert_eq!(candidate_names(&cache, "a", "db").await, ["a/for-both"]);
         assert!(cache.candidates("a", "cache").await.unwrap().is_empty());
     }
 }

@@ -18,6 +18,7 @@ use crate::controllers::runtime::own_writes::OwnWrites;
 use crate::controllers::shared::binding_keys::{decode, live_binding, LiveBinding};
 use crate::controllers::shared::cluster_cache::ClusterCache;
 use crate::controllers::shared::json_edit::set_path;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::controllers::shared::template_ref::template_ref;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::decision::{
@@ -60,11 +61,12 @@ impl SchedulerController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let results = IntCounterVec::new(
-            prometheus::Opts::new("flotilla_scheduler_results_total", "Scheduling decisions by result (Success, NoClusterFit, Unschedulable, SchedulerError)."),
+        let results = registered_counter_vec(
+            registry,
+            "flotilla_scheduler_results_total",
+            "Scheduling decisions by result (Success, NoClusterFit, Unschedulable, SchedulerError).",
             &["result"],
         )?;
-        registry.register(Box::new(results.clone()))?;
         Ok(Self {
             clusters: ClusterCache::new(store.clone()),
             store,
@@ -605,25 +607,12 @@ mod tests {
             )
             .await;
         let rt = well_known::resource_bindings();
-        let names = ["broken-array", "broken-string", "good"];
-        for name in names {
-            store
-                .create(
-                    &rt,
-                    json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                        "metadata": {"name": name, "namespace": "default"},
-                        "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
-                                 "placement": {"clusterAffinity": {"clusterNames": ["m1"]}}}}),
-                )
-                .await
-                .unwrap();
-        }
-        // Stored around the API, as older data or a bug would have it.
-        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
-            let mut b = store.get(&rt, Some("default"), name).await.unwrap();
-            b["status"] = bad;
-            store.update_status(&rt, b).await.unwrap();
-        }
+        let names = world
+            .bindings_with_malformed_status(|name| {
+                json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name},
+                       "placement": {"clusterAffinity": {"clusterNames": ["m1"]}}})
+            })
+            .await;
         for name in names {
             scheduler
                 .reconcile(&format!("rb|default|{name}"))

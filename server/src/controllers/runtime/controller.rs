@@ -58,19 +58,24 @@ pub trait Reconciler: Send + Sync + 'static {
 /// Maps a watched object to the keys it concerns.
 pub type KeyMapper = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
 
+/// An object's `metadata.name`, and its namespace unless that is empty or absent
+/// (cluster-scoped); `None` without a name.
+pub fn name_and_namespace(obj: &Value) -> Option<(&str, Option<&str>)> {
+    let name = obj.lookup("/metadata/name").and_then(Value::as_str)?;
+    let namespace = obj
+        .lookup("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty());
+    Some((name, namespace))
+}
+
 /// The usual key of an object: `namespace/name`, or `name` when cluster-scoped.
 pub fn object_key(obj: &Value) -> Option<String> {
-    let name = obj.lookup("/metadata/name").and_then(Value::as_str)?;
-    Some(
-        match obj
-            .lookup("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|ns| !ns.is_empty())
-        {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.to_string(),
-        },
-    )
+    let (name, namespace) = name_and_namespace(obj)?;
+    Some(match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    })
 }
 
 /// Splits a key into namespace and name.
@@ -680,6 +685,7 @@ mod tests {
     mod running {
         use super::*;
         use crate::controllers::runtime::limiter::{Rate, TokenBucket};
+        use crate::controllers::runtime::testing::pull_cluster;
         use crate::controllers::shared::fan_out::binding_sources_with_cluster_fan_out;
         use crate::store::{KvStore, StoreConfig};
         use crate::testing::eventually;
@@ -766,9 +772,21 @@ mod tests {
             KvStore::memory(StoreConfig::default())
         }
 
-        fn cluster(name: &str) -> Value {
-            json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                   "metadata": {"name": name}, "spec": {"syncMode": "Pull"}})
+        /// Stores the Cluster `name` (Pull mode).
+        async fn add_cluster(store: &Arc<dyn Store>, name: &str) {
+            store
+                .create(&well_known::clusters(), pull_cluster(name))
+                .await
+                .unwrap();
+        }
+
+        /// A memory store holding the Clusters `names`.
+        async fn store_with_clusters(names: &[&str]) -> Arc<dyn Store> {
+            let store = store();
+            for name in names {
+                add_cluster(&store, name).await;
+            }
+            store
         }
 
         async fn taint(store: &Arc<dyn Store>, name: &str, key: &str) {
@@ -807,6 +825,24 @@ mod tests {
             (handle, stop_tx)
         }
 
+        /// Cluster `a` in a memory store and the controller of `config` started on it with
+        /// `rec`, once it has reconciled `a` a first time.
+        async fn started_after_a(
+            rec: Recorder,
+            config: ControllerConfig,
+        ) -> (
+            Arc<dyn Store>,
+            Arc<Recorder>,
+            ControllerHandle,
+            watch::Sender<bool>,
+        ) {
+            let store = store_with_clusters(&["a"]).await;
+            let rec = Arc::new(rec);
+            let (handle, stop) = start(&store, &rec, config);
+            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            (store, rec, handle, stop)
+        }
+
         fn clusters_config() -> ControllerConfig {
             ControllerConfig::new(vec![Source::primary(well_known::clusters())])
                 .resync(Duration::from_secs(3600))
@@ -814,32 +850,20 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn watch_events_queue_keys_and_duplicates_coalesce() {
-            let store = store();
-            store
-                .create(&well_known::clusters(), cluster("a"))
-                .await
-                .unwrap();
             let gate = Arc::new(tokio::sync::Notify::new());
-            let rec = Arc::new(Recorder {
+            let rec = Recorder {
                 gate: Some(("a".into(), gate.clone())),
                 ..Recorder::default()
-            });
-            let (handle, _stop) = start(&store, &rec, clusters_config());
-            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            };
+            let (store, rec, handle, _stop) = started_after_a(rec, clusters_config()).await;
             // The only worker is busy with a: b is created and changed twice meanwhile.
-            store
-                .create(&well_known::clusters(), cluster("b"))
-                .await
-                .unwrap();
+            add_cluster(&store, "b").await;
             taint(&store, "b", "one").await;
             taint(&store, "b", "two").await;
             until_recorded(&rec, "b queued once", |_| handle.queue.len() == 1).await;
             gate.notify_one();
             // z comes after b in the same feed and the same FIFO queue.
-            store
-                .create(&well_known::clusters(), cluster("z"))
-                .await
-                .unwrap();
+            add_cluster(&store, "z").await;
             until_recorded(&rec, "z reconciled", |r| r.count("z") == 1).await;
             assert_eq!(rec.count("b"), 1, "three events of b, one reconcile");
             assert_eq!(rec.count("a"), 1);
@@ -848,17 +872,12 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn one_key_is_never_reconciled_twice_at_once() {
-            let store = store();
-            store
-                .create(&well_known::clusters(), cluster("a"))
-                .await
-                .unwrap();
-            let rec = Arc::new(Recorder {
+            let rec = Recorder {
                 slow: HashMap::from([("a".to_string(), Duration::from_secs(1))]),
                 ..Recorder::default()
-            });
-            let (handle, _stop) = start(&store, &rec, clusters_config().workers(4));
-            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            };
+            let (store, rec, handle, _stop) =
+                started_after_a(rec, clusters_config().workers(4)).await;
             // Changes while a runs: a runs again afterwards, never beside itself.
             for i in 0..5 {
                 taint(&store, "a", &format!("k{i}")).await;
@@ -873,17 +892,11 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn requeue_after_fires_when_its_time_comes() {
-            let store = store();
-            store
-                .create(&well_known::clusters(), cluster("a"))
-                .await
-                .unwrap();
-            let rec = Arc::new(Recorder {
+            let rec = Recorder {
                 requeue: HashMap::from([("a".to_string(), Duration::from_secs(30))]),
                 ..Recorder::default()
-            });
-            let (handle, _stop) = start(&store, &rec, clusters_config());
-            until_recorded(&rec, "a's first reconcile", |r| r.count("a") == 1).await;
+            };
+            let (_store, rec, handle, _stop) = started_after_a(rec, clusters_config()).await;
             assert_eq!(handle.queue.delayed_len(), 1, "a waits for its time");
             tokio::time::advance(Duration::from_secs(30)).await;
             until_recorded(&rec, "a's requeue", |r| r.count("a") == 2).await;
@@ -898,13 +911,7 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn resync_queues_every_object_again_within_its_period() {
-            let store = store();
-            for name in ["a", "b", "c"] {
-                store
-                    .create(&well_known::clusters(), cluster(name))
-                    .await
-                    .unwrap();
-            }
+            let store = store_with_clusters(&["a", "b", "c"]).await;
             let rec = Arc::new(Recorder::default());
             let every = Duration::from_secs(60);
             let (handle, _stop) = start(
@@ -931,13 +938,7 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn workers_share_the_controllers_limiter() {
-            let store = store();
-            for name in ["a", "b", "c", "d", "e"] {
-                store
-                    .create(&well_known::clusters(), cluster(name))
-                    .await
-                    .unwrap();
-            }
+            let store = store_with_clusters(&["a", "b", "c", "d", "e"]).await;
             let rec = Arc::new(Recorder::default());
             let limiter = TokenBucket::new(Rate {
                 per_second: 2.0,
@@ -972,10 +973,7 @@ mod tests {
                                 "gracefulEvictionTasks": evicted.iter().map(|c| json!({"fromCluster": c})).collect::<Vec<_>>()}})
             };
             for name in ["m1", "m2", "m9"] {
-                store
-                    .create(&well_known::clusters(), cluster(name))
-                    .await
-                    .unwrap();
+                add_cluster(&store, name).await;
             }
             store
                 .create(&rbs, binding("a", &["m1"], &[]))

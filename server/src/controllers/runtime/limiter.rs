@@ -139,13 +139,7 @@ mod tests {
     #[test]
     fn reservations_queue_one_per_interval_and_tokens_honour_them() {
         let t0 = Instant::now();
-        let bucket = TokenBucket::new_at(
-            Rate {
-                per_second: 2.0,
-                burst: 1,
-            },
-            t0,
-        );
+        let bucket = TokenBucket::new_at(rate(2.0, 1), t0);
         assert_eq!(bucket.reserve_at(t0), Duration::ZERO);
         assert_eq!(bucket.reserve_at(t0), ms(500));
         assert_eq!(bucket.reserve_at(t0), ms(1000));
@@ -157,10 +151,7 @@ mod tests {
     #[test]
     fn a_drained_bucket_gives_its_first_token_after_one_interval() {
         let t0 = Instant::now();
-        let rate = Rate {
-            per_second: 2.0,
-            burst: 1,
-        };
+        let rate = rate(2.0, 1);
         let bucket = TokenBucket::drained_at(rate, t0);
         assert!(!bucket.has_token_at(t0));
         assert!(!bucket.has_token_at(t0 + ms(499)));
@@ -175,16 +166,15 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// `per_second` tokens a second, at most `burst` at once.
+    fn rate(per_second: f64, burst: u32) -> Rate {
+        Rate { per_second, burst }
+    }
+
     #[test]
     fn a_bucket_gives_its_burst_then_refills_at_its_rate() {
         let t0 = Instant::now();
-        let bucket = TokenBucket::new_at(
-            Rate {
-                per_second: 10.0,
-                burst: 2,
-            },
-            t0,
-        );
+        let bucket = TokenBucket::new_at(rate(10.0, 2), t0);
         // (offset from t0, expected result)
         let table: [(u64, Result<(), Duration>); 7] = [
             (0, Ok(())),
@@ -213,23 +203,11 @@ mod tests {
     #[test]
     fn clones_share_the_tokens_and_bad_rates_are_clamped() {
         let t0 = Instant::now();
-        let a = TokenBucket::new_at(
-            Rate {
-                per_second: 1.0,
-                burst: 1,
-            },
-            t0,
-        );
+        let a = TokenBucket::new_at(rate(1.0, 1), t0);
         let b = a.clone();
         assert!(a.try_take_at(t0).is_ok());
         assert!(b.try_take_at(t0).is_err());
-        let odd = TokenBucket::new_at(
-            Rate {
-                per_second: -3.0,
-                burst: 0,
-            },
-            t0,
-        );
+        let odd = TokenBucket::new_at(rate(-3.0, 0), t0);
         assert_eq!(odd.rate().burst, 1);
         assert!(odd.try_take_at(t0).is_ok());
         assert!(odd.try_take_at(t0 + Duration::from_secs(3600)).is_err());
@@ -237,10 +215,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn workers_sharing_a_bucket_are_paced_together() {
-        let bucket = TokenBucket::new(Rate {
-            per_second: 5.0,
-            burst: 1,
-        });
+        let bucket = TokenBucket::new(rate(5.0, 1));
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..3 {

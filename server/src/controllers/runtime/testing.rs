@@ -16,7 +16,7 @@ use crate::store::{KvStore, ListOptions, Store, StoreConfig};
 use chrono::{DateTime, TimeZone, Utc};
 use flotilla_api::binding::{AggregatedStatusItem, ReplicaRequirements};
 use flotilla_api::json_pointer::JsonPointer;
-use flotilla_api::kinds::well_known;
+use flotilla_api::kinds::{well_known, ResourceType};
 use flotilla_api::work::ResourceHealth;
 use flotilla_support::clock::{FakeClock, SharedClock};
 use serde_json::{json, Value};
@@ -122,14 +122,12 @@ impl TestWorld {
     pub async fn cluster(&self, name: &str, spec: Value, status: Value) -> Value {
         let rt = well_known::clusters();
         let mut c = self
-            .store
-            .create(
+            .stored(
                 &rt,
                 json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
                        "metadata": {"name": name}, "spec": spec}),
             )
-            .await
-            .expect("the Cluster is stored");
+            .await;
         c["status"] = status;
         self.store
             .update_status(&rt, c)
@@ -137,17 +135,73 @@ impl TestWorld {
             .expect("the Cluster's status is stored")
     }
 
+    /// Stores the ResourceBindings `default/broken-array`, `default/broken-string` and
+    /// `default/good`, each with the spec `spec_of(name)`, then writes the first two a malformed
+    /// status (an array, a string) around the API, as older data or a bug would leave it;
+    /// answers the three names.
+    ///
+    /// # Panics
+    /// If the store refuses a write.
+    pub async fn bindings_with_malformed_status(
+        &self,
+        spec_of: impl Fn(&str) -> Value,
+    ) -> [&'static str; 3] {
+        let rt = well_known::resource_bindings();
+        let names = ["broken-array", "broken-string", "good"];
+        for name in names {
+            self.stored(
+                &rt,
+                json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": spec_of(name)}),
+            )
+            .await;
+        }
+        for (name, bad) in [("broken-array", json!([1])), ("broken-string", json!("x"))] {
+            let mut b = self
+                .store
+                .get(&rt, Some("default"), name)
+                .await
+                .expect("the binding is read");
+            b["status"] = bad;
+            self.store
+                .update_status(&rt, b)
+                .await
+                .expect("the malformed status is stored");
+        }
+        names
+    }
+
+    /// Creates `obj` in the store; answers it as stored.
+    ///
+    /// # Panics
+    /// If the store refuses it.
+    async fn stored(&self, rt: &ResourceType, obj: Value) -> Value {
+        self.store
+            .create(rt, obj)
+            .await
+            .unwrap_or_else(|e| panic!("a {} is stored: {e}", rt.kind))
+    }
+
     /// Every Event in the store, in every namespace.
     ///
     /// # Panics
     /// If the store cannot list them.
     pub async fn stored_events(&self) -> Vec<Value> {
-        self.store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .expect("the Events list")
-            .items
+        stored_events(&self.store).await
     }
+}
+
+/// Every Event in `store`, in every namespace.
+///
+/// # Panics
+/// If the store cannot list them.
+pub async fn stored_events(store: &Arc<dyn Store>) -> Vec<Value> {
+    store
+        .list(&well_known::events(), None, &ListOptions::default())
+        .await
+        .expect("the Events list")
+        .items
 }
 
 impl Default for TestWorld {
@@ -208,6 +262,12 @@ impl TemplateInterpreter for SpecReplicas {
     fn dependencies(&self, _: &Value) -> Result<Vec<ObjectRef>, InterpretError> {
         Ok(Vec::new())
     }
+}
+
+/// A Pull-mode Cluster `name`, as a test stores it.
+pub fn pull_cluster(name: &str) -> Value {
+    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+           "metadata": {"name": name}, "spec": {"syncMode": "Pull"}})
 }
 
 /// A Work in `karmada-es-<cluster>` of a two-replica Deployment `web`: `applied` sets its

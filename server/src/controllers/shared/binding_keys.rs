@@ -2,7 +2,7 @@
 //! for ResourceBindings, `crb|<name>` for ClusterResourceBindings), reading a live binding, and
 //! the Works a binding owns.
 
-use crate::controllers::runtime::controller::ReconcileError;
+use crate::controllers::runtime::controller::{name_and_namespace, ReconcileError};
 use crate::store::{Store, StoreError};
 use flotilla_api::json_pointer::JsonPointer;
 use flotilla_api::kinds::{well_known, ResourceType};
@@ -18,17 +18,11 @@ pub struct LiveBinding {
 
 /// The key of a binding object.
 pub fn binding_key(binding: &Value) -> Option<String> {
-    let name = binding.lookup("/metadata/name").and_then(Value::as_str)?;
-    Some(
-        match binding
-            .lookup("/metadata/namespace")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
-            Some(ns) => format!("rb|{ns}|{name}"),
-            None => format!("crb|{name}"),
-        },
-    )
+    let (name, namespace) = name_and_namespace(binding)?;
+    Some(match namespace {
+        Some(ns) => format!("rb|{ns}|{name}"),
+        None => format!("crb|{name}"),
+    })
 }
 
 /// Reads the binding behind `key`; `None` when it is gone or being deleted (its Works are

@@ -42,15 +42,8 @@ pub fn clusters_named(binding: &Value) -> BTreeSet<String> {
 pub fn cluster_fingerprint(cluster: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    cluster.get("spec").map(Value::to_string).hash(&mut h);
-    cluster
-        .lookup("/metadata/labels")
-        .map(Value::to_string)
-        .hash(&mut h);
-    cluster
-        .lookup("/metadata/deletionTimestamp")
-        .is_some()
-        .hash(&mut h);
+    hash_fields(cluster, &["/spec", "/metadata/labels"], &mut h);
+    hash_deleting(cluster, &mut h);
     if let Some(conditions) = cluster
         .lookup("/status/conditions")
         .and_then(Value::as_array)
@@ -67,15 +60,14 @@ pub fn cluster_fingerprint(cluster: &Value) -> u64 {
 /// serves and deletion. Conditions are not read by any filter (a not-Ready cluster is kept out
 /// by the taints it gets), so a Ready change alone schedules nothing.
 pub fn cluster_placement_fingerprint(cluster: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
+    use std::hash::Hasher;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for pointer in ["/spec", "/metadata/labels", "/status/apiEnablements"] {
-        cluster.lookup(pointer).map(Value::to_string).hash(&mut h);
-    }
-    cluster
-        .lookup("/metadata/deletionTimestamp")
-        .is_some()
-        .hash(&mut h);
+    hash_fields(
+        cluster,
+        &["/spec", "/metadata/labels", "/status/apiEnablements"],
+        &mut h,
+    );
+    hash_deleting(cluster, &mut h);
     h.finish()
 }
 
@@ -101,10 +93,7 @@ pub fn hash_cluster_health(binding: &Value, h: &mut impl std::hash::Hasher) {
 pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    cluster
-        .lookup("/metadata/labels")
-        .map(Value::to_string)
-        .hash(&mut h);
+    hash_fields(cluster, &["/metadata/labels"], &mut h);
     cluster
         .lookup("/status/conditions")
         .and_then(Value::as_array)
@@ -114,11 +103,25 @@ pub fn cluster_ready_fingerprint(cluster: &Value) -> u64 {
         })
         .and_then(|c| c["status"].as_str())
         .hash(&mut h);
+    hash_deleting(cluster, &mut h);
+    h.finish()
+}
+
+/// Feeds `h` the JSON text at each of `pointers` in `cluster`, in order (an absent field too).
+fn hash_fields(cluster: &Value, pointers: &[&str], h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    for pointer in pointers {
+        cluster.lookup(pointer).map(Value::to_string).hash(h);
+    }
+}
+
+/// Feeds `h` whether `cluster` is being deleted.
+fn hash_deleting(cluster: &Value, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
     cluster
         .lookup("/metadata/deletionTimestamp")
         .is_some()
-        .hash(&mut h);
-    h.finish()
+        .hash(h);
 }
 
 #[derive(Default)]

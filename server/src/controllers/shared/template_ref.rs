@@ -4,9 +4,16 @@
 //! binding controller's `SyncWorkFailed` and the evictions' `EvictWorkloadFromClusterSucceed`;
 //! Flotilla's controllers that record those build the reference here, so that
 //! `kubectl get events --field-selector involvedObject.name=<template>` shows them.
+//! [`read_template`] reads that template from the store, for the controllers that fold it or
+//! interpret it.
 
+use crate::kinds::KindRegistry;
+use crate::store::{Store, StoreError};
+use flotilla_api::binding::ObjectReference;
 use flotilla_api::json_pointer::JsonPointer;
+use flotilla_api::kinds::ResourceType;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The resource template a binding propagates (its `spec.resource`: apiVersion, kind, name,
 /// namespace and uid, as Karmada's `ObjectReference`), as an object an Event can be recorded
@@ -28,6 +35,22 @@ pub fn template_ref(binding: &Value) -> Option<Value> {
         "kind": field("kind"),
         "metadata": metadata,
     }))
+}
+
+/// Reads the resource template `r` names (a binding's `spec.resource`), shared: its resource
+/// type, and the object, `None` when it does not exist.
+pub async fn read_template(
+    store: &dyn Store,
+    registry: &KindRegistry,
+    r: &ObjectReference,
+) -> Result<(ResourceType, Option<Arc<Value>>), StoreError> {
+    let rt = registry.resolve_kind(&r.api_version, &r.kind);
+    let namespace = (!r.namespace.is_empty()).then_some(r.namespace.as_str());
+    match store.get_shared(&rt, namespace, &r.name).await {
+        Ok(template) => Ok((rt, Some(template))),
+        Err(StoreError::NotFound { .. }) => Ok((rt, None)),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

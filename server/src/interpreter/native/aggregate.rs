@@ -15,7 +15,10 @@ use flotilla_api::binding::AggregatedStatusItem;
 use flotilla_api::meta::Time;
 use serde_json::{json, Map, Value};
 
-use super::{array, int, lookup, object, opt_int, status_map, string, FieldError, WellKnownKind};
+use super::{
+    array, int, lookup, object, opt_int, status_map, string, FieldError, WellKnownKind,
+    DAEMON_SET_COUNTERS,
+};
 
 /// The template's new status. Kinds without a native aggregation get their status unchanged.
 pub fn aggregate(
@@ -56,19 +59,7 @@ pub fn aggregate(
                 "availableReplicas",
             ],
         )?,
-        WellKnownKind::DaemonSet => replica_workload(
-            template,
-            items,
-            &[
-                "currentNumberScheduled",
-                "desiredNumberScheduled",
-                "numberAvailable",
-                "numberMisscheduled",
-                "numberReady",
-                "updatedNumberScheduled",
-                "numberUnavailable",
-            ],
-        )?,
+        WellKnownKind::DaemonSet => replica_workload(template, items, DAEMON_SET_COUNTERS)?,
         WellKnownKind::Job => job(template, items)?,
         WellKnownKind::CronJob => cron_job(template, items)?,
         WellKnownKind::Pod => pod(template, items)?,

@@ -115,6 +115,18 @@ impl WellKnownKind {
     }
 }
 
+/// The counters of a DaemonSet's status, in the order Kubernetes lists them: what the
+/// aggregate rule sums over the members and the reflect rule copies from one.
+pub const DAEMON_SET_COUNTERS: &[&str] = &[
+    "currentNumberScheduled",
+    "desiredNumberScheduled",
+    "numberAvailable",
+    "numberMisscheduled",
+    "numberReady",
+    "updatedNumberScheduled",
+    "numberUnavailable",
+];
+
 /// Whether the native rules implement `operation` for `kind` (the tables of Karmada's
 /// `pkg/resourceinterpreter/default/native`, plus ReplicaSet replicas/aggregation).
 pub fn has_rule(kind: WellKnownKind, operation: Operation) -> bool {

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{int, lookup, object, opt_int, string, FieldError, WellKnownKind};
+use super::{int, lookup, object, opt_int, string, FieldError, WellKnownKind, DAEMON_SET_COUNTERS};
 
 /// Annotation on member objects: the template generation the manifest was built from.
 pub const RESOURCE_TEMPLATE_GENERATION_ANNOTATION: &str = "resourcetemplate.karmada.io/generation";
@@ -72,22 +72,11 @@ pub fn reflect(kind: WellKnownKind, member: &Value) -> Result<Option<Value>, Fie
                 ],
             )?,
         )?,
-        WellKnownKind::DaemonSet => with_generations(
-            member,
-            counters(
-                member,
-                &[
-                    "currentNumberScheduled",
-                    "desiredNumberScheduled",
-                    "numberAvailable",
-                    "numberMisscheduled",
-                    "numberReady",
-                    "updatedNumberScheduled",
-                    "numberUnavailable",
-                    "observedGeneration",
-                ],
-            )?,
-        )?,
+        WellKnownKind::DaemonSet => {
+            let mut out = counters(member, DAEMON_SET_COUNTERS)?;
+            out.extend(counters(member, &["observedGeneration"])?);
+            with_generations(member, out)?
+        }
         WellKnownKind::Job => copy(
             status,
             &[

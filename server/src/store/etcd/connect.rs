@@ -476,11 +476,20 @@ mod tests {
         assert!(config.endpoints.is_empty() && config.ca_file.is_none());
     }
 
-    /// The error of a connection that must fail.
+    /// The error of a connection that must fail: etcd unreachable, or not answering in time.
     async fn refused(config: &EtcdConfig) -> ConnectError {
         match connect(config).await {
             Ok(_) => panic!("connected to {:?}, wanted a refusal", config.endpoints),
-            Err(err) => err,
+            Err(err) => {
+                assert!(
+                    matches!(
+                        err,
+                        ConnectError::Unreachable { .. } | ConnectError::Timeout { .. }
+                    ),
+                    "{err}"
+                );
+                err
+            }
         }
     }
 
@@ -502,13 +511,6 @@ mod tests {
             ..EtcdConfig::new([format!("http://{closed}")])
         };
         let err = refused(&config).await;
-        assert!(
-            matches!(
-                err,
-                ConnectError::Unreachable { .. } | ConnectError::Timeout { .. }
-            ),
-            "{err}"
-        );
         assert!(err.to_string().contains(&closed.to_string()), "{err}");
     }
 
@@ -533,14 +535,7 @@ mod tests {
             dial_timeout: Duration::from_secs(3),
             ..with_cert.clone()
         };
-        let err = refused(&without_cert).await;
-        assert!(
-            matches!(
-                err,
-                ConnectError::Unreachable { .. } | ConnectError::Timeout { .. }
-            ),
-            "{err}"
-        );
+        refused(&without_cert).await;
 
         // A client that does not trust etcd's CA: its own client certificate as the CA.
         let wrong_ca = EtcdConfig {
@@ -548,13 +543,6 @@ mod tests {
             dial_timeout: Duration::from_secs(3),
             ..with_cert
         };
-        let err = refused(&wrong_ca).await;
-        assert!(
-            matches!(
-                err,
-                ConnectError::Unreachable { .. } | ConnectError::Timeout { .. }
-            ),
-            "{err}"
-        );
+        refused(&wrong_ca).await;
     }
 }

@@ -3,7 +3,7 @@
 //! propagating bindings, and the controller on a `TestWorld`.
 
 use super::*;
-use crate::controllers::runtime::testing::TestWorld;
+use crate::controllers::runtime::testing::{stored_events, TestWorld};
 use flotilla_api::kinds::ResourceType;
 
 fn snap(ns: &str, name: &str, clusters: &[&str]) -> BindingSnapshot {
@@ -508,11 +508,8 @@ fn decisions(f: &Fixture, action: &str) -> u64 {
 }
 
 async fn event_reasons(store: &Arc<dyn Store>) -> Vec<String> {
-    store
-        .list(&well_known::events(), None, &ListOptions::default())
+    stored_events(store)
         .await
-        .unwrap()
-        .items
         .iter()
         .map(|e| str_at(e, "/reason").to_string())
         .collect()
