@@ -11,10 +11,9 @@ use crate::api::error::{ApiError, ApiResult};
 use crate::api::http::options::Params;
 use crate::api::wire::table::{age_column, name_column, text, Column};
 use crate::api::ApiState;
-use crate::store::ListOptions;
 use flotilla_api::history::{recent, FailoverHistoryItem, FleetEntry};
 use flotilla_api::json_pointer::JsonPointer;
-use flotilla_api::kinds::{well_known, FLOTILLA_GROUP};
+use flotilla_api::kinds::FLOTILLA_GROUP;
 use serde_json::{json, Value};
 
 /// The kind's plural.
@@ -66,16 +65,13 @@ pub fn object(e: &FleetEntry) -> Value {
 
 /// Every binding's entries, newest first, at most `limit`.
 pub async fn objects(state: &ApiState, limit: Option<usize>) -> ApiResult<Vec<Value>> {
+    let bindings = super::every_binding(state, |e, _| {
+        ApiError::from_store(e, FLOTILLA_GROUP, PLURAL)
+    })
+    .await?;
     let mut entries = Vec::new();
-    for (rt, kind) in well_known::binding_kinds() {
-        let list = state
-            .store
-            .list(&rt, None, &ListOptions::default())
-            .await
-            .map_err(|e| ApiError::from_store(e, FLOTILLA_GROUP, PLURAL))?;
-        for b in &list.items {
-            entries.extend(entries_of(b, kind));
-        }
+    for (kind, b) in &bindings {
+        entries.extend(entries_of(b, kind));
     }
     Ok(recent(entries, limit).iter().map(object).collect())
 }

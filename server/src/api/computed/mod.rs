@@ -118,6 +118,24 @@ pub struct Call<'a> {
     pub body: Body,
 }
 
+/// Every stored binding of both kinds, each with its Kind (the ResourceBindings first); a
+/// failed read is `error` of the store's error and the kind it read.
+pub async fn every_binding(
+    state: &ApiState,
+    error: impl Fn(crate::store::StoreError, &ResourceType) -> ApiError,
+) -> ApiResult<Vec<(&'static str, Value)>> {
+    let mut bindings = Vec::new();
+    for (rt, kind) in flotilla_api::kinds::well_known::binding_kinds() {
+        let list = state
+            .store
+            .list(&rt, None, &crate::store::ListOptions::default())
+            .await
+            .map_err(|e| error(e, &rt))?;
+        bindings.extend(list.items.into_iter().map(|b| (kind, b)));
+    }
+    Ok(bindings)
+}
+
 /// Every computed kind and subresource.
 pub static COMPUTED: &[Computed] = &[
     Computed {

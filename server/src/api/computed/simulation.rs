@@ -60,15 +60,10 @@ pub async fn serve(call: Call<'_>) -> ApiResult<Response> {
         .into_iter()
         .filter_map(|p| serde_json::from_value(p).ok())
         .collect();
-    let mut bindings = Vec::new();
-    for (rt, kind) in well_known::binding_kinds() {
-        let list = state
-            .store
-            .list(&rt, None, &ListOptions::default())
-            .await
-            .map_err(|e| ApiError::from_store(e, &rt.group, &rt.plural))?;
-        bindings.extend(list.items.into_iter().map(|b| (kind, b)));
-    }
+    let bindings = super::every_binding(state, |e, rt| {
+        ApiError::from_store(e, &rt.group, &rt.plural)
+    })
+    .await?;
     // The brake's flags and the server's start, from the brake the controllers share.
     let settings = match &state.brake() {
         Some(brake) => state.simulation.clone().with_brake(brake.as_ref()),
