@@ -12,6 +12,7 @@
 
 use crate::controllers::failover::fencing::{fence_wait, FenceWait};
 use crate::controllers::members::cluster_taints::lease_renew_time;
+use crate::controllers::members::support::registered_counter;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
@@ -223,15 +224,13 @@ impl ClusterRemovalController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let steps = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_removal_steps_total",
-                "Steps of the removal of deleted Clusters: works_released (Works let go without \
-                 contacting the member), finalizer_removed (a deleted Cluster gone).",
-            ),
+        let steps = registered_counter(
+            registry,
+            "flotilla_cluster_removal_steps_total",
+            "Steps of the removal of deleted Clusters: works_released (Works let go without \
+             contacting the member), finalizer_removed (a deleted Cluster gone).",
             &["step"],
         )?;
-        registry.register(Box::new(steps.clone()))?;
         Ok(Self {
             store,
             clock,

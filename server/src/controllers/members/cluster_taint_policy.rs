@@ -13,10 +13,13 @@
 //! with compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
+use crate::controllers::members::support::{
+    describe, live_cluster, registered_counter, write_taints,
+};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::events::{EventRecorder, EventType};
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{ListOptions, Store};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::affinity::cluster_matches;
@@ -184,14 +187,12 @@ impl ClusterTaintPolicyController {
         queue: WorkQueue,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let changes = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_taint_policy_changes_total",
-                "Cluster taints ClusterTaintPolicies added or removed, by policy and action.",
-            ),
+        let changes = registered_counter(
+            registry,
+            "flotilla_cluster_taint_policy_changes_total",
+            "Cluster taints ClusterTaintPolicies added or removed, by policy and action.",
             &["policy", "action"],
         )?;
-        registry.register(Box::new(changes.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -247,10 +248,6 @@ impl ClusterTaintPolicyController {
     }
 }
 
-fn describe(t: &Taint) -> String {
-    format!("{}:{}", t.key, t.effect)
-}
-
 #[async_trait]
 impl Reconciler for ClusterTaintPolicyController {
     fn name(&self) -> &'static str {
@@ -261,30 +258,15 @@ impl Reconciler for ClusterTaintPolicyController {
         if key == ALL_CLUSTERS {
             return self.queue_every_cluster().await;
         }
-        let rt = well_known::clusters();
-        let raw = match self.store.get(&rt, None, key).await {
-            Ok(v) => v,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        let cluster: Cluster =
-            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-                what: format!("cluster {key}"),
-                message: e.to_string(),
-            })?;
-        if cluster.metadata.is_deleting() {
+        let Some((raw, cluster)) = live_cluster(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
-        }
+        };
         let policies = self.policies().await?;
         let plan = plan(&cluster, &policies, self.clock.now());
         if plan.taints == cluster.spec.taints {
             return Ok(Action::Done);
         }
-        let mut updated = raw.clone();
-        updated["spec"]["taints"] = serde_json::to_value(&plan.taints)
-            .map_err(|e| ReconcileError::Other(format!("encoding taints: {e}")))?;
-        // Carries the resourceVersion read above: a concurrent write is a conflict and a retry.
-        self.store.update(&rt, updated).await?;
+        write_taints(self.store.as_ref(), &raw, &plan.taints).await?;
         // One Event per policy and direction, naming the taints.
         let mut by_policy: BTreeMap<(&str, bool), Vec<String>> = BTreeMap::new();
         for c in &plan.changes {
