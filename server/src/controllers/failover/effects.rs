@@ -350,7 +350,7 @@ mod tests {
     use super::*;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
     use crate::controllers::runtime::testing::TestWorld;
-    use crate::store::{ListOptions, WatchOptions};
+    use crate::store::WatchOptions;
     use flotilla_api::history::GONE_WITHOUT_TASK;
     use flotilla_api::json_pointer::JsonPointer;
     use flotilla_api::kinds::well_known;
@@ -509,11 +509,8 @@ mod tests {
 
     async fn reasons(world: &TestWorld) -> Vec<String> {
         let mut reasons: Vec<String> = world
-            .store
-            .list(&well_known::events(), None, &ListOptions::default())
+            .stored_events()
             .await
-            .expect("the Events")
-            .items
             .iter()
             .filter_map(|e| e["reason"].as_str().map(str::to_string))
             .collect();
@@ -590,11 +587,8 @@ mod tests {
             assert_eq!(reasons(&world).await, events, "{what}");
             // Karmada's eviction Event: Normal, on the binding and on its template.
             let evictions: Vec<(String, String, String)> = world
-                .store
-                .list(&well_known::events(), None, &ListOptions::default())
+                .stored_events()
                 .await
-                .expect("the Events")
-                .items
                 .iter()
                 .filter(|e| e["reason"] == EVENT_EVICTED)
                 .map(|e| {
