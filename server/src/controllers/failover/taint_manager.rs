@@ -603,39 +603,35 @@ mod tests {
         let status = ResourceBindingStatus::default();
         let on = TaintManagerSettings::default();
         let cases = [
-            (None, on.clone(), Some(PurgeMode::Graciously), None, None),
+            (None, Some(PurgeMode::Graciously), None, None),
             (
                 Some(PurgeMode::Immediately),
-                on.clone(),
                 Some(PurgeMode::Immediately),
                 None,
                 Some(100),
             ),
             (
                 Some(PurgeMode::Directly),
-                on.clone(),
                 Some(PurgeMode::Directly),
                 None,
                 Some(100),
             ),
             (
                 Some(PurgeMode::Gracefully),
-                on.clone(),
                 Some(PurgeMode::Gracefully),
                 None,
                 Some(100),
             ),
             (
                 Some(PurgeMode::Never),
-                on.clone(),
                 Some(PurgeMode::Never),
                 Some(true),
                 Some(100),
             ),
         ];
-        for (mode, settings, want_mode, want_suppress, want_grace) in cases {
+        for (mode, want_mode, want_suppress, want_grace) in cases {
             let spec = binding(mode, vec![]);
-            let d = decide(&spec, &status, taints, &settings, at(0));
+            let d = decide(&spec, &status, taints, &on, at(0));
             assert_eq!(d.evictions.len(), 1, "{mode:?}");
             let e = &d.evictions[0];
             assert_eq!(e.cluster, "member1");
@@ -844,13 +840,16 @@ mod tests {
             }],
             ..Default::default()
         };
-        let d = decide(
-            &spec,
-            &status,
-            taints,
-            &TaintManagerSettings::default(),
-            at(0),
-        );
+        let decide_now = |spec: &ResourceBindingSpec| {
+            decide(
+                spec,
+                &status,
+                taints,
+                &TaintManagerSettings::default(),
+                at(0),
+            )
+        };
+        let d = decide_now(&spec);
         let e = &d.evictions[0];
         let task = e.task.as_ref().expect("a task");
         // The eviction goes on with the label that could be read, and says which could not.
@@ -863,14 +862,7 @@ mod tests {
         assert_eq!(p.failures[0].label, "failover.example.io/pods");
         // No rules: nothing evaluated, nothing to report.
         let plain = binding(Some(PurgeMode::Directly), vec![]);
-        let d = decide(
-            &plain,
-            &status,
-            taints,
-            &TaintManagerSettings::default(),
-            at(0),
-        );
-        assert_eq!(d.evictions[0].preservation, None);
+        assert_eq!(decide_now(&plain).evictions[0].preservation, None);
     }
 
     mod controller {
@@ -925,18 +917,32 @@ mod tests {
 
         const KEY: &str = "rb|default|nginx-deployment";
 
-        #[tokio::test]
-        async fn an_untolerated_noexecute_taint_evicts_with_a_task_and_an_event() {
-            let (store, _, tm) = world(serde_json::json!([])).await;
-            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
+        /// The binding `default/nginx-deployment` as stored now.
+        async fn stored_binding(store: &Arc<dyn Store>) -> serde_json::Value {
+            store
                 .get(
                     &well_known::resource_bindings(),
                     Some("default"),
                     "nginx-deployment",
                 )
                 .await
-                .unwrap();
+                .unwrap()
+        }
+
+        /// Every Event stored.
+        async fn stored_events(store: &Arc<dyn Store>) -> Vec<serde_json::Value> {
+            store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap()
+                .items
+        }
+
+        #[tokio::test]
+        async fn an_untolerated_noexecute_taint_evicts_with_a_task_and_an_event() {
+            let (store, _, tm) = world(serde_json::json!([])).await;
+            assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
+            let b = stored_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])
@@ -948,31 +954,19 @@ mod tests {
             assert_eq!(task["replicas"], 1);
             assert_eq!(task["purgeMode"], "Graciously");
             assert!(task["creationTimestamp"].is_string(), "{task}");
-            let events = store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
+            let events = stored_events(&store).await;
             assert!(
                 events
-                    .items
                     .iter()
                     .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
                         && e["type"] == "Normal"
                         && e["message"].as_str().unwrap_or("").contains("member1")),
-                "{:?}",
-                events.items
+                "{events:?}"
             );
             // Evicted once: a second pass changes nothing.
             let rv = b["metadata"]["resourceVersion"].clone();
             tm.reconcile(KEY).await.unwrap();
-            let again = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let again = stored_binding(&store).await;
             assert_eq!(again["metadata"]["resourceVersion"], rv);
         }
 
@@ -980,10 +974,7 @@ mod tests {
         async fn a_rule_that_matches_nothing_is_an_event_and_a_condition_not_silence() {
             let (store, _, tm) = world(serde_json::json!([])).await;
             let rt = well_known::resource_bindings();
-            let mut b = store
-                .get(&rt, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let mut b = stored_binding(&store).await;
             b["spec"]["failover"] = serde_json::json!({"cluster": {"purgeMode": "Immediately",
                 "statePreservation": {"rules": [
                     {"aliasLabelName": "failover.example.io/job", "jsonPath": "{.jobStatus.jobID}"}]}}});
@@ -994,10 +985,7 @@ mod tests {
                  "status": {"readyReplicas": 1}}]});
             store.update_status(&rt, with_status).await.unwrap();
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(&rt, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let b = stored_binding(&store).await;
             // Evicted all the same, without the label.
             let task = &b["spec"]["gracefulEvictionTasks"][0];
             assert_eq!(task["fromCluster"], "member1");
@@ -1020,19 +1008,14 @@ mod tests {
                     .contains("label failover.example.io/job"),
                 "{cond}"
             );
-            let events = store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
+            let events = stored_events(&store).await;
             assert_eq!(
                 events
-                    .items
                     .iter()
                     .filter(|e| e["reason"] == "StatePreservationFailed" && e["type"] == "Warning")
                     .count(),
                 1,
-                "{:?}",
-                events.items
+                "{events:?}"
             );
         }
 
@@ -1054,19 +1037,13 @@ mod tests {
             );
             let tm = tm.with_brake(brake);
             let rbs = well_known::resource_bindings();
-            let mut second = store
-                .get(&rbs, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let mut second = stored_binding(&store).await;
             second["metadata"] =
                 serde_json::json!({"name": "other-deployment", "namespace": "default"});
             store.create(&rbs, second).await.unwrap();
             let held_events = || async {
-                store
-                    .list(&well_known::events(), None, &ListOptions::default())
+                stored_events(&store)
                     .await
-                    .unwrap()
-                    .items
                     .into_iter()
                     .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
                     .collect::<Vec<_>>()
@@ -1078,10 +1055,7 @@ mod tests {
                     Ok(Action::RequeueAfter(d)) if d == STOPPED_RETRY
                 ));
             }
-            let b = store
-                .get(&rbs, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let b = stored_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             let events = held_events().await;
             assert_eq!(events.len(), 1, "told once: {events:?}");
@@ -1135,25 +1109,11 @@ mod tests {
                 tm.reconcile(KEY).await,
                 Ok(Action::RequeueAfter(d)) if d == Duration::from_secs(1)
             ));
-            let b = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let b = stored_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             clock.advance(chrono::Duration::seconds(1));
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let b = stored_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])
