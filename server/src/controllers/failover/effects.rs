@@ -349,6 +349,7 @@ impl Effects<'_> {
 mod tests {
     use super::*;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
+    use crate::controllers::failover::testing::assert_placement;
     use crate::controllers::runtime::testing::TestWorld;
     use crate::store::WatchOptions;
     use flotilla_api::history::GONE_WITHOUT_TASK;
@@ -423,16 +424,11 @@ mod tests {
             evict_m1(&mut spec, task);
             let o = Outcome::evicting(&read, read.clone(), &spec, vec![evicted(None)], vec![], now);
             assert!(o.writes(&read), "{what}");
-            assert_eq!(
-                o.binding["spec"]["clusters"],
-                json!([{"name": "m2", "replicas": 2}])
-            );
-            assert_eq!(
-                o.binding["spec"]["gracefulEvictionTasks"]
-                    .as_array()
-                    .map(Vec::len),
-                Some(usize::from(task)),
-                "{what}"
+            assert_placement(
+                &o.binding,
+                json!([{"name": "m2", "replicas": 2}]),
+                usize::from(task),
+                what,
             );
             let [HistoryStep::Open(entry)] = o.history.as_slice() else {
                 panic!("{what}: one entry opens: {:?}", o.history);

@@ -24,7 +24,7 @@
 //! Beside the chain, not a step of it: when several servers share the store, the leader's
 //! [`brake_publisher`] writes the brake's state ([`brake_publisher::objects_of`],
 //! [`brake_publisher::published`]) for the servers that do not lead, so that every server's
-//! `evictionbrakes` shows what the leader's brake holds.
+//! `evictionbrakes` shows what the leader's brake holds. The tests share the fixtures of `testing`.
 
 pub mod application_failover;
 pub mod brake;
@@ -38,3 +38,5 @@ pub mod metrics;
 pub mod preconditions;
 pub mod state_preservation;
 pub mod taint_manager;
+#[cfg(test)]
+pub mod testing;

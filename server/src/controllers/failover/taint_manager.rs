@@ -447,6 +447,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::controllers::failover::testing::assert_placement;
     use chrono::TimeZone;
     use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
     use flotilla_api::policy::TolerationOperator;
@@ -762,17 +763,11 @@ mod tests {
             };
             let d = decide(&spec, &status, taints, &settings, at(10));
             let o = outcome(&read, spec.clone(), &d, at(10)).expect("an eviction");
-            assert_eq!(
-                o.binding["spec"]["clusters"],
+            assert_placement(
+                &o.binding,
                 json!([{"name": "member2", "replicas": 2}]),
-                "{what}"
-            );
-            assert_eq!(
-                o.binding["spec"]["gracefulEvictionTasks"]
-                    .as_array()
-                    .map(Vec::len),
-                Some(usize::from(graceful)),
-                "{what}"
+                usize::from(graceful),
+                what,
             );
             let [HistoryStep::Open(entry)] = o.history.as_slice() else {
                 panic!("{what}: one entry: {:?}", o.history);
@@ -867,6 +862,7 @@ mod tests {
 
     mod controller {
         use super::*;
+        use crate::controllers::failover::testing::{eviction_succeeded_event, nginx_binding};
         use crate::controllers::runtime::testing::TestWorld;
         use crate::store::ListOptions;
         use flotilla_api::kinds::well_known;
@@ -917,18 +913,6 @@ mod tests {
 
         const KEY: &str = "rb|default|nginx-deployment";
 
-        /// The binding `default/nginx-deployment` as stored now.
-        async fn stored_binding(store: &Arc<dyn Store>) -> serde_json::Value {
-            store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap()
-        }
-
         /// Every Event stored.
         async fn stored_events(store: &Arc<dyn Store>) -> Vec<serde_json::Value> {
             store
@@ -942,7 +926,7 @@ mod tests {
         async fn an_untolerated_noexecute_taint_evicts_with_a_task_and_an_event() {
             let (store, _, tm) = world(serde_json::json!([])).await;
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = stored_binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])
@@ -955,18 +939,11 @@ mod tests {
             assert_eq!(task["purgeMode"], "Graciously");
             assert!(task["creationTimestamp"].is_string(), "{task}");
             let events = stored_events(&store).await;
-            assert!(
-                events
-                    .iter()
-                    .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
-                        && e["type"] == "Normal"
-                        && e["message"].as_str().unwrap_or("").contains("member1")),
-                "{events:?}"
-            );
+            assert!(eviction_succeeded_event(&events, "member1"), "{events:?}");
             // Evicted once: a second pass changes nothing.
             let rv = b["metadata"]["resourceVersion"].clone();
             tm.reconcile(KEY).await.unwrap();
-            let again = stored_binding(&store).await;
+            let again = nginx_binding(&store).await;
             assert_eq!(again["metadata"]["resourceVersion"], rv);
         }
 
@@ -974,7 +951,7 @@ mod tests {
         async fn a_rule_that_matches_nothing_is_an_event_and_a_condition_not_silence() {
             let (store, _, tm) = world(serde_json::json!([])).await;
             let rt = well_known::resource_bindings();
-            let mut b = stored_binding(&store).await;
+            let mut b = nginx_binding(&store).await;
             b["spec"]["failover"] = serde_json::json!({"cluster": {"purgeMode": "Immediately",
                 "statePreservation": {"rules": [
                     {"aliasLabelName": "failover.example.io/job", "jsonPath": "{.jobStatus.jobID}"}]}}});
@@ -985,7 +962,7 @@ mod tests {
                  "status": {"readyReplicas": 1}}]});
             store.update_status(&rt, with_status).await.unwrap();
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = stored_binding(&store).await;
+            let b = nginx_binding(&store).await;
             // Evicted all the same, without the label.
             let task = &b["spec"]["gracefulEvictionTasks"][0];
             assert_eq!(task["fromCluster"], "member1");
@@ -1037,7 +1014,7 @@ mod tests {
             );
             let tm = tm.with_brake(brake);
             let rbs = well_known::resource_bindings();
-            let mut second = stored_binding(&store).await;
+            let mut second = nginx_binding(&store).await;
             second["metadata"] =
                 serde_json::json!({"name": "other-deployment", "namespace": "default"});
             store.create(&rbs, second).await.unwrap();
@@ -1055,7 +1032,7 @@ mod tests {
                     Ok(Action::RequeueAfter(d)) if d == STOPPED_RETRY
                 ));
             }
-            let b = stored_binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             let events = held_events().await;
             assert_eq!(events.len(), 1, "told once: {events:?}");
@@ -1109,11 +1086,11 @@ mod tests {
                 tm.reconcile(KEY).await,
                 Ok(Action::RequeueAfter(d)) if d == Duration::from_secs(1)
             ));
-            let b = stored_binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             clock.advance(chrono::Duration::seconds(1));
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = stored_binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])

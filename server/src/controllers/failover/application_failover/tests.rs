@@ -3,8 +3,9 @@
 //! (`settle`), the outcome and its report, and the controller on a `TestWorld`.
 
 use super::*;
+use crate::controllers::failover::testing::health_status;
 use chrono::TimeZone;
-use flotilla_api::binding::{AggregatedStatusItem, GracefulEvictionTask, TargetCluster};
+use flotilla_api::binding::{GracefulEvictionTask, TargetCluster};
 use flotilla_api::policy::{
     DecisionConditions, FailoverBehavior, StatePreservation, StatePreservationRule,
 };
@@ -42,20 +43,15 @@ fn spec(app: Option<ApplicationFailoverBehavior>, clusters: &[&str]) -> Resource
     }
 }
 
+/// A health report of each `(cluster, health)`, each with the status `jobStatus.jobID`
+/// `job-on-<cluster>` that the state preservation rules read.
 fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
-    ResourceBindingStatus {
-        aggregated_status: health
-            .iter()
-            .map(|(c, h)| AggregatedStatusItem {
-                cluster_name: c.to_string(),
-                applied: true,
-                health: Some(*h),
-                status: Some(json!({"jobStatus": {"jobID": format!("job-on-{c}")}})),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
+    let mut st = health_status(health);
+    for item in &mut st.aggregated_status {
+        let job = format!("job-on-{}", item.cluster_name);
+        item.status = Some(json!({"jobStatus": {"jobID": job}}));
     }
+    st
 }
 
 /// Runs `decide` over a sequence of (seconds, health on m1) readings with m2 Healthy, and
@@ -1094,6 +1090,7 @@ fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
 
 mod controller {
     use super::*;
+    use crate::controllers::failover::testing::{eviction_succeeded_event, nginx_binding};
     use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::kinds::well_known;
     use flotilla_support::clock::Clock;
@@ -1141,15 +1138,7 @@ mod controller {
         }
 
         async fn binding(&self) -> Value {
-            self.world
-                .store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap()
+            nginx_binding(&self.world.store).await
         }
 
         /// What the binding status controller reports: member1's health, member2 Healthy.
@@ -1287,14 +1276,7 @@ mod controller {
         assert_eq!(state.streak, 1);
         assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
         let events = w.world.stored_events().await;
-        assert!(
-            events
-                .iter()
-                .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
-                    && e["type"] == "Normal"
-                    && e["message"].as_str().unwrap_or("").contains("member1")),
-            "{events:?}"
-        );
+        assert!(eviction_succeeded_event(&events, "member1"), "{events:?}");
         let text = prometheus::TextEncoder::new()
             .encode_to_string(&w.world.metrics.gather())
             .unwrap();
