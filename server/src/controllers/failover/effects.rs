@@ -349,7 +349,7 @@ impl Effects<'_> {
 mod tests {
     use super::*;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
-    use crate::controllers::failover::testing::assert_placement;
+    use crate::controllers::failover::testing::{assert_placement, one_opened};
     use crate::controllers::runtime::testing::TestWorld;
     use crate::store::WatchOptions;
     use flotilla_api::history::GONE_WITHOUT_TASK;
@@ -430,9 +430,7 @@ mod tests {
                 usize::from(task),
                 what,
             );
-            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-                panic!("{what}: one entry opens: {:?}", o.history);
-            };
+            let entry = one_opened(&o.history, what);
             assert_eq!(entry.from_cluster, "m1", "{what}");
             assert_eq!(entry.original_cluster, ["m1", "m2"], "{what}");
             assert_eq!(entry.message, message, "{what}");

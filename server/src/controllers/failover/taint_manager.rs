@@ -447,7 +447,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::controllers::failover::testing::assert_placement;
+    use crate::controllers::failover::testing::{assert_placement, one_opened};
     use chrono::TimeZone;
     use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
     use flotilla_api::policy::TolerationOperator;
@@ -718,7 +718,6 @@ mod tests {
     #[test]
     fn the_outcome_evicts_opens_the_entry_and_says_how_it_is_reported() {
         use crate::controllers::failover::effects::Since;
-        use crate::controllers::failover::history::HistoryStep;
         let spec = binding(Some(PurgeMode::Gracefully), vec![]);
         let read = json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
             "spec": serde_json::to_value(&spec).unwrap()});
@@ -769,9 +768,7 @@ mod tests {
                 usize::from(graceful),
                 what,
             );
-            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-                panic!("{what}: one entry: {:?}", o.history);
-            };
+            let entry = one_opened(&o.history, what);
             assert_eq!(entry.from_cluster, "member1", "{what}");
             assert_eq!(entry.is_open(), open, "{what}");
             let [e] = o.evicted.as_slice() else {

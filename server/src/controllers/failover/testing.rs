@@ -1,8 +1,10 @@
 //! What the failover controllers' tests share: the binding their controller tests store, the
 //! health reports they feed the deciders, and the checks of what an eviction wrote.
 
+use crate::controllers::failover::history::HistoryStep;
 use crate::store::Store;
 use flotilla_api::binding::{AggregatedStatusItem, ResourceBindingStatus};
+use flotilla_api::history::FailoverHistoryItem;
 use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
 use serde_json::Value;
@@ -53,6 +55,17 @@ pub fn assert_placement(binding: &Value, clusters: Value, tasks: usize, what: &s
         Some(tasks),
         "{what}"
     );
+}
+
+/// The one entry a write's history steps open.
+///
+/// # Panics
+/// If the steps are anything but one opening (the message names `what`).
+pub fn one_opened<'a>(history: &'a [HistoryStep], what: &str) -> &'a FailoverHistoryItem {
+    let [HistoryStep::Open(entry)] = history else {
+        panic!("{what}: one entry opens: {history:?}");
+    };
+    entry
 }
 
 /// Whether `events` hold Karmada's Normal `EvictWorkloadFromClusterSucceed` naming `cluster`.

@@ -3,7 +3,7 @@
 //! (`settle`), the outcome and its report, and the controller on a `TestWorld`.
 
 use super::*;
-use crate::controllers::failover::testing::health_status;
+use crate::controllers::failover::testing::{health_status, one_opened};
 use chrono::TimeZone;
 use flotilla_api::binding::{GracefulEvictionTask, TargetCluster};
 use flotilla_api::policy::{
@@ -712,7 +712,6 @@ fn the_fingerprint_ignores_bindings_without_application_failover() {
 #[test]
 fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
     use crate::controllers::failover::effects::Since;
-    use crate::controllers::failover::history::HistoryStep;
     let settings = ApplicationFailoverSettings::default();
     let note = || {
         vec![Note::event(
@@ -830,9 +829,7 @@ fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
         "m1"
     );
     assert_eq!(FailoverState::of(&o.binding).streak, 1);
-    let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-        panic!("one entry: {:?}", o.history);
-    };
+    let entry = one_opened(&o.history, "due");
     assert_eq!(entry.reason, "ApplicationFailover");
     assert_eq!(entry.from_cluster, "m1");
     let [e] = o.evicted.as_slice() else {
