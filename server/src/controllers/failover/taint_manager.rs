@@ -603,34 +603,17 @@ mod tests {
         let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
         let status = ResourceBindingStatus::default();
         let on = TaintManagerSettings::default();
+        // (the purge mode asked, the task's suppressDeletion and grace period); the task
+        // carries the mode asked, Graciously when none is.
         let cases = [
-            (None, Some(PurgeMode::Graciously), None, None),
-            (
-                Some(PurgeMode::Immediately),
-                Some(PurgeMode::Immediately),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Directly),
-                Some(PurgeMode::Directly),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Gracefully),
-                Some(PurgeMode::Gracefully),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Never),
-                Some(PurgeMode::Never),
-                Some(true),
-                Some(100),
-            ),
+            (None, None, None),
+            (Some(PurgeMode::Immediately), None, Some(100)),
+            (Some(PurgeMode::Directly), None, Some(100)),
+            (Some(PurgeMode::Gracefully), None, Some(100)),
+            (Some(PurgeMode::Never), Some(true), Some(100)),
         ];
-        for (mode, want_mode, want_suppress, want_grace) in cases {
+        for (mode, want_suppress, want_grace) in cases {
+            let want_mode = Some(mode.unwrap_or(PurgeMode::Graciously));
             let spec = binding(mode, vec![]);
             let d = decide(&spec, &status, taints, &on, at(0));
             assert_eq!(d.evictions.len(), 1, "{mode:?}");
