@@ -449,6 +449,17 @@ mod tests {
                 ..Default::default()
             })
         };
+        // The network-down policy without removeOn, for the clusters `names`.
+        let net_down_for = |names: &[&str]| {
+            policy(
+                "net",
+                0,
+                vec![test("NetworkOK", In, False)],
+                vec![],
+                &[(NET, NoExecute, "")],
+                to(names),
+            )
+        };
         // (what, cluster, policies, want: None = unchanged, else [(key, effect, timeAdded)])
         let table: Vec<Row> = vec![
             (
@@ -495,14 +506,7 @@ mod tests {
             (
                 "clusters outside targetClusters are untouched",
                 cluster(&[("NetworkOK", False)], &[]),
-                vec![policy(
-                    "net",
-                    0,
-                    vec![test("NetworkOK", In, False)],
-                    vec![],
-                    &[(NET, NoExecute, "")],
-                    to(&["m2"]),
-                )],
+                vec![net_down_for(&["m2"])],
                 None,
             ),
             (
@@ -521,14 +525,7 @@ mod tests {
             (
                 "a targeted cluster is tainted",
                 cluster(&[("NetworkOK", False)], &[]),
-                vec![policy(
-                    "net",
-                    0,
-                    vec![test("NetworkOK", In, False)],
-                    vec![],
-                    &[(NET, NoExecute, "")],
-                    to(&["m1"]),
-                )],
+                vec![net_down_for(&["m1"])],
                 Some(vec![(NET, "NoExecute", 0)]),
             ),
             (
