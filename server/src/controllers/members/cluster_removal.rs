@@ -21,7 +21,7 @@ use flotilla_api::cluster::{
     execution_namespace, CLUSTER_CONTROLLER_FINALIZER, CLUSTER_LEASE_NAMESPACE,
 };
 use flotilla_api::json_pointer::JsonPointer;
-use flotilla_api::kinds::well_known;
+use flotilla_api::kinds::{well_known, ResourceType};
 use flotilla_api::work::{
     EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
 };
@@ -161,6 +161,15 @@ fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
     obj.lookup("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+/// Records `message` as the last one said of `key` in `said`: true when it differs from the
+/// one before (so it is said once, not once a pass).
+fn is_news(said: &Mutex<HashMap<String, String>>, key: &str, message: &str) -> bool {
+    said.lock()
+        .insert(key.to_string(), message.to_string())
+        .as_deref()
+        != Some(message)
 }
 
 /// `obj` with `finalizer` added or taken away.
@@ -326,6 +335,23 @@ impl ClusterRemovalController {
         ))
     }
 
+    /// Writes `obj` back without `finalizer`; an object already gone is no error.
+    async fn release(
+        &self,
+        rt: &ResourceType,
+        obj: &Value,
+        finalizer: &str,
+    ) -> Result<(), StoreError> {
+        match self
+            .store
+            .update(rt, with_finalizer(obj, finalizer, false))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Drops the execution finalizer of the Works named in `release` and deletes those in
     /// `delete`; answers how many were let go.
     async fn let_works_go(&self, name: &str, plan: &RemovalPlan) -> Result<usize, StoreError> {
@@ -337,17 +363,8 @@ impl ClusterRemovalController {
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => return Err(e),
             };
-            match self
-                .store
-                .update(
-                    &rt,
-                    with_finalizer(&stored, EXECUTION_CONTROLLER_FINALIZER, false),
-                )
-                .await
-            {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            self.release(&rt, &stored, EXECUTION_CONTROLLER_FINALIZER)
+                .await?;
         }
         for work in &plan.delete {
             match self
@@ -419,12 +436,7 @@ impl Reconciler for ClusterRemovalController {
                 wait.until.to_rfc3339(),
                 wait.renewed.to_rfc3339()
             );
-            let new = self
-                .last_fence
-                .lock()
-                .insert(key.to_string(), message.clone())
-                != Some(message.clone());
-            if new {
+            if is_news(&self.last_fence, key, &message) {
                 tracing::info!(cluster = key, until = %wait.until.to_rfc3339(), "exactly-once Works of a deleted cluster wait for its fence time");
                 let subject = cluster.clone().unwrap_or_else(|| json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": key}}));
                 self.events
@@ -463,12 +475,7 @@ impl Reconciler for ClusterRemovalController {
             if more > 0 {
                 message.push_str(&format!(" and {more} more"));
             }
-            let new = self
-                .last_wait
-                .lock()
-                .insert(key.to_string(), message.clone())
-                != Some(message.clone());
-            if new {
+            if is_news(&self.last_wait, key, &message) {
                 tracing::info!(
                     cluster = key,
                     bindings = plan.waiting_for.len(),
@@ -495,17 +502,8 @@ impl Reconciler for ClusterRemovalController {
                 Ok(_) | Err(StoreError::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
-            match self
-                .store
-                .update(
-                    &rt,
-                    with_finalizer(&cluster, CLUSTER_CONTROLLER_FINALIZER, false),
-                )
-                .await
-            {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.release(&rt, &cluster, CLUSTER_CONTROLLER_FINALIZER)
+                .await?;
             self.last_wait.lock().remove(key);
             self.steps.with_label_values(&["finalizer_removed"]).inc();
             tracing::info!(
