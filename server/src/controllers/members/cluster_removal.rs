@@ -694,6 +694,72 @@ mod tests {
         .unwrap()
     }
 
+    /// A world with the pull member m1, which the controller has seen once (it carries the
+    /// finalizer then).
+    async fn joined() -> (TestWorld, ClusterRemovalController) {
+        let world = TestWorld::new();
+        let c = controller(&world);
+        world
+            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
+            .await;
+        c.reconcile("m1").await.unwrap();
+        (world, c)
+    }
+
+    /// Deletes the Cluster m1 (its finalizer keeps it, being deleted).
+    async fn delete_m1(world: &TestWorld) {
+        world
+            .store
+            .delete(
+                &well_known::clusters(),
+                None,
+                "m1",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Stores an empty Work with `metadata` (in m1's execution namespace).
+    async fn work_in_m1(world: &TestWorld, metadata: Value) {
+        world
+            .store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       "metadata": metadata, "spec": {"workload": {"manifests": []}}}),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Stores m1's Lease (in the cluster lease namespace) with `spec`.
+    async fn lease_of_m1(world: &TestWorld, spec: Value) {
+        world
+            .store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "m1", "namespace": CLUSTER_LEASE_NAMESPACE}, "spec": spec}),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The Works in m1's execution namespace.
+    async fn works_in_m1(world: &TestWorld) -> Vec<Value> {
+        world
+            .store
+            .list(
+                &well_known::works(),
+                Some("karmada-es-m1"),
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items
+    }
+
     async fn binding_on(world: &TestWorld, clusters: Value) -> Value {
         world
             .store
@@ -711,12 +777,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deleted_cluster_lets_its_works_go_and_waits_for_its_bindings() {
-        let world = TestWorld::new();
-        let c = controller(&world);
-        world
-            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
-            .await;
-        c.reconcile("m1").await.unwrap();
+        let (world, c) = joined().await;
         let stored = world
             .store
             .get(&well_known::clusters(), None, "m1")
@@ -727,52 +788,20 @@ mod tests {
             json!([CLUSTER_CONTROLLER_FINALIZER])
         );
         let binding = binding_on(&world, json!([{"name": "m1", "replicas": 3}])).await;
-        world
-            .store
-            .create(
-                &well_known::works(),
-                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                       "metadata": {"name": "web", "namespace": "karmada-es-m1",
-                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
-                       "spec": {"workload": {"manifests": []}}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .create(
-                &well_known::leases(),
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": "m1", "namespace": CLUSTER_LEASE_NAMESPACE},
-                       "spec": {"holderIdentity": "m1"}}),
-            )
-            .await
-            .unwrap();
+        work_in_m1(
+            &world,
+            json!({"name": "web", "namespace": "karmada-es-m1",
+                   "finalizers": [EXECUTION_CONTROLLER_FINALIZER]}),
+        )
+        .await;
+        lease_of_m1(&world, json!({"holderIdentity": "m1"})).await;
         // The delete leaves the Cluster, being deleted.
-        world
-            .store
-            .delete(
-                &well_known::clusters(),
-                None,
-                "m1",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
+        delete_m1(&world).await;
         assert_eq!(
             c.reconcile("m1").await.unwrap(),
             Action::RequeueAfter(REMOVAL_RETRY)
         );
-        let works = world
-            .store
-            .list(
-                &well_known::works(),
-                Some("karmada-es-m1"),
-                &ListOptions::default(),
-            )
-            .await
-            .unwrap()
-            .items;
+        let works = works_in_m1(&world).await;
         assert!(works.is_empty(), "the Work is gone: {works:?}");
         // A pass later it still waits for the binding.
         assert_eq!(
@@ -824,59 +853,23 @@ mod tests {
 
     #[tokio::test]
     async fn an_exactly_once_work_stays_until_the_member_has_fenced_itself() {
-        let world = TestWorld::new();
-        let c = controller(&world);
-        world
-            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
-            .await;
-        c.reconcile("m1").await.unwrap();
+        let (world, c) = joined().await;
         let renewed = world.now();
-        world
-            .store
-            .create(
-                &well_known::leases(),
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": "m1", "namespace": "karmada-cluster"},
-                       "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40,
-                                "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .create(
-                &well_known::works(),
-                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                       "metadata": {"name": "db", "namespace": "karmada-es-m1",
-                                    "annotations": {PLACEMENT_GUARANTEE_ANNOTATION: EXACTLY_ONCE},
-                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
-                       "spec": {"workload": {"manifests": []}}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .delete(
-                &well_known::clusters(),
-                None,
-                "m1",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
-        let works = || async {
-            world
-                .store
-                .list(
-                    &well_known::works(),
-                    Some("karmada-es-m1"),
-                    &ListOptions::default(),
-                )
-                .await
-                .unwrap()
-                .items
-                .len()
-        };
+        lease_of_m1(
+            &world,
+            json!({"holderIdentity": "m1", "leaseDurationSeconds": 40,
+                   "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}),
+        )
+        .await;
+        work_in_m1(
+            &world,
+            json!({"name": "db", "namespace": "karmada-es-m1",
+                   "annotations": {PLACEMENT_GUARANTEE_ANNOTATION: EXACTLY_ONCE},
+                   "finalizers": [EXECUTION_CONTROLLER_FINALIZER]}),
+        )
+        .await;
+        delete_m1(&world).await;
+        let works = || async { works_in_m1(&world).await.len() };
         // Before the fence time (renewal + 45 s) the Work stays, and the wait is said once.
         for _ in 0..2 {
             assert_eq!(
