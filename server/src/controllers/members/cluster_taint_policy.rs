@@ -320,7 +320,6 @@ mod tests {
         ClusterTaintPolicySpec, MatchCondition, MatchConditionOperator, PolicyTaint,
     };
     use flotilla_api::policy::ClusterAffinity;
-    use flotilla_support::clock::FakeClock;
     use serde_json::json;
 
     fn t(s: i64) -> DateTime<Utc> {
@@ -657,8 +656,7 @@ mod tests {
     }
 
     struct Setup {
-        store: Arc<dyn Store>,
-        clock: Arc<FakeClock>,
+        world: TestWorld,
         queue: WorkQueue,
         controller: ClusterTaintPolicyController,
     }
@@ -680,8 +678,7 @@ mod tests {
         )
         .unwrap();
         Setup {
-            store: world.store,
-            clock: world.clock,
+            world,
             queue,
             controller,
         }
@@ -718,16 +715,11 @@ mod tests {
     async fn a_custom_condition_taints_and_its_recovery_untaints() {
         let s = setup().await;
         for name in ["m1", "m2"] {
-            s.store
-                .create(
-                    &well_known::clusters(),
-                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                           "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
-                )
-                .await
-                .unwrap();
+            s.world
+                .cluster(name, json!({"syncMode": "Pull"}), json!({}))
+                .await;
         }
-        s.store
+        s.world.store
             .create(
                 &well_known::cluster_taint_policies(),
                 json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
@@ -751,61 +743,53 @@ mod tests {
         assert_eq!(s.queue.len(), 2);
 
         // Condition False on both: only the targeted m1 is tainted, at the clock's time.
-        set_network(&s.store, "m1", Some("False")).await;
-        set_network(&s.store, "m2", Some("False")).await;
+        set_network(&s.world.store, "m1", Some("False")).await;
+        set_network(&s.world.store, "m2", Some("False")).await;
         for name in ["m1", "m2"] {
             s.controller.reconcile(name).await.unwrap();
         }
         assert_eq!(
-            taints(&s.store, "m1").await,
+            taints(&s.world.store, "m1").await,
             json!([{"key": "example.com/network-down", "effect": "NoExecute",
                     "timeAdded": "2026-01-01T00:00:00Z"}])
         );
-        assert_eq!(taints(&s.store, "m2").await, json!([]));
-        let events = s
-            .store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(events.items.len(), 1);
-        assert_eq!(events.items[0]["reason"], "TaintClusterSucceed");
-        assert_eq!(events.items[0]["involvedObject"]["name"], "m1");
-        assert!(events.items[0]["message"].as_str().unwrap().contains(
+        assert_eq!(taints(&s.world.store, "m2").await, json!([]));
+        let events = s.world.stored_events().await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["reason"], "TaintClusterSucceed");
+        assert_eq!(events[0]["involvedObject"]["name"], "m1");
+        assert!(events[0]["message"].as_str().unwrap().contains(
             "ClusterTaintPolicy network-down added taints example.com/network-down:NoExecute"
         ));
 
         // Later reconciles keep the taint and its timeAdded, and write nothing.
-        s.clock.advance(Duration::minutes(5));
-        let before = s
-            .store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
+        s.world.clock.advance(Duration::minutes(5));
+        let version_of_m1 = || async {
+            let m1 = s.world.store.get(&well_known::clusters(), None, "m1").await;
+            m1.unwrap()["metadata"]["resourceVersion"].clone()
+        };
+        let before = version_of_m1().await;
         s.controller.reconcile("m1").await.unwrap();
-        let after = s
-            .store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
-        assert_eq!(
-            before["metadata"]["resourceVersion"],
-            after["metadata"]["resourceVersion"]
-        );
+        assert_eq!(before, version_of_m1().await);
 
         // The condition goes away: neither In nor NotIn matches, the taint stays.
-        set_network(&s.store, "m1", None).await;
+        set_network(&s.world.store, "m1", None).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await.as_array().unwrap().len(), 1);
+        assert_eq!(
+            taints(&s.world.store, "m1").await.as_array().unwrap().len(),
+            1
+        );
 
         // It comes back True: removeOnConditions match, the taint goes.
-        set_network(&s.store, "m1", Some("True")).await;
+        set_network(&s.world.store, "m1", Some("True")).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await, json!([]));
+        assert_eq!(taints(&s.world.store, "m1").await, json!([]));
 
         // Deleting the policy removes nothing it added.
-        set_network(&s.store, "m1", Some("False")).await;
+        set_network(&s.world.store, "m1", Some("False")).await;
         s.controller.reconcile("m1").await.unwrap();
-        s.store
+        s.world
+            .store
             .delete(
                 &well_known::cluster_taint_policies(),
                 None,
@@ -814,9 +798,12 @@ mod tests {
             )
             .await
             .unwrap();
-        set_network(&s.store, "m1", Some("True")).await;
+        set_network(&s.world.store, "m1", Some("True")).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await.as_array().unwrap().len(), 1);
+        assert_eq!(
+            taints(&s.world.store, "m1").await.as_array().unwrap().len(),
+            1
+        );
     }
 
     /// Waits (at most 10 s) until `m1`'s taints are `want`.
