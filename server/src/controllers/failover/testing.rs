@@ -68,6 +68,11 @@ pub fn one_opened<'a>(history: &'a [HistoryStep], what: &str) -> &'a FailoverHis
     entry
 }
 
+/// The Events of `events` with `reason`.
+pub fn with_reason<'a>(events: &'a [Value], reason: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["reason"] == reason).collect()
+}
+
 /// Whether `events` hold Karmada's Normal `EvictWorkloadFromClusterSucceed` naming `cluster`.
 pub fn eviction_succeeded_event(events: &[Value], cluster: &str) -> bool {
     events.iter().any(|e| {

@@ -1087,7 +1087,9 @@ fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
 
 mod controller {
     use super::*;
-    use crate::controllers::failover::testing::{eviction_succeeded_event, nginx_binding};
+    use crate::controllers::failover::testing::{
+        eviction_succeeded_event, nginx_binding, with_reason,
+    };
     use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::kinds::well_known;
     use flotilla_support::clock::Clock;
@@ -1195,10 +1197,7 @@ mod controller {
         assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
         assert_eq!(FailoverState::of(&b).streak, 0);
         let events = w.world.stored_events().await;
-        let held: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
-            .collect();
+        let held = with_reason(&events, EVENT_EVICTION_HELD);
         assert_eq!(held.len(), 1, "{events:?}");
         assert!(
             held[0]["message"]
@@ -1393,19 +1392,8 @@ mod controller {
             seen
         };
         let halted = || async {
-            w.world
-                .store
-                .list(
-                    &well_known::events(),
-                    None,
-                    &crate::store::ListOptions::default(),
-                )
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .filter(|e| e["reason"] == "ApplicationFailoverHalted")
-                .count()
+            let events = w.world.stored_events().await;
+            with_reason(&events, "ApplicationFailoverHalted").len()
         };
         w.at(1_000);
         w.reconcile().await;
