@@ -967,23 +967,18 @@ impl<'a> Run<'a> {
         let held = taint_manager::hold_evictions(&mut d, brake, &phase.clusters, &self.key, now);
         wake.extend(self.note_holds(&held, EVICTION_PRODUCER_TAINT_MANAGER, at_ms));
         for e in &d.evictions {
-            let replicas = self.replicas_on(&e.cluster);
-            let (purge_mode, old_copy) = match &e.task {
+            let fate_of_old_copy = match &e.task {
                 Some(t) => old_copy(t.purge_mode, t.grace_period_seconds, self.settings),
                 None => (None, fate("Deleted", None)),
             };
-            let brake = self.delay_of(&e.cluster, at_ms);
-            self.evictions.push(SimulatedEviction {
-                cluster: e.cluster.clone(),
-                producer: EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
-                reason: EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
-                message: e.cause.message(&e.cluster),
-                purge_mode,
-                replicas,
-                after_seconds: seconds(at_ms),
-                old_copy,
-                brake,
-            });
+            self.record_eviction(
+                &e.cluster,
+                EVICTION_PRODUCER_TAINT_MANAGER.to_string(),
+                EVICTION_REASON_TAINT_UNTOLERATED.to_string(),
+                e.cause.message(&e.cluster),
+                fate_of_old_copy,
+                at_ms,
+            );
         }
         if !d.evictions.is_empty() {
             taint_manager::apply(&mut self.spec, &d, now);
@@ -1031,24 +1026,19 @@ impl<'a> Run<'a> {
             wake.extend(self.note_holds(&held, self.producer, at_ms));
             self.held = held_by_application_failover(&d, self.producer);
             for e in &d.evictions {
-                let replicas = self.replicas_on(&e.cluster);
-                let (purge_mode, old_copy) = old_copy(
+                let fate_of_old_copy = old_copy(
                     e.task.purge_mode,
                     e.task.grace_period_seconds,
                     self.settings,
                 );
-                let brake = self.delay_of(&e.cluster, at_ms);
-                self.evictions.push(SimulatedEviction {
-                    cluster: e.cluster.clone(),
-                    producer: e.task.producer.clone(),
-                    reason: e.task.reason.clone(),
-                    message: e.task.message.clone(),
-                    purge_mode,
-                    replicas,
-                    after_seconds: seconds(at_ms),
-                    old_copy,
-                    brake,
-                });
+                self.record_eviction(
+                    &e.cluster,
+                    e.task.producer.clone(),
+                    e.task.reason.clone(),
+                    e.task.message.clone(),
+                    fate_of_old_copy,
+                    at_ms,
+                );
             }
             if !d.evictions.is_empty() {
                 app::apply(&mut self.spec, &d, now);
@@ -1061,6 +1051,32 @@ impl<'a> Run<'a> {
             changed = true;
         }
         (changed, wake)
+    }
+
+    /// Records the eviction of `cluster` at `at_ms` with the purge mode and old copy's fate
+    /// [`old_copy`] gave it: the replicas it had there and how long the brake delayed it.
+    fn record_eviction(
+        &mut self,
+        cluster: &str,
+        producer: String,
+        reason: String,
+        message: String,
+        (purge_mode, old_copy): (Option<String>, OldCopy),
+        at_ms: i64,
+    ) {
+        let replicas = self.replicas_on(cluster);
+        let brake = self.delay_of(cluster, at_ms);
+        self.evictions.push(SimulatedEviction {
+            cluster: cluster.to_string(),
+            producer,
+            reason,
+            message,
+            purge_mode,
+            replicas,
+            after_seconds: seconds(at_ms),
+            old_copy,
+            brake,
+        });
     }
 
     fn replicas_on(&self, cluster: &str) -> i32 {

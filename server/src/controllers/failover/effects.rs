@@ -349,8 +349,9 @@ impl Effects<'_> {
 mod tests {
     use super::*;
     use crate::controllers::failover::state_preservation::{RuleFailure, RuleProblem};
+    use crate::controllers::failover::testing::{assert_placement, one_opened};
     use crate::controllers::runtime::testing::TestWorld;
-    use crate::store::{ListOptions, WatchOptions};
+    use crate::store::WatchOptions;
     use flotilla_api::history::GONE_WITHOUT_TASK;
     use flotilla_api::json_pointer::JsonPointer;
     use flotilla_api::kinds::well_known;
@@ -423,20 +424,13 @@ mod tests {
             evict_m1(&mut spec, task);
             let o = Outcome::evicting(&read, read.clone(), &spec, vec![evicted(None)], vec![], now);
             assert!(o.writes(&read), "{what}");
-            assert_eq!(
-                o.binding["spec"]["clusters"],
-                json!([{"name": "m2", "replicas": 2}])
+            assert_placement(
+                &o.binding,
+                json!([{"name": "m2", "replicas": 2}]),
+                usize::from(task),
+                what,
             );
-            assert_eq!(
-                o.binding["spec"]["gracefulEvictionTasks"]
-                    .as_array()
-                    .map(Vec::len),
-                Some(usize::from(task)),
-                "{what}"
-            );
-            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-                panic!("{what}: one entry opens: {:?}", o.history);
-            };
+            let entry = one_opened(&o.history, what);
             assert_eq!(entry.from_cluster, "m1", "{what}");
             assert_eq!(entry.original_cluster, ["m1", "m2"], "{what}");
             assert_eq!(entry.message, message, "{what}");
@@ -509,11 +503,8 @@ mod tests {
 
     async fn reasons(world: &TestWorld) -> Vec<String> {
         let mut reasons: Vec<String> = world
-            .store
-            .list(&well_known::events(), None, &ListOptions::default())
+            .stored_events()
             .await
-            .expect("the Events")
-            .items
             .iter()
             .filter_map(|e| e["reason"].as_str().map(str::to_string))
             .collect();
@@ -590,11 +581,8 @@ mod tests {
             assert_eq!(reasons(&world).await, events, "{what}");
             // Karmada's eviction Event: Normal, on the binding and on its template.
             let evictions: Vec<(String, String, String)> = world
-                .store
-                .list(&well_known::events(), None, &ListOptions::default())
+                .stored_events()
                 .await
-                .expect("the Events")
-                .items
                 .iter()
                 .filter(|e| e["reason"] == EVENT_EVICTED)
                 .map(|e| {

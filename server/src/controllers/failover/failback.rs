@@ -807,6 +807,7 @@ fn history_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::failover::testing::assert_placement;
     use crate::scheduler::ClusterSnapshot;
     use chrono::TimeZone;
     use flotilla_api::cluster::Cluster;
@@ -1208,15 +1209,11 @@ mod tests {
                 panic!("expected a return");
             };
             let o = move_back(&read, spec.clone(), &ret, at(1000));
-            assert_eq!(
-                o.binding["spec"]["clusters"],
-                json!([{"name": "m1", "replicas": 2}])
-            );
-            assert_eq!(
-                o.binding["spec"]["gracefulEvictionTasks"]
-                    .as_array()
-                    .map(Vec::len),
-                Some(if graceful { 2 } else { 0 })
+            assert_placement(
+                &o.binding,
+                json!([{"name": "m1", "replicas": 2}]),
+                if graceful { 2 } else { 0 },
+                "failed back",
             );
             let [HistoryStep::FailedBack { cluster, at: when }, HistoryStep::Open(m2), HistoryStep::Open(m3)] =
                 o.history.as_slice()

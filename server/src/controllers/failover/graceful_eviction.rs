@@ -491,8 +491,9 @@ impl Reconciler for GracefulEvictionController {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::failover::testing::health_status;
     use chrono::TimeZone;
-    use flotilla_api::binding::{AggregatedStatusItem, ResourceBindingStatus, TargetCluster};
+    use flotilla_api::binding::{ResourceBindingStatus, TargetCluster};
 
     fn at(secs: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + secs, 0)
@@ -512,21 +513,6 @@ mod tests {
             grace_period_seconds: grace,
             suppress_deletion: suppress,
             creation_timestamp: created.map(|s| Time::new(at(s))),
-            ..Default::default()
-        }
-    }
-
-    fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
-        ResourceBindingStatus {
-            aggregated_status: health
-                .iter()
-                .map(|(c, h)| AggregatedStatusItem {
-                    cluster_name: (*c).into(),
-                    applied: true,
-                    health: Some(*h),
-                    ..Default::default()
-                })
-                .collect(),
             ..Default::default()
         }
     }
@@ -591,7 +577,7 @@ mod tests {
             (
                 "new task",
                 &on_member2,
-                status(&[]),
+                health_status(&[]),
                 true,
                 &all_ready,
                 task(None, None, None),
@@ -601,7 +587,7 @@ mod tests {
             (
                 "healthy new placement",
                 &on_member2,
-                status(&[("member2", Healthy)]),
+                health_status(&[("member2", Healthy)]),
                 true,
                 &all_ready,
                 task(Some(0), None, None),
@@ -611,7 +597,7 @@ mod tests {
             (
                 "healthy but not scheduled yet",
                 &on_member2,
-                status(&[("member2", Healthy)]),
+                health_status(&[("member2", Healthy)]),
                 false,
                 &all_ready,
                 task(Some(0), None, None),
@@ -621,7 +607,7 @@ mod tests {
             (
                 "healthy report of a member that is not Ready",
                 &on_member2,
-                status(&[("member2", Healthy)]),
+                health_status(&[("member2", Healthy)]),
                 true,
                 &member2_down,
                 task(Some(0), None, None),
@@ -631,7 +617,7 @@ mod tests {
             (
                 "unhealthy, within the server timeout",
                 &on_member2,
-                status(&[("member2", Unhealthy)]),
+                health_status(&[("member2", Unhealthy)]),
                 true,
                 &all_ready,
                 task(Some(0), None, None),
@@ -641,7 +627,7 @@ mod tests {
             (
                 "unhealthy, server timeout passed",
                 &on_member2,
-                status(&[("member2", Unhealthy)]),
+                health_status(&[("member2", Unhealthy)]),
                 true,
                 &all_ready,
                 task(Some(0), None, None),
@@ -651,7 +637,7 @@ mod tests {
             (
                 "unknown, the task's own grace period passed",
                 &on_member2,
-                status(&[("member2", Unknown)]),
+                health_status(&[("member2", Unknown)]),
                 true,
                 &all_ready,
                 task(Some(0), Some(100), None),
@@ -661,7 +647,7 @@ mod tests {
             (
                 "the task's own grace period runs",
                 &on_member2,
-                status(&[]),
+                health_status(&[]),
                 true,
                 &all_ready,
                 task(Some(0), Some(100), None),
@@ -671,7 +657,7 @@ mod tests {
             (
                 "suppressed: kept for ever",
                 &on_member2,
-                status(&[("member2", Healthy)]),
+                health_status(&[("member2", Healthy)]),
                 true,
                 &all_ready,
                 task(Some(0), None, Some(true)),
@@ -681,7 +667,7 @@ mod tests {
             (
                 "suppression lifted",
                 &on_member2,
-                status(&[]),
+                health_status(&[]),
                 true,
                 &all_ready,
                 task(Some(0), None, Some(false)),
@@ -691,7 +677,7 @@ mod tests {
             (
                 "no new placement: the last copy stays past its deadline",
                 &nowhere,
-                status(&[]),
+                health_status(&[]),
                 true,
                 &all_ready,
                 task(Some(0), Some(10), None),
@@ -701,7 +687,7 @@ mod tests {
             (
                 "evicted, not yet rescheduled: kept, and no claim that nothing fits",
                 &nowhere,
-                status(&[]),
+                health_status(&[]),
                 false,
                 &all_ready,
                 task(Some(0), Some(10), None),
@@ -737,7 +723,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let st = status(&[
+        let st = health_status(&[
             ("member2", ResourceHealth::Healthy),
             ("member3", ResourceHealth::Unhealthy),
         ]);
@@ -769,7 +755,7 @@ mod tests {
         assert_eq!(out.requeue_after, Some(Duration::from_secs(30)));
         assert!(out.changed(&tasks));
         // Once member3 turns Healthy every task goes.
-        let healthy = status(&[
+        let healthy = health_status(&[
             ("member2", ResourceHealth::Healthy),
             ("member3", ResourceHealth::Healthy),
         ]);
@@ -785,22 +771,12 @@ mod tests {
 
     mod controller {
         use super::*;
+        use crate::controllers::failover::testing::nginx_binding;
         use crate::controllers::runtime::testing::{SpecReplicas, TestWorld};
         use flotilla_api::kinds::well_known;
         use serde_json::json;
 
         const KEY: &str = "rb|default|nginx-deployment";
-
-        async fn binding(store: &Arc<dyn Store>) -> Value {
-            store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap()
-        }
 
         #[tokio::test]
         async fn a_task_is_stamped_kept_until_healthy_then_dropped_with_an_event() {
@@ -836,7 +812,7 @@ mod tests {
                 Duration::from_secs(600),
             );
             // member2's Work, written for the 3 replicas now assigned, not yet reporting.
-            let b = binding(&store).await;
+            let b = nginx_binding(&store).await;
             store
                 .create(
                     &well_known::works(),
@@ -857,7 +833,7 @@ mod tests {
                 matches!(action, Action::RequeueAfter(d) if d == Duration::from_secs(600)),
                 "{action:?}"
             );
-            let b = binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert!(
                 b["spec"]["gracefulEvictionTasks"][0]["creationTimestamp"].is_string(),
                 "{b}"
@@ -865,7 +841,7 @@ mod tests {
             assert_eq!(metrics.tasks_pending.get(), 1);
             // The scheduler has seen the generation and the binding's aggregated status says
             // Healthy, but the Work itself reports 2 of 3 ready: the task stays.
-            let mut b = binding(&store).await;
+            let mut b = nginx_binding(&store).await;
             b["status"] = json!({"schedulerObservedGeneration": b["metadata"]["generation"],
                 "aggregatedStatus": [{"clusterName": "member2", "applied": true, "health": "Healthy"}]});
             store
@@ -913,7 +889,7 @@ mod tests {
             set_assigned("3").await;
             clock.advance(chrono::Duration::seconds(20));
             assert!(matches!(ge.reconcile(KEY).await, Ok(Action::Done)));
-            let b = binding(&store).await;
+            let b = nginx_binding(&store).await;
             assert_eq!(b["spec"]["gracefulEvictionTasks"], json!([]), "{b}");
             assert_eq!(metrics.tasks_pending.get(), 0);
             assert_eq!(

@@ -78,29 +78,24 @@ impl FailoverMetrics {
             "flotilla_eviction_tasks_pending",
             "Graceful eviction tasks that exist now.",
         )?;
-        let taint_to_eviction = HistogramVec::new(
-            HistogramOpts::new(
-                "flotilla_taint_to_eviction_seconds",
-                "Seconds from a NoExecute taint's timeAdded to the eviction it caused.",
+        // The latencies: seconds in `buckets`, by producer.
+        let seconds_by_producer = |name: &str, help: &str| {
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.clone()),
+                &["producer"],
             )
-            .buckets(buckets.clone()),
-            &["producer"],
+        };
+        let taint_to_eviction = seconds_by_producer(
+            "flotilla_taint_to_eviction_seconds",
+            "Seconds from a NoExecute taint's timeAdded to the eviction it caused.",
         )?;
-        let eviction_to_healthy = HistogramVec::new(
-            HistogramOpts::new(
-                "flotilla_eviction_to_healthy_seconds",
-                "Seconds from an eviction to every cluster of the new placement Healthy.",
-            )
-            .buckets(buckets.clone()),
-            &["producer"],
+        let eviction_to_healthy = seconds_by_producer(
+            "flotilla_eviction_to_healthy_seconds",
+            "Seconds from an eviction to every cluster of the new placement Healthy.",
         )?;
-        let unhealthy_to_eviction = HistogramVec::new(
-            HistogramOpts::new(
-                "flotilla_unhealthy_to_eviction_seconds",
-                "Seconds from a workload's first Unhealthy report on a cluster to its application failover.",
-            )
-            .buckets(buckets),
-            &["producer"],
+        let unhealthy_to_eviction = seconds_by_producer(
+            "flotilla_unhealthy_to_eviction_seconds",
+            "Seconds from a workload's first Unhealthy report on a cluster to its application failover.",
         )?;
         let application_failovers_held = IntCounterVec::new(
             Opts::new(

@@ -25,7 +25,8 @@
 //! [`brake_publisher`] writes the brake's state ([`brake_publisher::objects_of`],
 //! [`brake_publisher::published`]) for the servers that do not lead, so that every server's
 //! `evictionbrakes` shows what the leader's brake holds. The API and the dry-run read the brake
-//! of this server's controllers only through [`brake_reading`]'s read-only face.
+//! of this server's controllers only through [`brake_reading`]'s read-only face. The tests
+//! share the fixtures of `testing`.
 
 pub mod application_failover;
 pub mod brake;
@@ -40,3 +41,5 @@ pub mod metrics;
 pub mod preconditions;
 pub mod state_preservation;
 pub mod taint_manager;
+#[cfg(test)]
+pub mod testing;

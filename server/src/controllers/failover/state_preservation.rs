@@ -313,6 +313,7 @@ pub async fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::failover::testing::with_reason;
     use flotilla_api::binding::AggregatedStatusItem;
     use flotilla_api::policy::StatePreservationRule;
 
@@ -536,10 +537,7 @@ mod tests {
         assert_eq!(c["status"], "False");
         assert_eq!(c["reason"], REASON_STATE_PRESERVATION_FAILED);
         let events = world.stored_events().await;
-        let failed: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["reason"] == REASON_STATE_PRESERVATION_FAILED)
-            .collect();
+        let failed = with_reason(&events, REASON_STATE_PRESERVATION_FAILED);
         assert_eq!(failed.len(), 1, "{events:?}");
         assert_eq!(failed[0]["type"], "Warning");
         assert!(failed[0]["message"]

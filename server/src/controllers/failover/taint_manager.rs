@@ -447,6 +447,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::controllers::failover::testing::{assert_placement, one_opened};
     use chrono::TimeZone;
     use flotilla_api::binding::{AggregatedStatusItem, TargetCluster};
     use flotilla_api::policy::TolerationOperator;
@@ -602,40 +603,19 @@ mod tests {
         let taints = |c: &str| (c == "member1").then_some(dead.as_slice());
         let status = ResourceBindingStatus::default();
         let on = TaintManagerSettings::default();
+        // (the purge mode asked, the task's suppressDeletion and grace period); the task
+        // carries the mode asked, Graciously when none is.
         let cases = [
-            (None, on.clone(), Some(PurgeMode::Graciously), None, None),
-            (
-                Some(PurgeMode::Immediately),
-                on.clone(),
-                Some(PurgeMode::Immediately),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Directly),
-                on.clone(),
-                Some(PurgeMode::Directly),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Gracefully),
-                on.clone(),
-                Some(PurgeMode::Gracefully),
-                None,
-                Some(100),
-            ),
-            (
-                Some(PurgeMode::Never),
-                on.clone(),
-                Some(PurgeMode::Never),
-                Some(true),
-                Some(100),
-            ),
+            (None, None, None),
+            (Some(PurgeMode::Immediately), None, Some(100)),
+            (Some(PurgeMode::Directly), None, Some(100)),
+            (Some(PurgeMode::Gracefully), None, Some(100)),
+            (Some(PurgeMode::Never), Some(true), Some(100)),
         ];
-        for (mode, settings, want_mode, want_suppress, want_grace) in cases {
+        for (mode, want_suppress, want_grace) in cases {
+            let want_mode = Some(mode.unwrap_or(PurgeMode::Graciously));
             let spec = binding(mode, vec![]);
-            let d = decide(&spec, &status, taints, &settings, at(0));
+            let d = decide(&spec, &status, taints, &on, at(0));
             assert_eq!(d.evictions.len(), 1, "{mode:?}");
             let e = &d.evictions[0];
             assert_eq!(e.cluster, "member1");
@@ -721,7 +701,6 @@ mod tests {
     #[test]
     fn the_outcome_evicts_opens_the_entry_and_says_how_it_is_reported() {
         use crate::controllers::failover::effects::Since;
-        use crate::controllers::failover::history::HistoryStep;
         let spec = binding(Some(PurgeMode::Gracefully), vec![]);
         let read = json!({"metadata": {"name": "b", "namespace": "default", "generation": 1},
             "spec": serde_json::to_value(&spec).unwrap()});
@@ -766,21 +745,13 @@ mod tests {
             };
             let d = decide(&spec, &status, taints, &settings, at(10));
             let o = outcome(&read, spec.clone(), &d, at(10)).expect("an eviction");
-            assert_eq!(
-                o.binding["spec"]["clusters"],
+            assert_placement(
+                &o.binding,
                 json!([{"name": "member2", "replicas": 2}]),
-                "{what}"
+                usize::from(graceful),
+                what,
             );
-            assert_eq!(
-                o.binding["spec"]["gracefulEvictionTasks"]
-                    .as_array()
-                    .map(Vec::len),
-                Some(usize::from(graceful)),
-                "{what}"
-            );
-            let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-                panic!("{what}: one entry: {:?}", o.history);
-            };
+            let entry = one_opened(&o.history, what);
             assert_eq!(entry.from_cluster, "member1", "{what}");
             assert_eq!(entry.is_open(), open, "{what}");
             let [e] = o.evicted.as_slice() else {
@@ -844,13 +815,16 @@ mod tests {
             }],
             ..Default::default()
         };
-        let d = decide(
-            &spec,
-            &status,
-            taints,
-            &TaintManagerSettings::default(),
-            at(0),
-        );
+        let decide_now = |spec: &ResourceBindingSpec| {
+            decide(
+                spec,
+                &status,
+                taints,
+                &TaintManagerSettings::default(),
+                at(0),
+            )
+        };
+        let d = decide_now(&spec);
         let e = &d.evictions[0];
         let task = e.task.as_ref().expect("a task");
         // The eviction goes on with the label that could be read, and says which could not.
@@ -863,18 +837,12 @@ mod tests {
         assert_eq!(p.failures[0].label, "failover.example.io/pods");
         // No rules: nothing evaluated, nothing to report.
         let plain = binding(Some(PurgeMode::Directly), vec![]);
-        let d = decide(
-            &plain,
-            &status,
-            taints,
-            &TaintManagerSettings::default(),
-            at(0),
-        );
-        assert_eq!(d.evictions[0].preservation, None);
+        assert_eq!(decide_now(&plain).evictions[0].preservation, None);
     }
 
     mod controller {
         use super::*;
+        use crate::controllers::failover::testing::{eviction_succeeded_event, nginx_binding};
         use crate::controllers::runtime::testing::TestWorld;
         use crate::store::ListOptions;
         use flotilla_api::kinds::well_known;
@@ -925,18 +893,20 @@ mod tests {
 
         const KEY: &str = "rb|default|nginx-deployment";
 
+        /// Every Event stored.
+        async fn stored_events(store: &Arc<dyn Store>) -> Vec<serde_json::Value> {
+            store
+                .list(&well_known::events(), None, &ListOptions::default())
+                .await
+                .unwrap()
+                .items
+        }
+
         #[tokio::test]
         async fn an_untolerated_noexecute_taint_evicts_with_a_task_and_an_event() {
             let (store, _, tm) = world(serde_json::json!([])).await;
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let b = nginx_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])
@@ -948,31 +918,12 @@ mod tests {
             assert_eq!(task["replicas"], 1);
             assert_eq!(task["purgeMode"], "Graciously");
             assert!(task["creationTimestamp"].is_string(), "{task}");
-            let events = store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
-            assert!(
-                events
-                    .items
-                    .iter()
-                    .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
-                        && e["type"] == "Normal"
-                        && e["message"].as_str().unwrap_or("").contains("member1")),
-                "{:?}",
-                events.items
-            );
+            let events = stored_events(&store).await;
+            assert!(eviction_succeeded_event(&events, "member1"), "{events:?}");
             // Evicted once: a second pass changes nothing.
             let rv = b["metadata"]["resourceVersion"].clone();
             tm.reconcile(KEY).await.unwrap();
-            let again = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let again = nginx_binding(&store).await;
             assert_eq!(again["metadata"]["resourceVersion"], rv);
         }
 
@@ -980,10 +931,7 @@ mod tests {
         async fn a_rule_that_matches_nothing_is_an_event_and_a_condition_not_silence() {
             let (store, _, tm) = world(serde_json::json!([])).await;
             let rt = well_known::resource_bindings();
-            let mut b = store
-                .get(&rt, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let mut b = nginx_binding(&store).await;
             b["spec"]["failover"] = serde_json::json!({"cluster": {"purgeMode": "Immediately",
                 "statePreservation": {"rules": [
                     {"aliasLabelName": "failover.example.io/job", "jsonPath": "{.jobStatus.jobID}"}]}}});
@@ -994,10 +942,7 @@ mod tests {
                  "status": {"readyReplicas": 1}}]});
             store.update_status(&rt, with_status).await.unwrap();
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(&rt, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let b = nginx_binding(&store).await;
             // Evicted all the same, without the label.
             let task = &b["spec"]["gracefulEvictionTasks"][0];
             assert_eq!(task["fromCluster"], "member1");
@@ -1020,19 +965,14 @@ mod tests {
                     .contains("label failover.example.io/job"),
                 "{cond}"
             );
-            let events = store
-                .list(&well_known::events(), None, &ListOptions::default())
-                .await
-                .unwrap();
+            let events = stored_events(&store).await;
             assert_eq!(
                 events
-                    .items
                     .iter()
                     .filter(|e| e["reason"] == "StatePreservationFailed" && e["type"] == "Warning")
                     .count(),
                 1,
-                "{:?}",
-                events.items
+                "{events:?}"
             );
         }
 
@@ -1054,19 +994,13 @@ mod tests {
             );
             let tm = tm.with_brake(brake);
             let rbs = well_known::resource_bindings();
-            let mut second = store
-                .get(&rbs, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let mut second = nginx_binding(&store).await;
             second["metadata"] =
                 serde_json::json!({"name": "other-deployment", "namespace": "default"});
             store.create(&rbs, second).await.unwrap();
             let held_events = || async {
-                store
-                    .list(&well_known::events(), None, &ListOptions::default())
+                stored_events(&store)
                     .await
-                    .unwrap()
-                    .items
                     .into_iter()
                     .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
                     .collect::<Vec<_>>()
@@ -1078,10 +1012,7 @@ mod tests {
                     Ok(Action::RequeueAfter(d)) if d == STOPPED_RETRY
                 ));
             }
-            let b = store
-                .get(&rbs, Some("default"), "nginx-deployment")
-                .await
-                .unwrap();
+            let b = nginx_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             let events = held_events().await;
             assert_eq!(events.len(), 1, "told once: {events:?}");
@@ -1135,25 +1066,11 @@ mod tests {
                 tm.reconcile(KEY).await,
                 Ok(Action::RequeueAfter(d)) if d == Duration::from_secs(1)
             ));
-            let b = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let b = nginx_binding(&store).await;
             assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
             clock.advance(chrono::Duration::seconds(1));
             assert!(matches!(tm.reconcile(KEY).await, Ok(Action::Done)));
-            let b = store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap();
+            let b = nginx_binding(&store).await;
             assert_eq!(
                 b["spec"]["clusters"],
                 serde_json::json!([{"name": "member2", "replicas": 2}])

@@ -12,6 +12,7 @@
 
 use crate::controllers::failover::fencing::{fence_wait, FenceWait};
 use crate::controllers::members::cluster_taints::lease_renew_time;
+use crate::controllers::members::support::registered_counter;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::events::{EventRecorder, EventType};
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
@@ -20,7 +21,7 @@ use flotilla_api::cluster::{
     execution_namespace, CLUSTER_CONTROLLER_FINALIZER, CLUSTER_LEASE_NAMESPACE,
 };
 use flotilla_api::json_pointer::JsonPointer;
-use flotilla_api::kinds::well_known;
+use flotilla_api::kinds::{well_known, ResourceType};
 use flotilla_api::work::{
     EXACTLY_ONCE, EXECUTION_CONTROLLER_FINALIZER, PLACEMENT_GUARANTEE_ANNOTATION,
 };
@@ -162,6 +163,15 @@ fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == finalizer))
 }
 
+/// Records `message` as the last one said of `key` in `said`: true when it differs from the
+/// one before (so it is said once, not once a pass).
+fn is_news(said: &Mutex<HashMap<String, String>>, key: &str, message: &str) -> bool {
+    said.lock()
+        .insert(key.to_string(), message.to_string())
+        .as_deref()
+        != Some(message)
+}
+
 /// `obj` with `finalizer` added or taken away.
 fn with_finalizer(obj: &Value, finalizer: &str, present: bool) -> Value {
     let mut updated = obj.clone();
@@ -223,15 +233,13 @@ impl ClusterRemovalController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let steps = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_removal_steps_total",
-                "Steps of the removal of deleted Clusters: works_released (Works let go without \
-                 contacting the member), finalizer_removed (a deleted Cluster gone).",
-            ),
+        let steps = registered_counter(
+            registry,
+            "flotilla_cluster_removal_steps_total",
+            "Steps of the removal of deleted Clusters: works_released (Works let go without \
+             contacting the member), finalizer_removed (a deleted Cluster gone).",
             &["step"],
         )?;
-        registry.register(Box::new(steps.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -327,6 +335,23 @@ impl ClusterRemovalController {
         ))
     }
 
+    /// Writes `obj` back without `finalizer`; an object already gone is no error.
+    async fn release(
+        &self,
+        rt: &ResourceType,
+        obj: &Value,
+        finalizer: &str,
+    ) -> Result<(), StoreError> {
+        match self
+            .store
+            .update(rt, with_finalizer(obj, finalizer, false))
+            .await
+        {
+            Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Drops the execution finalizer of the Works named in `release` and deletes those in
     /// `delete`; answers how many were let go.
     async fn let_works_go(&self, name: &str, plan: &RemovalPlan) -> Result<usize, StoreError> {
@@ -338,17 +363,8 @@ impl ClusterRemovalController {
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => return Err(e),
             };
-            match self
-                .store
-                .update(
-                    &rt,
-                    with_finalizer(&stored, EXECUTION_CONTROLLER_FINALIZER, false),
-                )
-                .await
-            {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            self.release(&rt, &stored, EXECUTION_CONTROLLER_FINALIZER)
+                .await?;
         }
         for work in &plan.delete {
             match self
@@ -420,12 +436,7 @@ impl Reconciler for ClusterRemovalController {
                 wait.until.to_rfc3339(),
                 wait.renewed.to_rfc3339()
             );
-            let new = self
-                .last_fence
-                .lock()
-                .insert(key.to_string(), message.clone())
-                != Some(message.clone());
-            if new {
+            if is_news(&self.last_fence, key, &message) {
                 tracing::info!(cluster = key, until = %wait.until.to_rfc3339(), "exactly-once Works of a deleted cluster wait for its fence time");
                 let subject = cluster.clone().unwrap_or_else(|| json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": key}}));
                 self.events
@@ -464,12 +475,7 @@ impl Reconciler for ClusterRemovalController {
             if more > 0 {
                 message.push_str(&format!(" and {more} more"));
             }
-            let new = self
-                .last_wait
-                .lock()
-                .insert(key.to_string(), message.clone())
-                != Some(message.clone());
-            if new {
+            if is_news(&self.last_wait, key, &message) {
                 tracing::info!(
                     cluster = key,
                     bindings = plan.waiting_for.len(),
@@ -496,17 +502,8 @@ impl Reconciler for ClusterRemovalController {
                 Ok(_) | Err(StoreError::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
-            match self
-                .store
-                .update(
-                    &rt,
-                    with_finalizer(&cluster, CLUSTER_CONTROLLER_FINALIZER, false),
-                )
-                .await
-            {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.release(&rt, &cluster, CLUSTER_CONTROLLER_FINALIZER)
+                .await?;
             self.last_wait.lock().remove(key);
             self.steps.with_label_values(&["finalizer_removed"]).inc();
             tracing::info!(
@@ -697,6 +694,72 @@ mod tests {
         .unwrap()
     }
 
+    /// A world with the pull member m1, which the controller has seen once (it carries the
+    /// finalizer then).
+    async fn joined() -> (TestWorld, ClusterRemovalController) {
+        let world = TestWorld::new();
+        let c = controller(&world);
+        world
+            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
+            .await;
+        c.reconcile("m1").await.unwrap();
+        (world, c)
+    }
+
+    /// Deletes the Cluster m1 (its finalizer keeps it, being deleted).
+    async fn delete_m1(world: &TestWorld) {
+        world
+            .store
+            .delete(
+                &well_known::clusters(),
+                None,
+                "m1",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Stores an empty Work with `metadata` (in m1's execution namespace).
+    async fn work_in_m1(world: &TestWorld, metadata: Value) {
+        world
+            .store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       "metadata": metadata, "spec": {"workload": {"manifests": []}}}),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Stores m1's Lease (in the cluster lease namespace) with `spec`.
+    async fn lease_of_m1(world: &TestWorld, spec: Value) {
+        world
+            .store
+            .create(
+                &well_known::leases(),
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                       "metadata": {"name": "m1", "namespace": CLUSTER_LEASE_NAMESPACE}, "spec": spec}),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The Works in m1's execution namespace.
+    async fn works_in_m1(world: &TestWorld) -> Vec<Value> {
+        world
+            .store
+            .list(
+                &well_known::works(),
+                Some("karmada-es-m1"),
+                &ListOptions::default(),
+            )
+            .await
+            .unwrap()
+            .items
+    }
+
     async fn binding_on(world: &TestWorld, clusters: Value) -> Value {
         world
             .store
@@ -714,12 +777,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deleted_cluster_lets_its_works_go_and_waits_for_its_bindings() {
-        let world = TestWorld::new();
-        let c = controller(&world);
-        world
-            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
-            .await;
-        c.reconcile("m1").await.unwrap();
+        let (world, c) = joined().await;
         let stored = world
             .store
             .get(&well_known::clusters(), None, "m1")
@@ -730,52 +788,20 @@ mod tests {
             json!([CLUSTER_CONTROLLER_FINALIZER])
         );
         let binding = binding_on(&world, json!([{"name": "m1", "replicas": 3}])).await;
-        world
-            .store
-            .create(
-                &well_known::works(),
-                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                       "metadata": {"name": "web", "namespace": "karmada-es-m1",
-                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
-                       "spec": {"workload": {"manifests": []}}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .create(
-                &well_known::leases(),
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": "m1", "namespace": CLUSTER_LEASE_NAMESPACE},
-                       "spec": {"holderIdentity": "m1"}}),
-            )
-            .await
-            .unwrap();
+        work_in_m1(
+            &world,
+            json!({"name": "web", "namespace": "karmada-es-m1",
+                   "finalizers": [EXECUTION_CONTROLLER_FINALIZER]}),
+        )
+        .await;
+        lease_of_m1(&world, json!({"holderIdentity": "m1"})).await;
         // The delete leaves the Cluster, being deleted.
-        world
-            .store
-            .delete(
-                &well_known::clusters(),
-                None,
-                "m1",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
+        delete_m1(&world).await;
         assert_eq!(
             c.reconcile("m1").await.unwrap(),
             Action::RequeueAfter(REMOVAL_RETRY)
         );
-        let works = world
-            .store
-            .list(
-                &well_known::works(),
-                Some("karmada-es-m1"),
-                &ListOptions::default(),
-            )
-            .await
-            .unwrap()
-            .items;
+        let works = works_in_m1(&world).await;
         assert!(works.is_empty(), "the Work is gone: {works:?}");
         // A pass later it still waits for the binding.
         assert_eq!(
@@ -827,59 +853,23 @@ mod tests {
 
     #[tokio::test]
     async fn an_exactly_once_work_stays_until_the_member_has_fenced_itself() {
-        let world = TestWorld::new();
-        let c = controller(&world);
-        world
-            .cluster("m1", json!({"syncMode": "Pull"}), json!({}))
-            .await;
-        c.reconcile("m1").await.unwrap();
+        let (world, c) = joined().await;
         let renewed = world.now();
-        world
-            .store
-            .create(
-                &well_known::leases(),
-                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": "m1", "namespace": "karmada-cluster"},
-                       "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 40,
-                                "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .create(
-                &well_known::works(),
-                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-                       "metadata": {"name": "db", "namespace": "karmada-es-m1",
-                                    "annotations": {PLACEMENT_GUARANTEE_ANNOTATION: EXACTLY_ONCE},
-                                    "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
-                       "spec": {"workload": {"manifests": []}}}),
-            )
-            .await
-            .unwrap();
-        world
-            .store
-            .delete(
-                &well_known::clusters(),
-                None,
-                "m1",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
-        let works = || async {
-            world
-                .store
-                .list(
-                    &well_known::works(),
-                    Some("karmada-es-m1"),
-                    &ListOptions::default(),
-                )
-                .await
-                .unwrap()
-                .items
-                .len()
-        };
+        lease_of_m1(
+            &world,
+            json!({"holderIdentity": "m1", "leaseDurationSeconds": 40,
+                   "renewTime": renewed.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}),
+        )
+        .await;
+        work_in_m1(
+            &world,
+            json!({"name": "db", "namespace": "karmada-es-m1",
+                   "annotations": {PLACEMENT_GUARANTEE_ANNOTATION: EXACTLY_ONCE},
+                   "finalizers": [EXECUTION_CONTROLLER_FINALIZER]}),
+        )
+        .await;
+        delete_m1(&world).await;
+        let works = || async { works_in_m1(&world).await.len() };
         // Before the fence time (renewal + 45 s) the Work stays, and the wait is said once.
         for _ in 0..2 {
             assert_eq!(

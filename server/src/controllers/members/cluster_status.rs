@@ -18,6 +18,7 @@ use crate::controllers::members::lease_renewal::{
     declared_duration, renewal_condition, CONDITION_LEASE_RENEWAL_TOO_SLOW,
 };
 use crate::controllers::members::member_credentials::member_target;
+use crate::controllers::members::support::{decode_cluster, registered_counter};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::HealthConfig;
 use crate::events::{EventRecorder, EventType};
@@ -67,23 +68,19 @@ impl ClusterStatusController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let transitions = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_ready_transitions_total",
-                "Changes of members' Ready condition, by new status.",
-            ),
+        let transitions = registered_counter(
+            registry,
+            "flotilla_cluster_ready_transitions_total",
+            "Changes of members' Ready condition, by new status.",
             &["status"],
         )?;
-        registry.register(Box::new(transitions.clone()))?;
-        let renewal_transitions = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_lease_renewal_too_slow_transitions_total",
-                "Changes of pull members' LeaseRenewalTooSlow condition (the lease declares more \
-                 than --cluster-monitor-grace-period), by new status.",
-            ),
+        let renewal_transitions = registered_counter(
+            registry,
+            "flotilla_cluster_lease_renewal_too_slow_transitions_total",
+            "Changes of pull members' LeaseRenewalTooSlow condition (the lease declares more \
+             than --cluster-monitor-grace-period), by new status.",
             &["status"],
         )?;
-        registry.register(Box::new(renewal_transitions.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -372,11 +369,7 @@ impl Reconciler for ClusterStatusController {
             }
             Err(e) => return Err(e.into()),
         };
-        let cluster: Cluster =
-            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-                what: format!("cluster {key}"),
-                message: e.to_string(),
-            })?;
+        let cluster = decode_cluster(&raw, key)?;
         match cluster.spec.sync_mode {
             Some(SyncMode::Push) => self.reconcile_push(key, &raw, &cluster).await,
             _ => self.reconcile_pull(key, &raw, &cluster).await,

@@ -13,10 +13,13 @@
 //! with compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
+use crate::controllers::members::support::{
+    describe, live_cluster, registered_counter, write_taints,
+};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
 use crate::controllers::runtime::queue::WorkQueue;
 use crate::events::{EventRecorder, EventType};
-use crate::store::{ListOptions, Store, StoreError};
+use crate::store::{ListOptions, Store};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::affinity::cluster_matches;
@@ -184,14 +187,12 @@ impl ClusterTaintPolicyController {
         queue: WorkQueue,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let changes = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_taint_policy_changes_total",
-                "Cluster taints ClusterTaintPolicies added or removed, by policy and action.",
-            ),
+        let changes = registered_counter(
+            registry,
+            "flotilla_cluster_taint_policy_changes_total",
+            "Cluster taints ClusterTaintPolicies added or removed, by policy and action.",
             &["policy", "action"],
         )?;
-        registry.register(Box::new(changes.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -247,10 +248,6 @@ impl ClusterTaintPolicyController {
     }
 }
 
-fn describe(t: &Taint) -> String {
-    format!("{}:{}", t.key, t.effect)
-}
-
 #[async_trait]
 impl Reconciler for ClusterTaintPolicyController {
     fn name(&self) -> &'static str {
@@ -261,30 +258,15 @@ impl Reconciler for ClusterTaintPolicyController {
         if key == ALL_CLUSTERS {
             return self.queue_every_cluster().await;
         }
-        let rt = well_known::clusters();
-        let raw = match self.store.get(&rt, None, key).await {
-            Ok(v) => v,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        let cluster: Cluster =
-            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-                what: format!("cluster {key}"),
-                message: e.to_string(),
-            })?;
-        if cluster.metadata.is_deleting() {
+        let Some((raw, cluster)) = live_cluster(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
-        }
+        };
         let policies = self.policies().await?;
         let plan = plan(&cluster, &policies, self.clock.now());
         if plan.taints == cluster.spec.taints {
             return Ok(Action::Done);
         }
-        let mut updated = raw.clone();
-        updated["spec"]["taints"] = serde_json::to_value(&plan.taints)
-            .map_err(|e| ReconcileError::Other(format!("encoding taints: {e}")))?;
-        // Carries the resourceVersion read above: a concurrent write is a conflict and a retry.
-        self.store.update(&rt, updated).await?;
+        write_taints(self.store.as_ref(), &raw, &plan.taints).await?;
         // One Event per policy and direction, naming the taints.
         let mut by_policy: BTreeMap<(&str, bool), Vec<String>> = BTreeMap::new();
         for c in &plan.changes {
@@ -338,7 +320,6 @@ mod tests {
         ClusterTaintPolicySpec, MatchCondition, MatchConditionOperator, PolicyTaint,
     };
     use flotilla_api::policy::ClusterAffinity;
-    use flotilla_support::clock::FakeClock;
     use serde_json::json;
 
     fn t(s: i64) -> DateTime<Utc> {
@@ -467,6 +448,17 @@ mod tests {
                 ..Default::default()
             })
         };
+        // The network-down policy without removeOn, for the clusters `names`.
+        let net_down_for = |names: &[&str]| {
+            policy(
+                "net",
+                0,
+                vec![test("NetworkOK", In, False)],
+                vec![],
+                &[(NET, NoExecute, "")],
+                to(names),
+            )
+        };
         // (what, cluster, policies, want: None = unchanged, else [(key, effect, timeAdded)])
         let table: Vec<Row> = vec![
             (
@@ -513,14 +505,7 @@ mod tests {
             (
                 "clusters outside targetClusters are untouched",
                 cluster(&[("NetworkOK", False)], &[]),
-                vec![policy(
-                    "net",
-                    0,
-                    vec![test("NetworkOK", In, False)],
-                    vec![],
-                    &[(NET, NoExecute, "")],
-                    to(&["m2"]),
-                )],
+                vec![net_down_for(&["m2"])],
                 None,
             ),
             (
@@ -539,14 +524,7 @@ mod tests {
             (
                 "a targeted cluster is tainted",
                 cluster(&[("NetworkOK", False)], &[]),
-                vec![policy(
-                    "net",
-                    0,
-                    vec![test("NetworkOK", In, False)],
-                    vec![],
-                    &[(NET, NoExecute, "")],
-                    to(&["m1"]),
-                )],
+                vec![net_down_for(&["m1"])],
                 Some(vec![(NET, "NoExecute", 0)]),
             ),
             (
@@ -678,8 +656,7 @@ mod tests {
     }
 
     struct Setup {
-        store: Arc<dyn Store>,
-        clock: Arc<FakeClock>,
+        world: TestWorld,
         queue: WorkQueue,
         controller: ClusterTaintPolicyController,
     }
@@ -701,8 +678,7 @@ mod tests {
         )
         .unwrap();
         Setup {
-            store: world.store,
-            clock: world.clock,
+            world,
             queue,
             controller,
         }
@@ -739,16 +715,11 @@ mod tests {
     async fn a_custom_condition_taints_and_its_recovery_untaints() {
         let s = setup().await;
         for name in ["m1", "m2"] {
-            s.store
-                .create(
-                    &well_known::clusters(),
-                    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
-                           "metadata": {"name": name}, "spec": {"syncMode": "Pull"}}),
-                )
-                .await
-                .unwrap();
+            s.world
+                .cluster(name, json!({"syncMode": "Pull"}), json!({}))
+                .await;
         }
-        s.store
+        s.world.store
             .create(
                 &well_known::cluster_taint_policies(),
                 json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
@@ -772,61 +743,53 @@ mod tests {
         assert_eq!(s.queue.len(), 2);
 
         // Condition False on both: only the targeted m1 is tainted, at the clock's time.
-        set_network(&s.store, "m1", Some("False")).await;
-        set_network(&s.store, "m2", Some("False")).await;
+        set_network(&s.world.store, "m1", Some("False")).await;
+        set_network(&s.world.store, "m2", Some("False")).await;
         for name in ["m1", "m2"] {
             s.controller.reconcile(name).await.unwrap();
         }
         assert_eq!(
-            taints(&s.store, "m1").await,
+            taints(&s.world.store, "m1").await,
             json!([{"key": "example.com/network-down", "effect": "NoExecute",
                     "timeAdded": "2026-01-01T00:00:00Z"}])
         );
-        assert_eq!(taints(&s.store, "m2").await, json!([]));
-        let events = s
-            .store
-            .list(&well_known::events(), None, &ListOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(events.items.len(), 1);
-        assert_eq!(events.items[0]["reason"], "TaintClusterSucceed");
-        assert_eq!(events.items[0]["involvedObject"]["name"], "m1");
-        assert!(events.items[0]["message"].as_str().unwrap().contains(
+        assert_eq!(taints(&s.world.store, "m2").await, json!([]));
+        let events = s.world.stored_events().await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["reason"], "TaintClusterSucceed");
+        assert_eq!(events[0]["involvedObject"]["name"], "m1");
+        assert!(events[0]["message"].as_str().unwrap().contains(
             "ClusterTaintPolicy network-down added taints example.com/network-down:NoExecute"
         ));
 
         // Later reconciles keep the taint and its timeAdded, and write nothing.
-        s.clock.advance(Duration::minutes(5));
-        let before = s
-            .store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
+        s.world.clock.advance(Duration::minutes(5));
+        let version_of_m1 = || async {
+            let m1 = s.world.store.get(&well_known::clusters(), None, "m1").await;
+            m1.unwrap()["metadata"]["resourceVersion"].clone()
+        };
+        let before = version_of_m1().await;
         s.controller.reconcile("m1").await.unwrap();
-        let after = s
-            .store
-            .get(&well_known::clusters(), None, "m1")
-            .await
-            .unwrap();
-        assert_eq!(
-            before["metadata"]["resourceVersion"],
-            after["metadata"]["resourceVersion"]
-        );
+        assert_eq!(before, version_of_m1().await);
 
         // The condition goes away: neither In nor NotIn matches, the taint stays.
-        set_network(&s.store, "m1", None).await;
+        set_network(&s.world.store, "m1", None).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await.as_array().unwrap().len(), 1);
+        assert_eq!(
+            taints(&s.world.store, "m1").await.as_array().unwrap().len(),
+            1
+        );
 
         // It comes back True: removeOnConditions match, the taint goes.
-        set_network(&s.store, "m1", Some("True")).await;
+        set_network(&s.world.store, "m1", Some("True")).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await, json!([]));
+        assert_eq!(taints(&s.world.store, "m1").await, json!([]));
 
         // Deleting the policy removes nothing it added.
-        set_network(&s.store, "m1", Some("False")).await;
+        set_network(&s.world.store, "m1", Some("False")).await;
         s.controller.reconcile("m1").await.unwrap();
-        s.store
+        s.world
+            .store
             .delete(
                 &well_known::cluster_taint_policies(),
                 None,
@@ -835,9 +798,12 @@ mod tests {
             )
             .await
             .unwrap();
-        set_network(&s.store, "m1", Some("True")).await;
+        set_network(&s.world.store, "m1", Some("True")).await;
         s.controller.reconcile("m1").await.unwrap();
-        assert_eq!(taints(&s.store, "m1").await.as_array().unwrap().len(), 1);
+        assert_eq!(
+            taints(&s.world.store, "m1").await.as_array().unwrap().len(),
+            1
+        );
     }
 
     /// Waits (at most 10 s) until `m1`'s taints are `want`.

@@ -6,6 +6,9 @@
 //! them. Other taints (a user's, or these keys with other effects) are kept; with automatic
 //! NoExecute taints turned off, NoExecute taints are left entirely to users.
 
+use crate::controllers::members::support::{
+    describe, live_cluster, registered_counter, write_taints,
+};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::TaintConfig;
 use crate::events::{EventRecorder, EventType};
@@ -116,14 +119,12 @@ impl ClusterTaintsController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let changes = IntCounterVec::new(
-            prometheus::Opts::new(
-                "flotilla_cluster_taint_changes_total",
-                "Taints the cluster controller added or removed, by taint and action.",
-            ),
+        let changes = registered_counter(
+            registry,
+            "flotilla_cluster_taint_changes_total",
+            "Taints the cluster controller added or removed, by taint and action.",
             &["taint", "action"],
         )?;
-        registry.register(Box::new(changes.clone()))?;
         Ok(Self {
             store,
             clock,
@@ -175,10 +176,6 @@ pub fn renew_time_of(lease: &Value) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-fn describe(t: &Taint) -> String {
-    format!("{}:{}", t.key, t.effect)
-}
-
 #[async_trait]
 impl Reconciler for ClusterTaintsController {
     fn name(&self) -> &'static str {
@@ -186,20 +183,9 @@ impl Reconciler for ClusterTaintsController {
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ReconcileError> {
-        let rt = well_known::clusters();
-        let raw = match self.store.get(&rt, None, key).await {
-            Ok(v) => v,
-            Err(StoreError::NotFound { .. }) => return Ok(Action::Done),
-            Err(e) => return Err(e.into()),
-        };
-        let cluster: Cluster =
-            serde_json::from_value(raw.clone()).map_err(|e| ReconcileError::Decode {
-                what: format!("cluster {key}"),
-                message: e.to_string(),
-            })?;
-        if cluster.metadata.is_deleting() {
+        let Some((raw, cluster)) = live_cluster(self.store.as_ref(), key).await? else {
             return Ok(Action::Done);
-        }
+        };
         let lease = lease_renew_time(self.store.as_ref(), key).await?;
         let now = self.clock.now();
         let (taints, due) = desired_taints(&cluster, lease, now, self.config);
@@ -221,10 +207,7 @@ impl Reconciler for ClusterTaintsController {
             .iter()
             .filter(|o| !taints.iter().any(|t| t.same_identity(o)))
             .collect();
-        let mut updated = raw.clone();
-        updated["spec"]["taints"] = serde_json::to_value(&taints)
-            .map_err(|e| ReconcileError::Other(format!("encoding taints: {e}")))?;
-        self.store.update(&rt, updated).await?;
+        write_taints(self.store.as_ref(), &raw, &taints).await?;
         for t in &added {
             self.changes
                 .with_label_values(&[&describe(t), "added"])

@@ -6,6 +6,8 @@
 //! deleted Cluster until its bindings left it and its Works are gone, and [`push_execution`]
 //! applies Works to push members and reads their status back, reaching each as
 //! [`member_credentials`] says (a Kubernetes API with a token, or a simulated member).
+//! [`support`] holds what several of them share (reading a Cluster, writing its taints, their
+//! counters).
 
 pub mod cluster_health;
 pub mod cluster_removal;
@@ -15,3 +17,4 @@ pub mod cluster_taints;
 pub mod lease_renewal;
 pub mod member_credentials;
 pub mod push_execution;
+pub mod support;

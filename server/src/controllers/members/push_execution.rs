@@ -317,6 +317,26 @@ mod tests {
         (store, member, c)
     }
 
+    /// The Work `karmada-es-m1/w` as stored now.
+    async fn stored_work(store: &dyn Store) -> Result<Value, StoreError> {
+        store
+            .get(&well_known::works(), Some("karmada-es-m1"), "w")
+            .await
+    }
+
+    /// Deletes the Work `karmada-es-m1/w` (its finalizer keeps it until the controller lets go).
+    async fn delete_work(store: &dyn Store) {
+        store
+            .delete(
+                &well_known::works(),
+                Some("karmada-es-m1"),
+                "w",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn applies_reports_status_and_cleans_up_before_the_finalizer_goes() {
         let (store, member, c) = setup("True").await;
@@ -324,10 +344,7 @@ mod tests {
             c.reconcile("karmada-es-m1/w").await.unwrap(),
             Action::RequeueAfter(Duration::from_secs(5))
         );
-        let w = store
-            .get(&well_known::works(), Some("karmada-es-m1"), "w")
-            .await
-            .unwrap();
+        let w = stored_work(store.as_ref()).await.unwrap();
         assert_eq!(w["status"]["conditions"][0]["type"], "Applied");
         assert_eq!(w["status"]["conditions"][0]["status"], "True");
         assert_eq!(
@@ -346,21 +363,10 @@ mod tests {
         c.reconcile("karmada-es-m1/w").await.unwrap();
         assert_eq!(*member.applies.lock(), 1);
         // Deletion removes the member object, then the finalizer, then the Work is gone.
-        store
-            .delete(
-                &well_known::works(),
-                Some("karmada-es-m1"),
-                "w",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
+        delete_work(store.as_ref()).await;
         c.reconcile("karmada-es-m1/w").await.unwrap();
         assert!(member.objects.lock().is_empty());
-        assert!(store
-            .get(&well_known::works(), Some("karmada-es-m1"), "w")
-            .await
-            .is_err());
+        assert!(stored_work(store.as_ref()).await.is_err());
     }
 
     #[tokio::test]
@@ -368,20 +374,9 @@ mod tests {
         let (store, member, c) = setup("False").await;
         c.reconcile("karmada-es-m1/w").await.unwrap();
         assert_eq!(*member.applies.lock(), 0);
-        store
-            .delete(
-                &well_known::works(),
-                Some("karmada-es-m1"),
-                "w",
-                &DeleteOptions::default(),
-            )
-            .await
-            .unwrap();
+        delete_work(store.as_ref()).await;
         c.reconcile("karmada-es-m1/w").await.unwrap();
-        let w = store
-            .get(&well_known::works(), Some("karmada-es-m1"), "w")
-            .await
-            .unwrap();
+        let w = stored_work(store.as_ref()).await.unwrap();
         assert!(
             w["metadata"]["deletionTimestamp"].is_string(),
             "the finalizer holds the Work"

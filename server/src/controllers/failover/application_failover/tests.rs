@@ -3,8 +3,9 @@
 //! (`settle`), the outcome and its report, and the controller on a `TestWorld`.
 
 use super::*;
+use crate::controllers::failover::testing::{health_status, one_opened};
 use chrono::TimeZone;
-use flotilla_api::binding::{AggregatedStatusItem, GracefulEvictionTask, TargetCluster};
+use flotilla_api::binding::{GracefulEvictionTask, TargetCluster};
 use flotilla_api::policy::{
     DecisionConditions, FailoverBehavior, StatePreservation, StatePreservationRule,
 };
@@ -42,20 +43,15 @@ fn spec(app: Option<ApplicationFailoverBehavior>, clusters: &[&str]) -> Resource
     }
 }
 
+/// A health report of each `(cluster, health)`, each with the status `jobStatus.jobID`
+/// `job-on-<cluster>` that the state preservation rules read.
 fn status(health: &[(&str, ResourceHealth)]) -> ResourceBindingStatus {
-    ResourceBindingStatus {
-        aggregated_status: health
-            .iter()
-            .map(|(c, h)| AggregatedStatusItem {
-                cluster_name: c.to_string(),
-                applied: true,
-                health: Some(*h),
-                status: Some(json!({"jobStatus": {"jobID": format!("job-on-{c}")}})),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
+    let mut st = health_status(health);
+    for item in &mut st.aggregated_status {
+        let job = format!("job-on-{}", item.cluster_name);
+        item.status = Some(json!({"jobStatus": {"jobID": job}}));
     }
+    st
 }
 
 /// Runs `decide` over a sequence of (seconds, health on m1) readings with m2 Healthy, and
@@ -716,7 +712,6 @@ fn the_fingerprint_ignores_bindings_without_application_failover() {
 #[test]
 fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
     use crate::controllers::failover::effects::Since;
-    use crate::controllers::failover::history::HistoryStep;
     let settings = ApplicationFailoverSettings::default();
     let note = || {
         vec![Note::event(
@@ -834,9 +829,7 @@ fn the_outcome_carries_the_state_the_evictions_and_the_notes() {
         "m1"
     );
     assert_eq!(FailoverState::of(&o.binding).streak, 1);
-    let [HistoryStep::Open(entry)] = o.history.as_slice() else {
-        panic!("one entry: {:?}", o.history);
-    };
+    let entry = one_opened(&o.history, "due");
     assert_eq!(entry.reason, "ApplicationFailover");
     assert_eq!(entry.from_cluster, "m1");
     let [e] = o.evicted.as_slice() else {
@@ -1094,6 +1087,9 @@ fn report_tells_each_change_once_and_sets_the_condition_when_it_changes() {
 
 mod controller {
     use super::*;
+    use crate::controllers::failover::testing::{
+        eviction_succeeded_event, nginx_binding, with_reason,
+    };
     use crate::controllers::runtime::testing::TestWorld;
     use flotilla_api::kinds::well_known;
     use flotilla_support::clock::Clock;
@@ -1141,15 +1137,7 @@ mod controller {
         }
 
         async fn binding(&self) -> Value {
-            self.world
-                .store
-                .get(
-                    &well_known::resource_bindings(),
-                    Some("default"),
-                    "nginx-deployment",
-                )
-                .await
-                .unwrap()
+            nginx_binding(&self.world.store).await
         }
 
         /// What the binding status controller reports: member1's health, member2 Healthy.
@@ -1209,10 +1197,7 @@ mod controller {
         assert_eq!(b["spec"]["clusters"].as_array().map(Vec::len), Some(2));
         assert_eq!(FailoverState::of(&b).streak, 0);
         let events = w.world.stored_events().await;
-        let held: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["reason"] == EVENT_EVICTION_HELD)
-            .collect();
+        let held = with_reason(&events, EVENT_EVICTION_HELD);
         assert_eq!(held.len(), 1, "{events:?}");
         assert!(
             held[0]["message"]
@@ -1287,14 +1272,7 @@ mod controller {
         assert_eq!(state.streak, 1);
         assert_eq!(state.blocked(at(300)), vec![("member1".to_string(), None)]);
         let events = w.world.stored_events().await;
-        assert!(
-            events
-                .iter()
-                .any(|e| e["reason"] == "EvictWorkloadFromClusterSucceed"
-                    && e["type"] == "Normal"
-                    && e["message"].as_str().unwrap_or("").contains("member1")),
-            "{events:?}"
-        );
+        assert!(eviction_succeeded_event(&events, "member1"), "{events:?}");
         let text = prometheus::TextEncoder::new()
             .encode_to_string(&w.world.metrics.gather())
             .unwrap();
@@ -1414,19 +1392,8 @@ mod controller {
             seen
         };
         let halted = || async {
-            w.world
-                .store
-                .list(
-                    &well_known::events(),
-                    None,
-                    &crate::store::ListOptions::default(),
-                )
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .filter(|e| e["reason"] == "ApplicationFailoverHalted")
-                .count()
+            let events = w.world.stored_events().await;
+            with_reason(&events, "ApplicationFailoverHalted").len()
         };
         w.at(1_000);
         w.reconcile().await;
