@@ -85,7 +85,7 @@ pub enum Tls {
 }
 
 /// Everything the server needs to start.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free port).
     pub listen: SocketAddr,
@@ -127,27 +127,6 @@ pub struct ServerConfig {
     /// controllers' catch-up is answered in milliseconds instead of seconds
     /// (docs/performance.md, "Restart").
     pub controller_runtime: Option<tokio::runtime::Handle>,
-}
-
-impl std::fmt::Debug for ServerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerConfig")
-            .field("listen", &self.listen)
-            .field("data_dir", &self.data_dir)
-            .field("store_backend", &self.store_backend)
-            .field("etcd", &self.etcd)
-            .field("tls", &self.tls)
-            .field("defaulting", &self.defaulting)
-            .field("limits", &self.limits)
-            .field("event_log_capacity", &self.event_log_capacity)
-            .field("event_log_max_bytes", &self.event_log_max_bytes)
-            .field("min_flush_interval", &self.min_flush_interval)
-            .field("object_cache_bytes", &self.object_cache_bytes)
-            .field("controllers", &self.controllers)
-            .field("leader_election", &self.leader_election)
-            .field("controller_runtime", &self.controller_runtime.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 impl ServerConfig {
@@ -787,11 +766,9 @@ mod tests {
                 .await
                 .expect("discovery answers")
                 .status();
-            if status.is_success() == want {
-                Ok(())
-            } else {
-                Err(format!("{path} answers {status}"))
-            }
+            (status.is_success() == want)
+                .then_some(())
+                .ok_or_else(|| format!("{path} answers {status}"))
         })
         .await;
     }

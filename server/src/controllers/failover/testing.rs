@@ -5,7 +5,6 @@ use crate::controllers::failover::history::HistoryStep;
 use crate::store::Store;
 use flotilla_api::binding::{AggregatedStatusItem, ResourceBindingStatus};
 use flotilla_api::history::FailoverHistoryItem;
-use flotilla_api::kinds::well_known;
 use flotilla_api::work::ResourceHealth;
 use serde_json::Value;
 use std::sync::Arc;
@@ -15,12 +14,7 @@ use std::sync::Arc;
 /// # Panics
 /// If the store does not have it.
 pub async fn nginx_binding(store: &Arc<dyn Store>) -> Value {
-    store
-        .get(
-            &well_known::resource_bindings(),
-            Some("default"),
-            "nginx-deployment",
-        )
+    crate::controllers::runtime::testing::nginx_binding(store)
         .await
         .expect("the binding default/nginx-deployment is stored")
 }

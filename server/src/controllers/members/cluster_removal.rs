@@ -12,8 +12,8 @@
 
 use crate::controllers::failover::fencing::{fence_wait, FenceWait};
 use crate::controllers::members::cluster_taints::lease_renew_time;
-use crate::controllers::members::support::registered_counter;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{DeleteOptions, ListOptions, Store, StoreError};
 use async_trait::async_trait;
@@ -233,7 +233,7 @@ impl ClusterRemovalController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let steps = registered_counter(
+        let steps = registered_counter_vec(
             registry,
             "flotilla_cluster_removal_steps_total",
             "Steps of the removal of deleted Clusters: works_released (Works let go without \

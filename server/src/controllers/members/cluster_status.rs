@@ -18,9 +18,10 @@ use crate::controllers::members::lease_renewal::{
     declared_duration, renewal_condition, CONDITION_LEASE_RENEWAL_TOO_SLOW,
 };
 use crate::controllers::members::member_credentials::member_target;
-use crate::controllers::members::support::{decode_cluster, registered_counter};
+use crate::controllers::members::support::decode_cluster;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::HealthConfig;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::events::{EventRecorder, EventType};
 use crate::probes::MemberClient;
 use crate::store::{Store, StoreError};
@@ -68,13 +69,13 @@ impl ClusterStatusController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let transitions = registered_counter(
+        let transitions = registered_counter_vec(
             registry,
             "flotilla_cluster_ready_transitions_total",
             "Changes of members' Ready condition, by new status.",
             &["status"],
         )?;
-        let renewal_transitions = registered_counter(
+        let renewal_transitions = registered_counter_vec(
             registry,
             "flotilla_cluster_lease_renewal_too_slow_transitions_total",
             "Changes of pull members' LeaseRenewalTooSlow condition (the lease declares more \

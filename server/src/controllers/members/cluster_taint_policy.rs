@@ -13,11 +13,10 @@
 //! with compare-and-swap and records an Event per policy that changed it. Any policy change queues
 //! [`ALL_CLUSTERS`], whose reconcile queues every cluster.
 
-use crate::controllers::members::support::{
-    describe, live_cluster, registered_counter, write_taints,
-};
+use crate::controllers::members::support::{describe, live_cluster, write_taints};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler, Source};
 use crate::controllers::runtime::queue::WorkQueue;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{ListOptions, Store};
 use async_trait::async_trait;
@@ -187,7 +186,7 @@ impl ClusterTaintPolicyController {
         queue: WorkQueue,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let changes = registered_counter(
+        let changes = registered_counter_vec(
             registry,
             "flotilla_cluster_taint_policy_changes_total",
             "Cluster taints ClusterTaintPolicies added or removed, by policy and action.",
@@ -810,11 +809,9 @@ mod tests {
     async fn wait_for_taints(store: &Arc<dyn Store>, want: Value, what: &str) {
         eventually(what, std::time::Duration::from_secs(10), || async {
             let got = taints(store, "m1").await;
-            if got == want {
-                Ok(())
-            } else {
-                Err(format!("m1 has taints {got}"))
-            }
+            (got == want)
+                .then_some(())
+                .ok_or_else(|| format!("m1 has taints {got}"))
         })
         .await;
     }

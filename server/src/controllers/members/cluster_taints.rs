@@ -6,11 +6,10 @@
 //! them. Other taints (a user's, or these keys with other effects) are kept; with automatic
 //! NoExecute taints turned off, NoExecute taints are left entirely to users.
 
-use crate::controllers::members::support::{
-    describe, live_cluster, registered_counter, write_taints,
-};
+use crate::controllers::members::support::{describe, live_cluster, write_taints};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::TaintConfig;
+use crate::controllers::shared::metrics::registered_counter_vec;
 use crate::events::{EventRecorder, EventType};
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
@@ -119,7 +118,7 @@ impl ClusterTaintsController {
         events: EventRecorder,
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
-        let changes = registered_counter(
+        let changes = registered_counter_vec(
             registry,
             "flotilla_cluster_taint_changes_total",
             "Taints the cluster controller added or removed, by taint and action.",

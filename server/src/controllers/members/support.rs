@@ -1,24 +1,11 @@
-//! What the members controllers share: reading a Cluster for a reconcile, writing its taints
-//! back, and creating the counters they report on.
+//! What the members controllers share: reading a Cluster for a reconcile and writing its
+//! taints back.
 
 use crate::controllers::runtime::controller::ReconcileError;
 use crate::store::{Store, StoreError};
 use flotilla_api::cluster::{Cluster, Taint};
 use flotilla_api::kinds::well_known;
-use prometheus::{IntCounterVec, Opts, Registry};
 use serde_json::Value;
-
-/// Creates the counter `name` (`help`, by `labels`) and registers it in `registry`.
-pub fn registered_counter(
-    registry: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-) -> Result<IntCounterVec, prometheus::Error> {
-    let counter = IntCounterVec::new(Opts::new(name, help), labels)?;
-    registry.register(Box::new(counter.clone()))?;
-    Ok(counter)
-}
 
 /// Decodes the Cluster `key` as read from the store.
 pub fn decode_cluster(raw: &Value, key: &str) -> Result<Cluster, ReconcileError> {

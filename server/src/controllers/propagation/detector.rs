@@ -843,14 +843,7 @@ mod tests {
     }
 
     async fn binding(store: &Arc<dyn Store>) -> Option<Value> {
-        store
-            .get(
-                &well_known::resource_bindings(),
-                Some("default"),
-                "nginx-deployment",
-            )
-            .await
-            .ok()
+        crate::controllers::runtime::testing::nginx_binding(store).await
     }
 
     async fn invalid_policy_events(store: &Arc<dyn Store>) -> Vec<String> {

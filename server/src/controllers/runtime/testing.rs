@@ -192,6 +192,18 @@ impl TestWorld {
     }
 }
 
+/// The ResourceBinding `default/nginx-deployment` the controller tests store, if it is.
+pub async fn nginx_binding(store: &Arc<dyn Store>) -> Option<Value> {
+    store
+        .get(
+            &well_known::resource_bindings(),
+            Some("default"),
+            "nginx-deployment",
+        )
+        .await
+        .ok()
+}
+
 /// Every Event in `store`, in every namespace.
 ///
 /// # Panics

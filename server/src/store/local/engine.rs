@@ -116,8 +116,12 @@ pub trait Engine: Send + Sync + 'static {
     /// A short name for logs (`sled`, `memory`).
     fn name(&self) -> &'static str;
 
-    /// True when [`Engine::durable_flush`] does real work, i.e. data survives the process.
-    fn is_persistent(&self) -> bool;
+    /// True when [`Engine::durable_flush`] does real work, i.e. data survives the process. An
+    /// engine is taken as persistent unless it says otherwise (only the memory engine does), so
+    /// one that forgets to say is flushed, never trusted to keep what it was not asked to.
+    fn is_persistent(&self) -> bool {
+        true
+    }
 
     /// Names of every tree that exists, sorted.
     fn tree_names(&self) -> Result<Vec<String>, EngineError>;

@@ -49,7 +49,7 @@ pub const DEFAULT_EVENT_LOG_MAX_BYTES: usize = 64 << 20;
 const SCAN_CHUNK: usize = 1024;
 
 /// How a store is opened.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct StoreConfig {
     /// Source of creationTimestamp and deletionTimestamp.
     pub clock: SharedClock,
@@ -87,18 +87,6 @@ impl StoreConfig {
             clock,
             ..Self::default()
         }
-    }
-}
-
-impl std::fmt::Debug for StoreConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreConfig")
-            .field("event_log_capacity", &self.event_log_capacity)
-            .field("event_log_max_bytes", &self.event_log_max_bytes)
-            .field("sled", &self.sled)
-            .field("min_flush_interval", &self.min_flush_interval)
-            .field("object_cache_bytes", &self.object_cache_bytes)
-            .finish_non_exhaustive()
     }
 }
 

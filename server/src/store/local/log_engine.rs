@@ -871,10 +871,6 @@ impl Engine for LogEngine {
         "log"
     }
 
-    fn is_persistent(&self) -> bool {
-        true
-    }
-
     fn tree_names(&self) -> Result<Vec<String>, EngineError> {
         Ok(self.shared.state.read().trees.keys().cloned().collect())
     }

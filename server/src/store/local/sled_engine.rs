@@ -220,10 +220,6 @@ impl Engine for SledEngine {
         "sled"
     }
 
-    fn is_persistent(&self) -> bool {
-        true
-    }
-
     fn tree_names(&self) -> Result<Vec<String>, EngineError> {
         self.drain()?;
         let mut names: Vec<String> = self
