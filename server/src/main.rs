@@ -132,7 +132,14 @@ struct Flags {
     /// With --store etcd: run the controllers only while this server is the elected leader of
     /// the servers that share the store (the API is served by all). Set it false only for a
     /// fleet of exactly one server. The local stores always have one server, which leads.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     leader_elect: bool,
     /// How long a leader's term lasts without renewal: another server leads at most this long
     /// (plus a second) after the leader died.
@@ -228,16 +235,37 @@ struct Flags {
     failover_eviction_timeout: Option<Duration>,
     /// Add NoExecute taints automatically (false leaves them to ClusterTaintPolicies and users;
     /// the NoSchedule taints stay).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     enable_automatic_no_execute_taints: bool,
     /// Timeout of one probe of a push member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     member_probe_timeout: Duration,
     /// Run the taint manager, which evicts workloads from clusters with NoExecute taints.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     enable_taint_manager: bool,
     /// Let the taint manager evict (false: it runs and decides nothing).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     enable_no_execute_taint_eviction: bool,
     /// Karmada feature gates: `Failover=true|false,GracefulEviction=true|false` (both on).
     #[arg(long, default_value = "")]
@@ -292,7 +320,14 @@ struct Flags {
     large_fleet_partition_threshold: f64,
     /// Partition brake: pace evictions at the rates above (false: no pacing; the stops of a
     /// fully disrupted fleet and of the startup grace stay).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     enable_eviction_rate_limit: bool,
     /// Partition brake: nothing is evicted this long after the server starts (default: the
     /// --cluster-monitor-grace-period).
@@ -709,4 +744,42 @@ async fn stop_child(child: &mut tokio::process::Child) {
         }
     }
     let _ = child.kill().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boolean flags that default to true take Kubernetes' forms: bare (`--leader-elect`,
+    /// true) and `=value`; a value after a space is no value of theirs.
+    #[test]
+    fn boolean_flags_take_the_bare_form_as_kubernetes_does() {
+        let parse = |args: &[&str]| {
+            Flags::try_parse_from(std::iter::once("flotilla-server").chain(args.iter().copied()))
+        };
+        for (args, want) in [
+            (&[][..], true),
+            (&["--leader-elect"][..], true),
+            (&["--leader-elect=true"][..], true),
+            (&["--leader-elect=false"][..], false),
+        ] {
+            let flags = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(flags.leader_elect, want, "{args:?}");
+        }
+        let flags = parse(&[
+            "--enable-taint-manager",
+            "--enable-automatic-no-execute-taints=false",
+            "--enable-no-execute-taint-eviction",
+            "--enable-eviction-rate-limit=false",
+        ])
+        .expect("the flags parse");
+        assert!(flags.enable_taint_manager);
+        assert!(!flags.enable_automatic_no_execute_taints);
+        assert!(flags.enable_no_execute_taint_eviction);
+        assert!(!flags.enable_eviction_rate_limit);
+        assert!(
+            parse(&["--leader-elect", "false"]).is_err(),
+            "a value after a space is refused, not taken"
+        );
+    }
 }
