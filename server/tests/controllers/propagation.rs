@@ -130,3 +130,106 @@ async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
         "{work}"
     );
 }
+
+/// A Work of the name a binding's plan creates that is already stored, owned by no one (as a
+/// new leader whose view has not caught up, or a collector that has not reached a dead
+/// binding's Work, would find it) is read and brought to the desired state, and the binding
+/// takes it over; one being deleted is left to go and looked at again soon (issue #36: such a
+/// Work was skipped until the next resync).
+#[tokio::test]
+async fn a_work_that_exists_already_is_taken_over_never_skipped() {
+    use flotilla_server::controllers::propagation::binding_works::work_name;
+    use flotilla_server::controllers::runtime::controller::Action;
+    let world = TestWorld::new();
+    world
+        .cluster("member1", json!({"syncMode": "Pull"}), json!({}))
+        .await;
+    world
+        .cluster("member2", json!({"syncMode": "Pull"}), json!({}))
+        .await;
+    create(
+        &world,
+        &deploy_rt(),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 3}}),
+    )
+    .await;
+    let binding = create(
+        &world,
+        &well_known::resource_bindings(),
+        json!({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+               "metadata": {"name": "nginx-deployment", "namespace": "default"},
+               "spec": {"resource": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "namespace": "default", "name": "nginx"},
+                        "replicas": 3,
+                        "clusters": [{"name": "member1", "replicas": 1},
+                                     {"name": "member2", "replicas": 2}]}}),
+    )
+    .await;
+    let name = work_name("Deployment", "default", "nginx");
+    // member1's is stale and owned by no one; member2's is on its way out.
+    for (cluster, finalizers) in [("member1", json!([])), ("member2", json!(["hold"]))] {
+        world
+            .store
+            .create(
+                &well_known::works(),
+                json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                       "metadata": {"name": name, "namespace": format!("karmada-es-{cluster}"),
+                                    "finalizers": finalizers},
+                       "spec": {"workload": {"manifests": [{"stale": true}]}}}),
+            )
+            .await
+            .unwrap();
+    }
+    world
+        .store
+        .delete(
+            &well_known::works(),
+            Some("karmada-es-member2"),
+            &name,
+            &flotilla_server::store::DeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let works = BindingWorksController::new(
+        world.store.clone(),
+        world.ctx.registry.clone(),
+        Arc::new(SpecReplicas),
+        world.events(),
+    );
+    let action = works
+        .reconcile("rb|default|nginx-deployment")
+        .await
+        .unwrap();
+    let work_on = |cluster: &'static str| {
+        let store = world.store.clone();
+        let name = name.clone();
+        async move {
+            store
+                .get(
+                    &well_known::works(),
+                    Some(&format!("karmada-es-{cluster}")),
+                    &name,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let taken = work_on("member1").await;
+    let manifest = &taken["spec"]["workload"]["manifests"][0];
+    assert_eq!(manifest["kind"], "Deployment", "{taken}");
+    assert_eq!(manifest["spec"]["replicas"], 1, "{taken}");
+    assert_eq!(
+        taken["metadata"]["ownerReferences"][0]["uid"], binding["metadata"]["uid"],
+        "the binding owns it now: {taken}"
+    );
+    let going = work_on("member2").await;
+    assert_eq!(
+        going["spec"]["workload"]["manifests"][0]["stale"], true,
+        "a Work being deleted is left to go: {going}"
+    );
+    assert!(
+        matches!(action, Action::RequeueAfter(d) if d <= std::time::Duration::from_secs(2)),
+        "the binding looks again soon: {action:?}"
+    );
+}

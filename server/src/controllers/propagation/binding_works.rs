@@ -429,6 +429,74 @@ impl BindingWorksController {
         self
     }
 
+    /// Writes `work`'s spec, labels and annotations into `current` (compare-and-swap on its
+    /// resourceVersion) when they differ; with `adopt`, its ownerReferences too.
+    async fn bring_to(
+        &self,
+        works_rt: &flotilla_api::kinds::ResourceType,
+        current: &Value,
+        work: &Value,
+        adopt: bool,
+    ) -> Result<(), StoreError> {
+        let owners = &work["metadata"]["ownerReferences"];
+        let owners_kept = !adopt || current["metadata"]["ownerReferences"] == *owners;
+        // Most passes find the Work as planned: compare before copying it.
+        let labels_kept = ["labels", "annotations"].iter().all(|part| {
+            work["metadata"][part].as_object().is_none_or(|m| {
+                m.iter()
+                    .all(|(k, v)| current["metadata"][part].get(k) == Some(v))
+            })
+        });
+        if owners_kept && labels_kept && current["spec"] == work["spec"] {
+            return Ok(());
+        }
+        let mut updated = current.clone();
+        updated["spec"] = work["spec"].clone();
+        for part in ["labels", "annotations"] {
+            if let Some(m) = work["metadata"][part].as_object() {
+                for (k, v) in m {
+                    updated["metadata"][part][k] = v.clone();
+                }
+            }
+        }
+        if adopt {
+            updated["metadata"]["ownerReferences"] = owners.clone();
+        }
+        if updated != *current {
+            self.own_writes.expect(works_rt, current);
+            match self.store.update(works_rt, updated).await {
+                Ok(written) => self.own_writes.confirm(works_rt, &written),
+                Err(e) => {
+                    self.own_writes.cancel(works_rt, current);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A Work this binding's plan creates that exists already: one the store's owner index
+    /// does not show yet (a new leader whose view is catching up), a deleted binding's that the
+    /// collector has not reached, or one made by hand. As Karmada's CreateOrUpdate, it is read
+    /// and brought to the desired state, and this binding takes it over (its ownerReferences),
+    /// never skipped. One being deleted is left to go, and looked at again shortly, since its
+    /// going may wake no reconcile of this binding. Answers when to look again.
+    async fn take_over(
+        &self,
+        works_rt: &flotilla_api::kinds::ResourceType,
+        desired: &Value,
+    ) -> Result<Option<Duration>, StoreError> {
+        let namespace = desired["metadata"]["namespace"].as_str().unwrap_or("");
+        let name = desired["metadata"]["name"].as_str().unwrap_or("");
+        let current = self.store.get(works_rt, Some(namespace), name).await?;
+        if current.lookup("/metadata/deletionTimestamp").is_some() {
+            return Ok(Some(TAKE_OVER_RETRY));
+        }
+        tracing::info!(work = %format!("{namespace}/{name}"), "a Work of this binding's name exists; taking it over");
+        self.bring_to(works_rt, &current, desired, true).await?;
+        Ok(None)
+    }
+
     /// The fence gate (see [`crate::controllers::failover::fencing`]): how long an exactly-once
     /// binding's dispatch must still wait for an old member to fence itself; tells it once with an
     /// Event.
@@ -512,6 +580,9 @@ pub fn binding_sources() -> Vec<crate::controllers::runtime::controller::Source>
     })
     .collect()
 }
+
+/// How soon a binding looks again at a Work of its name that is being deleted.
+const TAKE_OVER_RETRY: Duration = Duration::from_secs(2);
 
 #[async_trait]
 impl Reconciler for BindingWorksController {
@@ -610,59 +681,36 @@ impl Reconciler for BindingWorksController {
                     // Expected before the write: its watch event may come before the answer.
                     self.own_writes.expect(works_rt, &work);
                     let identity = work["metadata"].clone();
+                    let desired = work.clone();
                     return match self.store.create(works_rt, work).await {
                         Ok(created) => {
                             self.own_writes.confirm(works_rt, &created);
-                            Ok(())
+                            Ok(None)
                         }
                         Err(e) => {
                             self.own_writes
                                 .cancel(works_rt, &json!({ "metadata": identity }));
-                            // A Work of that name that this binding does not own is left
-                            // alone, as before (its events are not this binding's business).
                             match e {
-                                StoreError::AlreadyExists { .. } => Ok(()),
+                                StoreError::AlreadyExists { .. } => {
+                                    self.take_over(works_rt, &desired).await
+                                }
                                 e => Err(e),
                             }
                         }
                     };
                 };
                 if current.lookup("/metadata/deletionTimestamp").is_some() {
-                    return Ok(());
+                    return Ok(None);
                 }
-                // Most passes find the Work as planned: compare before copying it.
-                let labels_kept = ["labels", "annotations"].iter().all(|part| {
-                    work["metadata"][part].as_object().is_none_or(|m| {
-                        m.iter()
-                            .all(|(k, v)| current["metadata"][part].get(k) == Some(v))
-                    })
-                });
-                if labels_kept && current["spec"] == work["spec"] {
-                    return Ok(());
-                }
-                let mut updated = current.clone();
-                updated["spec"] = work["spec"].clone();
-                for part in ["labels", "annotations"] {
-                    if let Some(m) = work["metadata"][part].as_object() {
-                        for (k, v) in m {
-                            updated["metadata"][part][k] = v.clone();
-                        }
-                    }
-                }
-                if &updated != current {
-                    self.own_writes.expect(works_rt, current);
-                    match self.store.update(works_rt, updated).await {
-                        Ok(written) => self.own_writes.confirm(works_rt, &written),
-                        Err(e) => {
-                            self.own_writes.cancel(works_rt, current);
-                            return Err(e);
-                        }
-                    }
-                }
-                Ok(())
+                self.bring_to(works_rt, current, &work, false)
+                    .await
+                    .map(|()| None)
             }
         });
-        futures::future::try_join_all(writes).await?;
+        let retries = futures::future::try_join_all(writes).await?;
+        if let Some(wait) = retries.into_iter().flatten().min() {
+            plan.retry_after = Some(plan.retry_after.map_or(wait, |r| r.min(wait)));
+        }
         if !plan.revise_failed.is_empty() {
             let message = plan
                 .revise_failed
