@@ -108,8 +108,17 @@ impl Mirror {
             }
         }
         let jobs = state.owners.recovery_jobs();
-        *self.state.lock() = state;
         let revision = revision_of(revision);
+        {
+            let mut current = self.state.lock();
+            if self.position() > 0 {
+                // A relist: what changed between the old position and this list is unknown, so
+                // every kind counts as changed at this list's revision, never earlier than it
+                // had been (a cache filled before the relist must see a change).
+                state.kind_rv = relisted_kind_revisions(&current, &state, revision);
+            }
+            *current = state;
+        }
         self.position.send_replace(revision);
         Ok((revision, jobs))
     }
@@ -279,6 +288,27 @@ impl Mirror {
     }
 }
 
+/// The kinds' last-change revisions after a relist at `revision`: every kind known before or
+/// now counts as changed at `revision` (what changed in between is unknown), and no kind's
+/// revision goes back.
+fn relisted_kind_revisions(
+    before: &MirrorState,
+    now: &MirrorState,
+    revision: u64,
+) -> HashMap<String, u64> {
+    let kinds = before
+        .kind_rv
+        .keys()
+        .chain(before.counts.keys())
+        .chain(now.counts.keys());
+    kinds
+        .map(|storage| {
+            let was = before.kind_rv.get(storage).copied().unwrap_or(0);
+            (storage.clone(), was.max(revision))
+        })
+        .collect()
+}
+
 /// Why following stopped.
 enum Broken {
     /// The revision to resume from is compacted: list again.
@@ -362,4 +392,54 @@ fn apply_delete(
 /// The object's `metadata` alone: all the owner index reads.
 fn metadata_only(object: &Value) -> Value {
     serde_json::json!({ "metadata": object.get("metadata").cloned().unwrap_or(Value::Null) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::etcd::EtcdCluster;
+    use crate::testing::eventually;
+
+    /// A relist (what the mirror does when etcd compacted past its position) never sets a
+    /// kind's last change back: a cache filled before it must see a change (issue #36; the
+    /// relist used to start every kind at 0 again).
+    #[tokio::test]
+    async fn a_relist_never_sets_a_kinds_revision_back() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let keys = Keys::new("/flotilla-test/");
+        let put = |name: &str| {
+            let mut kv = client.kv_client();
+            let key = keys.object("core/configmaps", &format!("default/{name}"));
+            let value = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "uid": name}})
+            .to_string();
+            async move { kv.put(key, value, None).await.expect("the put") }
+        };
+        put("a").await;
+        let mirror = Mirror::new(keys.clone());
+        let (from, _) = mirror.load(&client).await.expect("the first list");
+        assert_eq!(
+            mirror.kind_revision("core/configmaps"),
+            0,
+            "nothing seen changing yet"
+        );
+        let follower = tokio::spawn(mirror.clone().follow(client.clone(), from, |_| {}));
+        put("b").await;
+        let changed = eventually("the mirror to see b", Duration::from_secs(10), || async {
+            match mirror.kind_revision("core/configmaps") {
+                0 => Err("no change yet".to_string()),
+                rv => Ok(rv),
+            }
+        })
+        .await;
+        follower.abort();
+        let (relisted_at, _) = mirror.load(&client).await.expect("the relist");
+        let after = mirror.kind_revision("core/configmaps");
+        assert!(
+            after >= changed && after >= relisted_at,
+            "after the relist at {relisted_at} the kind's revision is {after}, was {changed}"
+        );
+        assert_eq!(mirror.counts(), vec![("core/configmaps".to_string(), 2)]);
+    }
 }
