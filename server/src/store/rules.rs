@@ -342,30 +342,45 @@ pub(crate) fn fill_type_meta(
     Ok(())
 }
 
-/// Version tag of continue tokens.
-const CONTINUE_TAG: &str = "k1:";
+/// Version tag of continue tokens that carry the list's revision: `k2:<revision>:<key>`.
+const CONTINUE_TAG: &str = "k2:";
+/// Version tag of the first tokens, which carry the key alone (still read: a token handed out
+/// before an upgrade goes on working, at the current revision, as before).
+const CONTINUE_TAG_V1: &str = "k1:";
 
-/// The continue token of a list page that ended at storage key `key` (the next page starts
-/// after it).
-pub(crate) fn encode_continue(key: &str) -> String {
+/// The continue token of a page of a list read at `revision` that ended at storage key `key`
+/// (the next page starts after it, read at the same revision where the backend can).
+pub(crate) fn encode_continue(key: &str, revision: u64) -> String {
     use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CONTINUE_TAG}{key}"))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("{CONTINUE_TAG}{revision}:{key}"))
 }
 
-/// The storage key a continue token ends at; Invalid (`continue`) unless it is a token of a
-/// list of keys under `prefix`.
-pub(crate) fn decode_continue(token: &str, prefix: &str) -> Result<String, StoreError> {
+/// The storage key a continue token ends at and the revision its list was read at (none in a
+/// first-version token); Invalid (`continue`) unless it is a token of a list of keys under
+/// `prefix`.
+pub(crate) fn decode_continue(
+    token: &str,
+    prefix: &str,
+) -> Result<(String, Option<u64>), StoreError> {
     use base64::Engine as _;
     let bad = || invalid("continue", "not a continue token of this list");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|_| bad())?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let key = text.strip_prefix(CONTINUE_TAG).ok_or_else(bad)?;
+    let (key, revision) = match text.strip_prefix(CONTINUE_TAG) {
+        Some(rest) => {
+            let (revision, key) = rest.split_once(':').ok_or_else(bad)?;
+            let revision = revision.parse::<u64>().map_err(|_| bad())?;
+            (key, Some(revision).filter(|r| *r > 0))
+        }
+        None => (text.strip_prefix(CONTINUE_TAG_V1).ok_or_else(bad)?, None),
+    };
     if !key.starts_with(prefix) {
         return Err(bad());
     }
-    Ok(key.to_string())
+    Ok((key.to_string(), revision))
 }
 
 /// A Conflict on `name`.

@@ -597,15 +597,26 @@ impl Store for EtcdStore {
         let kind_prefix = self.inner.keys.kind(&res.storage_name());
         let full_prefix = format!("{kind_prefix}{prefix}");
         let end = prefix_end(full_prefix.as_bytes());
-        let mut after: Option<String> =
-            match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
-                Some(token) => Some(decode_continue(token, &prefix)?),
-                None => None,
-            };
+        let (mut after, snapshot) = match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) => {
+                let (key, revision) = decode_continue(token, &prefix)?;
+                (Some(key), revision)
+            }
+            None => (None, None),
+        };
         let limit = opts.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
         let mut more = false;
-        let mut revision = 0i64;
+        // Every page of one list reads at the revision of its first (Kubernetes' etcd3 store);
+        // a revision etcd compacted away is a 410, and the client lists again.
+        let mut revision = snapshot.map_or(0, |r| i64::try_from(r).unwrap_or(i64::MAX));
+        let expired = |e: etcd_client::Error| match snapshot {
+            Some(requested) if e.to_string().contains("compacted") => StoreError::Expired {
+                requested,
+                oldest: 0,
+            },
+            _ => etcd_error("list")(e),
+        };
         let kv = self.inner.client.kv_client();
         'scan: loop {
             let start = match &after {
@@ -631,7 +642,7 @@ impl Store for EtcdStore {
                 async move { kv.get(start, Some(options)).await }
             })
             .await
-            .map_err(etcd_error("list"))?;
+            .map_err(&expired)?;
             if revision == 0 {
                 revision = response.header().map_or(0, |h| h.revision());
             }
@@ -669,7 +680,7 @@ impl Store for EtcdStore {
             _ => None,
         };
         let continue_token = match (more, after) {
-            (true, Some(key)) => Some(encode_continue(&key)),
+            (true, Some(key)) => Some(encode_continue(&key, revision_of(revision))),
             _ => None,
         };
         Ok(ObjectList {

@@ -891,7 +891,8 @@ impl<E: Engine> Store for KvStore<E> {
         let tree = res.storage_name();
         let prefix = meta::namespace_prefix(res, namespace);
         let mut after = match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
-            Some(token) => Some(decode_continue(token, &prefix)?.into_bytes()),
+            // The local backends keep no history: a later page reads the store as it is now.
+            Some(token) => Some(decode_continue(token, &prefix)?.0.into_bytes()),
             None => None,
         };
         let limit = opts.limit.filter(|l| *l > 0);
@@ -947,7 +948,10 @@ impl<E: Engine> Store for KvStore<E> {
             _ => None,
         };
         let continue_token = match (more, after) {
-            (true, Some(key)) => Some(encode_continue(&String::from_utf8_lossy(&key))),
+            (true, Some(key)) => Some(encode_continue(
+                &String::from_utf8_lossy(&key),
+                resource_version,
+            )),
             _ => None,
         };
         Ok(ObjectList {
@@ -1131,10 +1135,20 @@ mod tests {
 
     #[test]
     fn continue_tokens_are_bound_to_their_namespace() {
-        let token = encode_continue("ns/name");
-        assert_eq!(decode_continue(&token, "ns/").unwrap(), "ns/name");
-        assert_eq!(decode_continue(&token, "").unwrap(), "ns/name");
+        let token = encode_continue("ns/name", 42);
+        assert_eq!(
+            decode_continue(&token, "ns/").unwrap(),
+            ("ns/name".to_string(), Some(42))
+        );
+        assert_eq!(decode_continue(&token, "").unwrap().0, "ns/name");
         assert!(decode_continue(&token, "other/").is_err());
         assert!(decode_continue("%%%", "").is_err());
+        // A first-version token (the key alone) still reads, without a revision.
+        use base64::Engine as _;
+        let v1 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("k1:ns/name");
+        assert_eq!(
+            decode_continue(&v1, "ns/").unwrap(),
+            ("ns/name".to_string(), None)
+        );
     }
 }
