@@ -170,6 +170,22 @@ async fn run(
         };
         metrics.term_revision.set(term.revision());
         metrics.term_start_revision.set(term.won_at());
+        // A term starts from a caught-up view: every write of the former leader committed
+        // before this term was won, so once this server's mirror holds that revision, no Work
+        // or owner the former leader wrote is missing from what the controllers read.
+        let won_at = u64::try_from(term.won_at()).unwrap_or(0);
+        if let Err(error) = store.caught_up_to(won_at).await {
+            tracing::warn!(
+                error = %error,
+                won_at,
+                "this server's view of the store did not reach the term's start; resigning"
+            );
+            term.resign().await;
+            tokio::select! {
+                () = tokio::time::sleep(retry) => continue,
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
         let handles = match start(store.fenced(counted), stop_rx) {
             Ok(handles) => handles,

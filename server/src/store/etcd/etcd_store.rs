@@ -214,6 +214,13 @@ impl EtcdStore {
             && self.inner.mirror.position() >= self.inner.written.load(Ordering::Acquire)
     }
 
+    /// Waits until this server's watch-fed view of the store (the mirror that owner lookups,
+    /// kind revisions and garbage collection read) holds every change up to `revision`; fails
+    /// when it has not within the mirror's catch-up timeout.
+    pub async fn caught_up_to(&self, revision: u64) -> Result<(), StoreError> {
+        self.inner.mirror.caught_up(revision).await
+    }
+
     /// The etcd client (for tools and tests).
     pub fn client(&self) -> &Client {
         &self.inner.client
