@@ -334,6 +334,10 @@ impl WorksController {
                         },
                         "DELETED" => {
                             let work: Option<Work> = serde_json::from_value(ev.object).ok();
+                            // The deletion of a Work older than the one held (a watch
+                            // replaying what a later list page had already passed) is no news.
+                            let work = work
+                                .filter(|w| !older_than_held(self.works.get(&w.metadata.name), w));
                             if let Some(work) = work {
                                 let preserve =
                                     work.spec.preserve_resources_on_deletion == Some(true);
@@ -441,6 +445,12 @@ impl WorksController {
     }
 
     async fn upsert(&mut self, work: Work) {
+        if older_than_held(self.works.get(&work.metadata.name), &work) {
+            tracing::debug!(cluster = %self.ctx.cluster(), work = %work.metadata.name,
+                resource_version = %work.metadata.resource_version,
+                "an older copy of a held Work; ignored");
+            return;
+        }
         let name = work.metadata.name.clone();
         self.works.insert(name.clone(), work);
         self.sync(&name).await;
@@ -992,9 +1002,48 @@ fn is_behind(object: &Value, recorded: Option<i64>) -> bool {
     }
 }
 
+/// Whether `incoming`, a Work from a list or a watch event, is older than the copy of it
+/// this agent holds: the same Work (uid) at a lower resourceVersion. Such a copy is not
+/// applied (nor its deletion taken), so a watch that replays what a later list page already
+/// showed never puts an older spec over a newer one or brings back a Work for a moment.
+/// resourceVersions are compared as numbers, as Flotilla's are; one that is not a number
+/// (another server's) is never taken as older.
+fn older_than_held(held: Option<&Work>, incoming: &Work) -> bool {
+    let Some(held) = held else {
+        return false;
+    };
+    let version = |w: &Work| w.metadata.resource_version.parse::<u64>().ok();
+    held.metadata.uid == incoming.metadata.uid
+        && matches!((version(held), version(incoming)), (Some(h), Some(i)) if i < h)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_older_copy_of_a_held_work_is_not_taken() {
+        let work = |uid: &str, rv: &str| -> Work {
+            serde_json::from_value(json!({"apiVersion": "work.karmada.io/v1alpha1",
+                "kind": "Work", "metadata": {"name": "w", "namespace": "karmada-es-m1",
+                "uid": uid, "resourceVersion": rv}, "spec": {}}))
+            .expect("a Work")
+        };
+        let table = [
+            (None, work("u", "5"), false),
+            (Some(work("u", "7")), work("u", "5"), true),
+            (Some(work("u", "7")), work("u", "7"), false),
+            (Some(work("u", "7")), work("u", "9"), false),
+            // Another incarnation of the name: not the same Work.
+            (Some(work("u", "7")), work("v", "5"), false),
+            // Versions that are not numbers are never taken as older.
+            (Some(work("u", "x")), work("u", "5"), false),
+            (Some(work("u", "7")), work("u", ""), false),
+        ];
+        for (i, (held, incoming, want)) in table.iter().enumerate() {
+            assert_eq!(older_than_held(held.as_ref(), incoming), *want, "row {i}");
+        }
+    }
 
     #[test]
     fn a_runtime_object_behind_the_recorded_generation_is_applied_again() {
