@@ -14,6 +14,7 @@ use super::super::{DeleteOptions, Propagation, StoreError};
 use super::commit::{self, Write};
 use super::etcd_store::Inner;
 use parking_lot::Mutex;
+use serde_json::Value;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -150,6 +151,7 @@ async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
         || inner
             .mirror
             .with_owners(|o| owners.iter().any(|u| o.exists(u)))
+        || any_owner_live(inner, &read.object).await?
     {
         return Ok(());
     }
@@ -159,6 +161,45 @@ async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
         ..DeleteOptions::default()
     };
     ignore_gone(inner.delete(None, &res, &r.key, &r.key, &opts).await)
+}
+
+/// Whether one of `object`'s owners exists in etcd now with the uid its reference names, read
+/// by name with a linearizable get. The mirror that queued the job may lag (an owner replaced
+/// a moment ago, the dependent's reference already moved to the new one), so a dependent is
+/// deleted only when etcd itself says every owner is gone, as Kubernetes' collector verifies
+/// an owner with a live read before it deletes (`isDangling`). An owner of a kind never stored
+/// cannot exist.
+async fn any_owner_live(inner: &Inner, object: &Value) -> Result<bool, StoreError> {
+    let namespace = meta::namespace(object);
+    let references = object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for reference in references {
+        let field = |name: &str| reference.get(name).and_then(Value::as_str);
+        let (Some(api_version), Some(kind), Some(name), Some(uid)) = (
+            field("apiVersion"),
+            field("kind"),
+            field("name"),
+            field("uid"),
+        ) else {
+            continue;
+        };
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        let Some(res) = inner.mirror.kind_named(group, kind) else {
+            continue;
+        };
+        let Ok(key) = meta::object_key(&res, namespace, name) else {
+            continue;
+        };
+        let owner =
+            commit::read(&inner.client, &inner.keys.object(&res.storage_name(), &key)).await?;
+        if owner.is_some_and(|owner| meta::uid(&owner.object) == Some(uid)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Advances an owner in foreground deletion: its dependents go first (a dependent with
@@ -235,5 +276,110 @@ fn ignore_gone<T>(result: Result<T, StoreError>) -> Result<(), StoreError> {
     match result {
         Ok(_) | Err(StoreError::NotFound { .. }) | Err(StoreError::Conflict { .. }) => Ok(()),
         Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::etcd::keys::Keys;
+    use crate::store::etcd::mirror::Mirror;
+    use crate::store::etcd::{EtcdStore, EtcdStoreOptions};
+    use crate::store::{Store, StoreConfig};
+    use crate::testing::etcd::EtcdCluster;
+    use flotilla_api::kinds::builtin_by_plural;
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// `kubectl replace --force` on an owner, seen by a server whose view of the store lags:
+    /// the dependent already names the new owner, which that view does not know yet. The
+    /// collector reads the owner from etcd itself and keeps the dependent; a dependent whose
+    /// owner is gone for etcd too is collected (issue #36: the lagging view deleted it).
+    #[tokio::test]
+    async fn a_lagging_view_never_collects_a_dependent_whose_new_owner_exists() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let prefix = "/gc-test";
+        let store = EtcdStore::open_with_client(
+            client.clone(),
+            prefix,
+            StoreConfig::default(),
+            EtcdStoreOptions {
+                garbage_collection: false,
+                compaction_interval: Duration::ZERO,
+                ..EtcdStoreOptions::default()
+            },
+        )
+        .await
+        .expect("the store opens");
+        let deployments = builtin_by_plural("apps", "deployments").expect("a kind");
+        let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
+        let nginx = || {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "nginx", "namespace": "default"}, "spec": {"replicas": 1}})
+        };
+        let owned_by = |name: &str, uid: &str| json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": uid}]);
+        let config_map = |name: &str, owners: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "default", "ownerReferences": owners}})
+        };
+        let first = store.create(&deployments, nginx()).await.unwrap();
+        let first_uid = meta::uid(&first).unwrap().to_string();
+        store
+            .create(
+                &configmaps,
+                config_map("kept", owned_by("nginx", &first_uid)),
+            )
+            .await
+            .unwrap();
+        store
+            .create(
+                &configmaps,
+                config_map("orphan", owned_by("gone", "no-such-uid")),
+            )
+            .await
+            .unwrap();
+        // A standby's view that stopped here.
+        let lagging = Mirror::new(Keys::new(prefix));
+        lagging.load(&client).await.expect("the view loads");
+        // Replaced by force: the owner comes back with another uid, the dependent follows it.
+        store
+            .delete(
+                &deployments,
+                Some("default"),
+                "nginx",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        let second = store.create(&deployments, nginx()).await.unwrap();
+        let mut kept = store
+            .get(&configmaps, Some("default"), "kept")
+            .await
+            .unwrap();
+        kept["metadata"]["ownerReferences"] = owned_by("nginx", meta::uid(&second).unwrap());
+        store.update(&configmaps, kept).await.unwrap();
+
+        let inner = Inner::over_mirror(client.clone(), Keys::new(prefix), lagging);
+        let dependent_at = |name: &str| ObjRef {
+            resource: configmaps.storage_name(),
+            key: format!("default/{name}"),
+        };
+        dependent(&inner, &dependent_at("kept")).await.unwrap();
+        assert!(
+            store
+                .get(&configmaps, Some("default"), "kept")
+                .await
+                .is_ok(),
+            "the dependent of a live owner stays"
+        );
+        dependent(&inner, &dependent_at("orphan")).await.unwrap();
+        assert!(
+            matches!(
+                store.get(&configmaps, Some("default"), "orphan").await,
+                Err(StoreError::NotFound { .. })
+            ),
+            "a dependent whose owner is gone goes"
+        );
     }
 }

@@ -82,6 +82,25 @@ pub(crate) struct Inner {
     commits: AtomicU64,
 }
 
+#[cfg(test)]
+impl Inner {
+    /// Shared state over `client` that reads `mirror` as it is, followed or not (tests give
+    /// the collector a view that lags).
+    pub(crate) fn over_mirror(client: Client, keys: Keys, mirror: Arc<Mirror>) -> Self {
+        Self {
+            client,
+            keys,
+            clock: Arc::new(flotilla_support::clock::SystemClock),
+            mirror,
+            written: AtomicU64::new(0),
+            recorded_kinds: Mutex::new(HashSet::new()),
+            closed: AtomicBool::new(false),
+            closing: watch::channel(None).0,
+            commits: AtomicU64::new(0),
+        }
+    }
+}
+
 /// Kubernetes object semantics on etcd. See the module.
 ///
 /// [`EtcdStore::fenced`] gives a view of the same store whose every write carries a leader's

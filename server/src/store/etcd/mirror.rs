@@ -277,6 +277,16 @@ impl Mirror {
         self.state.lock().kinds.get(storage).cloned()
     }
 
+    /// The stored kind of API group `group` named `kind` (an owner reference's), if any.
+    pub fn kind_named(&self, group: &str, kind: &str) -> Option<ResourceType> {
+        self.state
+            .lock()
+            .kinds
+            .values()
+            .find(|r| r.group == group && r.kind == kind)
+            .cloned()
+    }
+
     /// The revision of the kind's last change seen since the mirror started (0 when none).
     pub fn kind_revision(&self, storage: &str) -> u64 {
         self.state.lock().kind_rv.get(storage).copied().unwrap_or(0)
