@@ -307,7 +307,6 @@ mod tests {
             EtcdStoreOptions {
                 garbage_collection: false,
                 compaction_interval: Duration::ZERO,
-                ..EtcdStoreOptions::default()
             },
         )
         .await
