@@ -132,14 +132,7 @@ struct Flags {
     /// With --store etcd: run the controllers only while this server is the elected leader of
     /// the servers that share the store (the API is served by all). Set it false only for a
     /// fleet of exactly one server. The local stores always have one server, which leads.
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
     /// How long a leader's term lasts without renewal: another server leads at most this long
     /// (plus a second) after the leader died.
@@ -235,37 +228,16 @@ struct Flags {
     failover_eviction_timeout: Option<Duration>,
     /// Add NoExecute taints automatically (false leaves them to ClusterTaintPolicies and users;
     /// the NoSchedule taints stay).
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     enable_automatic_no_execute_taints: bool,
     /// Timeout of one probe of a push member.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     member_probe_timeout: Duration,
     /// Run the taint manager, which evicts workloads from clusters with NoExecute taints.
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     enable_taint_manager: bool,
     /// Let the taint manager evict (false: it runs and decides nothing).
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     enable_no_execute_taint_eviction: bool,
     /// Karmada feature gates: `Failover=true|false,GracefulEviction=true|false` (both on).
     #[arg(long, default_value = "")]
@@ -320,14 +292,7 @@ struct Flags {
     large_fleet_partition_threshold: f64,
     /// Partition brake: pace evictions at the rates above (false: no pacing; the stops of a
     /// fully disrupted fleet and of the startup grace stay).
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     enable_eviction_rate_limit: bool,
     /// Partition brake: nothing is evicted this long after the server starts (default: the
     /// --cluster-monitor-grace-period).
@@ -503,7 +468,7 @@ async fn run_tool(tool: Tool) -> anyhow::Result<()> {
 
 /// Two runtimes: the API's (this thread and one worker per core) and the controllers'.
 fn main() -> anyhow::Result<()> {
-    let flags = Flags::parse();
+    let flags = parse_flags(std::env::args_os()).unwrap_or_else(|e| e.exit());
     init_logging(flags.log_format);
     if let Some(tool) = flags.tool {
         return tokio::runtime::Runtime::new()?.block_on(run_tool(tool));
@@ -746,6 +711,28 @@ async fn stop_child(child: &mut tokio::process::Child) {
     let _ = child.kill().await;
 }
 
+/// The flags of `args`, with Kubernetes' forms for every boolean flag that defaults to true:
+/// bare (`--leader-elect` is true) or `=value` (`--leader-elect=false`); a value after a space
+/// is no value of theirs (pflag's rule).
+fn parse_flags<I, T>(args: I) -> Result<Flags, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Flags::command().mut_args(|arg| {
+        let defaults_true = arg.get_default_values() == [std::ffi::OsStr::new("true")];
+        if defaults_true && matches!(arg.get_action(), clap::ArgAction::Set) {
+            arg.num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+        } else {
+            arg
+        }
+    });
+    Flags::from_arg_matches(&command.try_get_matches_from(args)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -755,7 +742,7 @@ mod tests {
     #[test]
     fn boolean_flags_take_the_bare_form_as_kubernetes_does() {
         let parse = |args: &[&str]| {
-            Flags::try_parse_from(std::iter::once("flotilla-server").chain(args.iter().copied()))
+            parse_flags(std::iter::once("flotilla-server").chain(args.iter().copied()))
         };
         for (args, want) in [
             (&[][..], true),

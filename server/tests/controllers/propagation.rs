@@ -28,6 +28,16 @@ async fn create(world: &TestWorld, rt: &ResourceType, mut obj: Value) -> Value {
     world.store.create(rt, obj).await.unwrap()
 }
 
+/// The binding-works controller over `world`, with the replica interpreter.
+fn binding_works(world: &TestWorld) -> BindingWorksController {
+    BindingWorksController::new(
+        world.store.clone(),
+        world.ctx.registry.clone(),
+        Arc::new(SpecReplicas),
+        world.events(),
+    )
+}
+
 fn deploy_rt() -> ResourceType {
     builtin_by_plural("apps", "deployments").unwrap()
 }
@@ -103,12 +113,7 @@ async fn a_template_with_a_250_character_name_gets_a_binding_and_works() {
         .update(&well_known::resource_bindings(), b)
         .await
         .unwrap();
-    let works = BindingWorksController::new(
-        world.store.clone(),
-        world.ctx.registry.clone(),
-        Arc::new(SpecReplicas),
-        world.events(),
-    );
+    let works = binding_works(&world);
     works
         .reconcile(&format!("rb|default|{name}"))
         .await
@@ -191,12 +196,7 @@ async fn a_work_that_exists_already_is_taken_over_never_skipped() {
         )
         .await
         .unwrap();
-    let works = BindingWorksController::new(
-        world.store.clone(),
-        world.ctx.registry.clone(),
-        Arc::new(SpecReplicas),
-        world.events(),
-    );
+    let works = binding_works(&world);
     let action = works
         .reconcile("rb|default|nginx-deployment")
         .await
