@@ -1002,19 +1002,19 @@ fn is_behind(object: &Value, recorded: Option<i64>) -> bool {
     }
 }
 
-/// Whether `incoming`, a Work from a list or a watch event, is older than the copy of it
-/// this agent holds: the same Work (uid) at a lower resourceVersion. Such a copy is not
-/// applied (nor its deletion taken), so a watch that replays what a later list page already
-/// showed never puts an older spec over a newer one or brings back a Work for a moment.
-/// resourceVersions are compared as numbers, as Flotilla's are; one that is not a number
-/// (another server's) is never taken as older.
+/// Whether `incoming`, a Work from a watch event, is older than the copy of its name this
+/// agent holds: a lower resourceVersion. Such a copy is not applied (nor its deletion taken),
+/// so a watch that replays what a later list page already showed never puts an older spec
+/// over a newer one, brings a deleted Work back for a moment, or takes the deletion of an
+/// earlier Work of the name for the deletion of the one held. A store's resourceVersions are
+/// one sequence over all its objects (a global counter, or etcd's revision), so they compare
+/// across Works; one that is not a number is never taken as older.
 fn older_than_held(held: Option<&Work>, incoming: &Work) -> bool {
     let Some(held) = held else {
         return false;
     };
     let version = |w: &Work| w.metadata.resource_version.parse::<u64>().ok();
-    held.metadata.uid == incoming.metadata.uid
-        && matches!((version(held), version(incoming)), (Some(h), Some(i)) if i < h)
+    matches!((version(held), version(incoming)), (Some(h), Some(i)) if i < h)
 }
 
 #[cfg(test)]
@@ -1034,8 +1034,9 @@ mod tests {
             (Some(work("u", "7")), work("u", "5"), true),
             (Some(work("u", "7")), work("u", "7"), false),
             (Some(work("u", "7")), work("u", "9"), false),
-            // Another incarnation of the name: not the same Work.
-            (Some(work("u", "7")), work("v", "5"), false),
+            // An earlier Work of the name (its deletion, say) is older too.
+            (Some(work("u", "7")), work("v", "5"), true),
+            (Some(work("u", "7")), work("v", "9"), false),
             // Versions that are not numbers are never taken as older.
             (Some(work("u", "x")), work("u", "5"), false),
             (Some(work("u", "7")), work("u", ""), false),

@@ -151,7 +151,7 @@ async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
         || inner
             .mirror
             .with_owners(|o| owners.iter().any(|u| o.exists(u)))
-        || any_owner_live(inner, &read.object).await?
+        || any_owner_live(inner, &read.object, None).await?
     {
         return Ok(());
     }
@@ -163,13 +163,18 @@ async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
     ignore_gone(inner.delete(None, &res, &r.key, &r.key, &opts).await)
 }
 
-/// Whether one of `object`'s owners exists in etcd now with the uid its reference names, read
+/// Whether one of `object`'s owners (but `except`) exists in etcd now with the uid its
+/// reference names, read
 /// by name with a linearizable get. The mirror that queued the job may lag (an owner replaced
 /// a moment ago, the dependent's reference already moved to the new one), so a dependent is
 /// deleted only when etcd itself says every owner is gone, as Kubernetes' collector verifies
 /// an owner with a live read before it deletes (`isDangling`). An owner of a kind never stored
 /// cannot exist.
-async fn any_owner_live(inner: &Inner, object: &Value) -> Result<bool, StoreError> {
+async fn any_owner_live(
+    inner: &Inner,
+    object: &Value,
+    except: Option<&str>,
+) -> Result<bool, StoreError> {
     let namespace = meta::namespace(object);
     let references = object
         .pointer("/metadata/ownerReferences")
@@ -186,6 +191,9 @@ async fn any_owner_live(inner: &Inner, object: &Value) -> Result<bool, StoreErro
         ) else {
             continue;
         };
+        if except == Some(uid) {
+            continue;
+        }
         let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
         let Some(res) = inner.mirror.kind_named(group, kind) else {
             continue;
@@ -247,9 +255,12 @@ async fn foreground(inner: &Inner, uid: &str) -> Result<(), StoreError> {
         if !owners.iter().any(|o| o == uid) {
             continue;
         }
+        // As for a dependent of an owner gone: a lagging mirror may not know the other owner
+        // yet, so etcd is asked before the dependent goes with this one.
         let other_owner_alive = inner
             .mirror
-            .with_owners(|o| owners.iter().any(|u| u != uid && o.exists(u)));
+            .with_owners(|o| owners.iter().any(|u| u != uid && o.exists(u)))
+            || any_owner_live(inner, &read.object, Some(uid)).await?;
         if other_owner_alive {
             let mut object = read.object;
             meta::remove_owner_reference(&mut object, uid)?;
@@ -379,6 +390,85 @@ mod tests {
                 Err(StoreError::NotFound { .. })
             ),
             "a dependent whose owner is gone goes"
+        );
+    }
+
+    /// An owner in foreground deletion whose dependent has just gained another owner, seen by
+    /// a lagging view that does not know the new owner yet: the dependent only loses its
+    /// reference to the owner going, it is not deleted with it.
+    #[tokio::test]
+    async fn a_lagging_view_lets_a_dependent_with_a_new_owner_outlive_a_foreground_owner() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let prefix = "/gc-test";
+        let store = EtcdStore::open_with_client(
+            client.clone(),
+            prefix,
+            StoreConfig::default(),
+            EtcdStoreOptions {
+                garbage_collection: false,
+                compaction_interval: Duration::ZERO,
+            },
+        )
+        .await
+        .expect("the store opens");
+        let deployments = builtin_by_plural("apps", "deployments").expect("a kind");
+        let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
+        let deployment = |name: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": 1}})
+        };
+        let reference = |owner: &Value| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "name": meta::name(owner).unwrap(), "uid": meta::uid(owner).unwrap()})
+        };
+        let going = store
+            .create(&deployments, deployment("going"))
+            .await
+            .unwrap();
+        store
+            .create(
+                &configmaps,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "shared", "namespace": "default",
+                                    "ownerReferences": [reference(&going)]}}),
+            )
+            .await
+            .unwrap();
+        let in_foreground = DeleteOptions {
+            propagation: Propagation::Foreground,
+            ..DeleteOptions::default()
+        };
+        store
+            .delete(&deployments, Some("default"), "going", &in_foreground)
+            .await
+            .unwrap();
+        // A standby's view that stopped here: the owner waits for its dependent.
+        let lagging = Mirror::new(Keys::new(prefix));
+        lagging.load(&client).await.expect("the view loads");
+        let staying = store
+            .create(&deployments, deployment("staying"))
+            .await
+            .unwrap();
+        let mut shared = store
+            .get(&configmaps, Some("default"), "shared")
+            .await
+            .unwrap();
+        shared["metadata"]["ownerReferences"] = json!([reference(&going), reference(&staying)]);
+        store.update(&configmaps, shared).await.unwrap();
+
+        let inner = Inner::over_mirror(client.clone(), Keys::new(prefix), lagging);
+        foreground(&inner, meta::uid(&going).unwrap())
+            .await
+            .unwrap();
+        let shared = store
+            .get(&configmaps, Some("default"), "shared")
+            .await
+            .expect("the dependent of a live owner stays");
+        assert_eq!(
+            shared["metadata"]["ownerReferences"],
+            json!([reference(&staying)]),
+            "only the reference to the owner going is removed"
         );
     }
 }
