@@ -302,18 +302,16 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
-    /// `kubectl replace --force` on an owner, seen by a server whose view of the store lags:
-    /// the dependent already names the new owner, which that view does not know yet. The
-    /// collector reads the owner from etcd itself and keeps the dependent; a dependent whose
-    /// owner is gone for etcd too is collected (issue #36: the lagging view deleted it).
-    #[tokio::test]
-    async fn a_lagging_view_never_collects_a_dependent_whose_new_owner_exists() {
+    const PREFIX: &str = "/gc-test";
+
+    /// A one-member etcd, a client of it and a store over it whose own collector is off (the
+    /// tests run collection steps themselves, over a view of their making).
+    async fn store_without_collector() -> (EtcdCluster, etcd_client::Client, Arc<EtcdStore>) {
         let etcd = EtcdCluster::start(1).await.expect("etcd starts");
         let client = etcd.client().await.expect("an etcd client");
-        let prefix = "/gc-test";
         let store = EtcdStore::open_with_client(
             client.clone(),
-            prefix,
+            PREFIX,
             StoreConfig::default(),
             EtcdStoreOptions {
                 garbage_collection: false,
@@ -322,6 +320,16 @@ mod tests {
         )
         .await
         .expect("the store opens");
+        (etcd, client, store)
+    }
+
+    /// `kubectl replace --force` on an owner, seen by a server whose view of the store lags:
+    /// the dependent already names the new owner, which that view does not know yet. The
+    /// collector reads the owner from etcd itself and keeps the dependent; a dependent whose
+    /// owner is gone for etcd too is collected (issue #36: the lagging view deleted it).
+    #[tokio::test]
+    async fn a_lagging_view_never_collects_a_dependent_whose_new_owner_exists() {
+        let (_etcd, client, store) = store_without_collector().await;
         let deployments = builtin_by_plural("apps", "deployments").expect("a kind");
         let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
         let nginx = || {
@@ -350,7 +358,7 @@ mod tests {
             .await
             .unwrap();
         // A standby's view that stopped here.
-        let lagging = Mirror::new(Keys::new(prefix));
+        let lagging = Mirror::new(Keys::new(PREFIX));
         lagging.load(&client).await.expect("the view loads");
         // Replaced by force: the owner comes back with another uid, the dependent follows it.
         store
@@ -370,7 +378,7 @@ mod tests {
         kept["metadata"]["ownerReferences"] = owned_by("nginx", meta::uid(&second).unwrap());
         store.update(&configmaps, kept).await.unwrap();
 
-        let inner = Inner::over_mirror(client.clone(), Keys::new(prefix), lagging);
+        let inner = Inner::over_mirror(client.clone(), Keys::new(PREFIX), lagging);
         let dependent_at = |name: &str| ObjRef {
             resource: configmaps.storage_name(),
             key: format!("default/{name}"),
@@ -398,20 +406,7 @@ mod tests {
     /// reference to the owner going, it is not deleted with it.
     #[tokio::test]
     async fn a_lagging_view_lets_a_dependent_with_a_new_owner_outlive_a_foreground_owner() {
-        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
-        let client = etcd.client().await.expect("an etcd client");
-        let prefix = "/gc-test";
-        let store = EtcdStore::open_with_client(
-            client.clone(),
-            prefix,
-            StoreConfig::default(),
-            EtcdStoreOptions {
-                garbage_collection: false,
-                compaction_interval: Duration::ZERO,
-            },
-        )
-        .await
-        .expect("the store opens");
+        let (_etcd, client, store) = store_without_collector().await;
         let deployments = builtin_by_plural("apps", "deployments").expect("a kind");
         let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
         let deployment = |name: &str| {
@@ -444,7 +439,7 @@ mod tests {
             .await
             .unwrap();
         // A standby's view that stopped here: the owner waits for its dependent.
-        let lagging = Mirror::new(Keys::new(prefix));
+        let lagging = Mirror::new(Keys::new(PREFIX));
         lagging.load(&client).await.expect("the view loads");
         let staying = store
             .create(&deployments, deployment("staying"))
@@ -457,7 +452,7 @@ mod tests {
         shared["metadata"]["ownerReferences"] = json!([reference(&going), reference(&staying)]);
         store.update(&configmaps, shared).await.unwrap();
 
-        let inner = Inner::over_mirror(client.clone(), Keys::new(prefix), lagging);
+        let inner = Inner::over_mirror(client.clone(), Keys::new(PREFIX), lagging);
         foreground(&inner, meta::uid(&going).unwrap())
             .await
             .unwrap();
