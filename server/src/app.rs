@@ -30,7 +30,7 @@ use crate::leadership::leader_loop::{StartTerm, TermStopped};
 use crate::leadership::{Elector, LeaderElection, LeaderLoop, LeaderMetrics};
 use crate::probes::kube::KubeMemberClient;
 use crate::probes::{HttpMemberClient, MemberClients};
-use crate::store::etcd::{EtcdConfig, EtcdStore, EtcdStoreOptions};
+use crate::store::etcd::{Collection, EtcdConfig, EtcdStore, EtcdStoreOptions};
 use crate::store::{KvStore, LogEngine, MemoryEngine, SledEngine, Store, StoreConfig, StoreError};
 use flotilla_api::defaulting::DefaultingConfig;
 use flotilla_support::clock::{SharedClock, SystemClock};
@@ -343,7 +343,14 @@ async fn open_engine(
             KvStore::<LogEngine>::open_log(&path, store_config).map_err(StartError::Store)?
         }
         StoreBackend::Etcd => {
-            let etcd = EtcdStore::open(&config.etcd, store_config, config.etcd_store.clone())
+            let mut options = config.etcd_store.clone();
+            // Servers that elect a leader share the store: only the leader collects.
+            if config.leader_election.enabled
+                && options.garbage_collection == Collection::Always
+            {
+                options.garbage_collection = Collection::InTerm;
+            }
+            let etcd = EtcdStore::open(&config.etcd, store_config, options)
                 .await
                 .map_err(StartError::Store)?;
             return Ok((etcd.clone(), Some(etcd)));

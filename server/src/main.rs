@@ -444,7 +444,7 @@ async fn run_tool(tool: Tool) -> anyhow::Result<()> {
                 flotilla_server::store::etcd::EtcdStoreOptions {
                     compaction_interval: Duration::ZERO,
                     // Dependents may come before their owners: nothing is collected meanwhile.
-                    garbage_collection: false,
+                    garbage_collection: flotilla_server::store::etcd::Collection::Off,
                 },
             )
             .await?;

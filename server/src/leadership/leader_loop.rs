@@ -186,11 +186,14 @@ async fn run(
                 _ = shutdown.wait_for(|s| *s) => return,
             }
         }
+        // Garbage collection is the leader's, through the same fence as the controllers.
+        store.collect_in_term(counted.clone());
         let (stop_tx, stop_rx) = watch::channel(false);
         let handles = match start(store.fenced(counted), stop_rx) {
             Ok(handles) => handles,
             Err(error) => {
                 tracing::error!(error = %error, "the controllers of this term could not start; resigning");
+                store.stop_collecting();
                 term.resign().await;
                 tokio::select! {
                     () = tokio::time::sleep(retry) => continue,
@@ -210,6 +213,7 @@ async fn run(
         };
         // Stop acting first: nothing of this term may run once another server can lead.
         let _ = stop_tx.send(true);
+        store.stop_collecting();
         for handle in handles {
             handle.stop().await;
         }

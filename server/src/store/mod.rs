@@ -392,6 +392,15 @@ pub trait Store: Send + Sync + 'static {
     /// Durable flushes done so far and the writes they acknowledged (for metrics).
     fn durability_counts(&self) -> (u64, u64);
 
+    /// Confirms, just before a side effect outside the store (a push to a member's API), that
+    /// the writes of this view still commit: for a leader's fenced view, a linearizable read
+    /// that its term lasts, [`StoreError::Fenced`] (and the term ended) when another server
+    /// leads. A view without a fence (the local engines, the API's view) has nothing to
+    /// confirm.
+    async fn confirm_term(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Waits until every acknowledged write is durable and stops background work.
     async fn close(&self) -> Result<(), StoreError>;
 }

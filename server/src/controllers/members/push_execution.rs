@@ -4,6 +4,12 @@
 //! `status_period`, and on a Work's deletion deletes the objects on the member before it drops
 //! the execution finalizer — waiting while the member is not Ready, unless the member itself is
 //! being deleted. Pull members do all of this in their agent.
+//!
+//! Every apply and delete on a member first confirms the leader's term
+//! ([`Store::confirm_term`]): the fence of the store's writes does not reach a member's API, so
+//! a leader paused past its term would otherwise push an older generation over the one its
+//! successor applied. What this term has applied starts empty with the term's controllers, so
+//! a new leader applies each Work once before it only reads status.
 
 use crate::controllers::members::member_credentials::member_target;
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
@@ -167,6 +173,7 @@ impl Reconciler for PushExecutionController {
                     return Ok(Action::RequeueAfter(self.status_period));
                 }
                 for m in manifests(&work) {
+                    self.store.confirm_term().await?;
                     self.member
                         .delete(&member, &MemberObject::of(&m))
                         .await
@@ -196,6 +203,10 @@ impl Reconciler for PushExecutionController {
         let mut failure = None;
         for (i, m) in manifests(&work).iter().enumerate() {
             let result = if needs_apply {
+                // A deposed leader's push never leaves the process: the term is confirmed
+                // before each apply (the new leader's own controller re-applies every Work
+                // once in its term, as `applied` starts empty).
+                self.store.confirm_term().await?;
                 self.member.apply(&member, m).await.map(Some)
             } else {
                 self.member.get(&member, &MemberObject::of(m)).await
@@ -300,13 +311,25 @@ mod tests {
             member.clone(),
             Duration::from_secs(5),
         );
-        world
-            .cluster(
-                "m1",
-                json!({"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}),
-                json!({"conditions": [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]}),
+        member_m1_with_work_w(store.as_ref(), ready).await;
+        (store, member, c)
+    }
+
+    /// Stores the push member `m1` (its Ready condition `ready`) and the Work `w` of one
+    /// Deployment in its execution namespace.
+    async fn member_m1_with_work_w(store: &dyn Store, ready: &str) {
+        let clusters = well_known::clusters();
+        let mut cluster = store
+            .create(
+                &clusters,
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                       "metadata": {"name": "m1"},
+                       "spec": {"syncMode": "Push", "apiEndpoint": "http://127.0.0.1:1"}}),
             )
-            .await;
+            .await
+            .unwrap();
+        cluster["status"] = json!({"conditions": [{"type": "Ready", "status": ready, "reason": "r", "message": "m"}]});
+        store.update_status(&clusters, cluster).await.unwrap();
         store
             .create(&well_known::works(), json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
                 "metadata": {"name": "w", "namespace": "karmada-es-m1", "finalizers": [EXECUTION_CONTROLLER_FINALIZER]},
@@ -314,7 +337,6 @@ mod tests {
                     "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 2}}]}}}))
             .await
             .unwrap();
-        (store, member, c)
     }
 
     /// The Work `karmada-es-m1/w` as stored now.
@@ -381,5 +403,84 @@ mod tests {
             w["metadata"]["deletionTimestamp"].is_string(),
             "the finalizer holds the Work"
         );
+    }
+
+    /// A leader paused past its term wakes and pushes what it read before: with the fence of
+    /// the store's writes alone, its apply reached the member and the successor's newer
+    /// generation was overwritten (issue #36). The term is confirmed first, so neither the
+    /// apply nor a delete leaves the process, and the term ends.
+    #[tokio::test]
+    async fn a_deposed_leaders_push_never_reaches_the_member() {
+        use crate::store::etcd::{EtcdStore, EtcdStoreOptions, Fence};
+        use crate::testing::etcd::EtcdCluster;
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let store = EtcdStore::open_with_client(
+            client.clone(),
+            "/push-test",
+            crate::store::StoreConfig::default(),
+            EtcdStoreOptions::default(),
+        )
+        .await
+        .expect("the store opens");
+        // The term: an election key, as the elector would hold it.
+        let mut kv = client.kv_client();
+        let key = b"/push-test-election/leader/a".to_vec();
+        kv.put(key.clone(), "a", None).await.unwrap();
+        let held = kv.get(key.clone(), None).await.unwrap().kvs()[0].create_revision();
+        let refusals = Arc::new(AtomicU64::new(0));
+        let counted = refusals.clone();
+        let fenced = store.fenced(Fence {
+            key: key.clone(),
+            revision: held,
+            refused: Arc::new(move || {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }),
+            committed: Arc::new(|_| {}),
+        });
+        member_m1_with_work_w(store.as_ref(), "True").await;
+        let member = Arc::new(FakeMember::default());
+        let leader = PushExecutionController::new(
+            fenced,
+            Arc::new(flotilla_support::clock::SystemClock),
+            member.clone(),
+            Duration::from_secs(5),
+        );
+        leader.reconcile("karmada-es-m1/w").await.unwrap();
+        assert_eq!(*member.applies.lock(), 1, "applied while the term lasts");
+
+        // Another server leads: its controller applies the Work once in its term, although
+        // the Work's status says Applied, then the Work changes under it.
+        kv.delete(key.clone(), None).await.unwrap();
+        let successor = PushExecutionController::new(
+            store.clone(),
+            Arc::new(flotilla_support::clock::SystemClock),
+            member.clone(),
+            Duration::from_secs(5),
+        );
+        successor.reconcile("karmada-es-m1/w").await.unwrap();
+        assert_eq!(*member.applies.lock(), 2, "the new term applies again");
+        let mut work = stored_work(store.as_ref()).await.unwrap();
+        work["spec"]["workload"]["manifests"][0]["spec"]["replicas"] = json!(3);
+        store.update(&well_known::works(), work).await.unwrap();
+        successor.reconcile("karmada-es-m1/w").await.unwrap();
+        assert_eq!(*member.applies.lock(), 3);
+
+        let late = leader.reconcile("karmada-es-m1/w").await;
+        assert!(
+            matches!(late, Err(ReconcileError::Store(StoreError::Fenced { .. }))),
+            "the late push is refused: {late:?}"
+        );
+        assert_eq!(*member.applies.lock(), 3, "nothing more was applied");
+        delete_work(store.as_ref()).await;
+        let late = leader.reconcile("karmada-es-m1/w").await;
+        assert!(matches!(
+            late,
+            Err(ReconcileError::Store(StoreError::Fenced { .. }))
+        ));
+        assert_eq!(member.objects.lock().len(), 1, "nothing was deleted");
+        assert_eq!(refusals.load(Ordering::Relaxed), 2);
     }
 }

@@ -4,14 +4,19 @@
 //! (`store/owner_index.rs`), as for the local collector (`store/local/gc.rs`); each step is a
 //! transaction that compares the revision it read, so a step taken on a stale view of the
 //! owner index writes nothing, and the change that made it stale queues the job again.
-//! Several servers may run a step for the same object: the first commits, the others find it
-//! done.
+//!
+//! Where several servers share the store, only the leader collects ([`Collection::InTerm`]):
+//! its term hands the collector its fence ([`Collector::open`]), so every step commits only
+//! while the term lasts, and the term's start queues the work the whole owner index calls for
+//! (what changed while no one collected). A standby's collector drops every job; it would
+//! decide on a view of the store that may lag. Before a dependent goes, each of its owners is
+//! read from etcd itself ([`any_owner_live`]).
 
 use super::super::meta;
 use super::super::owner_index::{GcJob, ObjRef};
 use super::super::rules::{self, Precondition, Updated};
 use super::super::{DeleteOptions, Propagation, StoreError};
-use super::commit::{self, Write};
+use super::commit::{self, Fence, Write};
 use super::etcd_store::Inner;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -20,12 +25,27 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+/// Which servers of a store collect its garbage (`--leader-elect` chooses).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Collection {
+    /// This server, always, unfenced: the only server of its store (no leader election).
+    #[default]
+    Always,
+    /// Only while this server leads, through its term's fence: the servers share the store.
+    InTerm,
+    /// Never (`migrate-store`, which writes dependents before their owners).
+    Off,
+}
+
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<GcJob>,
     queued: HashSet<GcJob>,
     busy: bool,
     stopped: bool,
+    /// `None` while the collector is closed (jobs are dropped); else the fence its steps
+    /// commit through (`Some(None)`: no fence).
+    open: Option<Option<Fence>>,
 }
 
 /// The job queue and the task that runs it.
@@ -56,16 +76,17 @@ impl Collector {
                     if queue.stopped {
                         return;
                     }
+                    let fence = queue.open.clone().flatten();
                     match queue.jobs.pop_front() {
                         Some(job) => {
                             queue.queued.remove(&job);
                             queue.busy = true;
-                            Some(job)
+                            Some((job, fence))
                         }
                         None => None,
                     }
                 };
-                let Some(job) = job else {
+                let Some((job, fence)) = job else {
                     let wake = collector.wake.clone();
                     let notified = wake.notified();
                     drop(collector);
@@ -75,7 +96,7 @@ impl Collector {
                 let Some(inner) = weak_inner.upgrade() else {
                     return;
                 };
-                if let Err(error) = run(&inner, &job).await {
+                if let Err(error) = run(&inner, fence.as_ref(), &job).await {
                     tracing::warn!(job = ?job, error = %error, "garbage collection step failed; the next change or open finds it again");
                 }
                 collector.queue.lock().busy = false;
@@ -85,13 +106,29 @@ impl Collector {
         collector
     }
 
-    /// Queues jobs not queued already.
+    /// Opens the collector: from now on its steps commit through `fence` (none: unfenced),
+    /// starting with `jobs`.
+    pub(crate) fn open(&self, fence: Option<Fence>, jobs: Vec<GcJob>) {
+        self.queue.lock().open = Some(fence);
+        self.push(jobs);
+    }
+
+    /// Closes the collector: queued jobs are dropped, and so is every job pushed until it
+    /// opens again (a step already running commits only if its fence still holds).
+    pub(crate) fn close(&self) {
+        let mut queue = self.queue.lock();
+        queue.open = None;
+        queue.jobs.clear();
+        queue.queued.clear();
+    }
+
+    /// Queues jobs not queued already; drops them while the collector is closed.
     pub(crate) fn push(&self, jobs: Vec<GcJob>) {
         if jobs.is_empty() {
             return;
         }
         let mut queue = self.queue.lock();
-        if queue.stopped {
+        if queue.stopped || queue.open.is_none() {
             return;
         }
         for job in jobs {
@@ -123,22 +160,22 @@ impl Collector {
     }
 }
 
-/// Runs one job.
-async fn run(inner: &Inner, job: &GcJob) -> Result<(), StoreError> {
+/// Runs one job, its commits through `fence`.
+async fn run(inner: &Inner, fence: Option<&Fence>, job: &GcJob) -> Result<(), StoreError> {
     match job {
-        GcJob::Dependent(r) => dependent(inner, r).await,
+        GcJob::Dependent(r) => dependent(inner, fence, r).await,
         GcJob::OwnerGone(uid) => {
             for r in inner.mirror.with_owners(|o| o.dependents_of(uid)) {
-                dependent(inner, &r).await?;
+                dependent(inner, fence, &r).await?;
             }
             Ok(())
         }
-        GcJob::Foreground(uid) => foreground(inner, uid).await,
+        GcJob::Foreground(uid) => foreground(inner, fence, uid).await,
     }
 }
 
 /// Deletes `r` (in background) when all of its owners are gone.
-async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
+async fn dependent(inner: &Inner, fence: Option<&Fence>, r: &ObjRef) -> Result<(), StoreError> {
     let Some(res) = inner.mirror.kind(&r.resource) else {
         return Ok(());
     };
@@ -160,7 +197,7 @@ async fn dependent(inner: &Inner, r: &ObjRef) -> Result<(), StoreError> {
         precondition_resource_version: Some(read.revision),
         ..DeleteOptions::default()
     };
-    ignore_gone(inner.delete(None, &res, &r.key, &r.key, &opts).await)
+    ignore_gone(inner.delete(fence, &res, &r.key, &r.key, &opts).await)
 }
 
 /// Whether one of `object`'s owners (but `except`) exists in etcd now with the uid its
@@ -212,7 +249,7 @@ async fn any_owner_live(
 
 /// Advances an owner in foreground deletion: its dependents go first (a dependent with
 /// another live owner only loses its reference to this one), then the owner.
-async fn foreground(inner: &Inner, uid: &str) -> Result<(), StoreError> {
+async fn foreground(inner: &Inner, fence: Option<&Fence>, uid: &str) -> Result<(), StoreError> {
     let Some((r, waiting, dependents)) = inner.mirror.with_owners(|o| {
         o.locate(uid)
             .cloned()
@@ -240,7 +277,7 @@ async fn foreground(inner: &Inner, uid: &str) -> Result<(), StoreError> {
             ),
         };
         tracing::debug!(resource = %r.resource, key = %r.key, "foreground deletion done");
-        inner.commit(None, &[write]).await?;
+        inner.commit(fence, &[write]).await?;
         return Ok(());
     }
     for d in dependents {
@@ -269,14 +306,14 @@ async fn foreground(inner: &Inner, uid: &str) -> Result<(), StoreError> {
                 Precondition::At(read.revision),
                 commit::encode(&object)?,
             );
-            inner.commit(None, &[write]).await?;
+            inner.commit(fence, &[write]).await?;
         } else if !meta::is_deleting(&read.object) {
             let opts = DeleteOptions {
                 propagation: Propagation::Foreground,
                 precondition_resource_version: Some(read.revision),
                 ..DeleteOptions::default()
             };
-            ignore_gone(inner.delete(None, &res, &d.key, &d.key, &opts).await)?;
+            ignore_gone(inner.delete(fence, &res, &d.key, &d.key, &opts).await)?;
         }
     }
     Ok(())
@@ -314,7 +351,7 @@ mod tests {
             PREFIX,
             StoreConfig::default(),
             EtcdStoreOptions {
-                garbage_collection: false,
+                garbage_collection: Collection::Off,
                 compaction_interval: Duration::ZERO,
             },
         )
@@ -383,7 +420,7 @@ mod tests {
             resource: configmaps.storage_name(),
             key: format!("default/{name}"),
         };
-        dependent(&inner, &dependent_at("kept")).await.unwrap();
+        dependent(&inner, None, &dependent_at("kept")).await.unwrap();
         assert!(
             store
                 .get(&configmaps, Some("default"), "kept")
@@ -391,7 +428,7 @@ mod tests {
                 .is_ok(),
             "the dependent of a live owner stays"
         );
-        dependent(&inner, &dependent_at("orphan")).await.unwrap();
+        dependent(&inner, None, &dependent_at("orphan")).await.unwrap();
         assert!(
             matches!(
                 store.get(&configmaps, Some("default"), "orphan").await,
@@ -453,7 +490,7 @@ mod tests {
         store.update(&configmaps, shared).await.unwrap();
 
         let inner = Inner::over_mirror(client.clone(), Keys::new(PREFIX), lagging);
-        foreground(&inner, meta::uid(&going).unwrap())
+        foreground(&inner, None, meta::uid(&going).unwrap())
             .await
             .unwrap();
         let shared = store
@@ -465,5 +502,100 @@ mod tests {
             json!([reference(&staying)]),
             "only the reference to the owner going is removed"
         );
+    }
+
+    /// Where servers share the store only the leader collects, through its term's fence: a
+    /// standby drops the jobs its view finds (issue #36: every server collected, unfenced), a
+    /// deposed leader's collector commits nothing, and a term's start collects what was left
+    /// while no one did.
+    #[tokio::test]
+    async fn only_a_leader_collects_and_only_while_its_term_lasts() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let store = EtcdStore::open_with_client(
+            client.clone(),
+            PREFIX,
+            StoreConfig::default(),
+            EtcdStoreOptions {
+                garbage_collection: Collection::InTerm,
+                compaction_interval: Duration::ZERO,
+            },
+        )
+        .await
+        .expect("the store opens");
+        let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
+        let owner = store
+            .create(
+                &configmaps,
+                json!({"metadata": {"name": "owner", "namespace": "default"}}),
+            )
+            .await
+            .unwrap();
+        store
+            .create(
+                &configmaps,
+                json!({"metadata": {"name": "dependent", "namespace": "default",
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                         "uid": meta::uid(&owner).unwrap()}]}}),
+            )
+            .await
+            .unwrap();
+        store
+            .delete(
+                &configmaps,
+                Some("default"),
+                "owner",
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        let dependent_stored = || async {
+            store
+                .get(&configmaps, Some("default"), "dependent")
+                .await
+                .is_ok()
+        };
+        let settled = || async {
+            for _ in 0..200 {
+                if store.gc_idle() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("garbage collection did not settle");
+        };
+        // A standby: its view has seen the owner go, and nothing is queued or running.
+        settled().await;
+        assert!(dependent_stored().await, "a standby collects nothing");
+
+        // A term already over: the step is refused by the fence.
+        let mut kv = client.kv_client();
+        let fence = |key: &[u8], revision: i64, refusals: Arc<AtomicU64>| Fence {
+            key: key.to_vec(),
+            revision,
+            refused: Arc::new(move || {
+                refusals.fetch_add(1, Ordering::Relaxed);
+            }),
+            committed: Arc::new(|_| {}),
+        };
+        let key = b"/gc-test-election/leader/a";
+        kv.put(key.to_vec(), "a", None).await.unwrap();
+        let term_a = kv.get(key.to_vec(), None).await.unwrap().kvs()[0].create_revision();
+        kv.delete(key.to_vec(), None).await.unwrap();
+        let refusals = Arc::new(AtomicU64::new(0));
+        store.collect_in_term(fence(key, term_a, refusals.clone()));
+        settled().await;
+        store.stop_collecting();
+        assert!(dependent_stored().await, "a deposed leader collects nothing");
+        assert_eq!(refusals.load(Ordering::Relaxed), 1);
+
+        // The leader's term: what the owner index calls for is collected at its start.
+        kv.put(key.to_vec(), "b", None).await.unwrap();
+        let term_b = kv.get(key.to_vec(), None).await.unwrap().kvs()[0].create_revision();
+        store.collect_in_term(fence(key, term_b, Arc::new(AtomicU64::new(0))));
+        settled().await;
+        assert!(!dependent_stored().await, "the leader collected the orphan");
     }
 }

@@ -337,6 +337,28 @@ pub async fn commit(
     Ok(Some(revision))
 }
 
+/// Confirms that `fence`'s term still lasts with a transaction that compares its election key
+/// and writes nothing (linearizable, as every etcd transaction): a term another server's
+/// replaced is refused as a write through the fence would be, and ends.
+pub async fn confirm(client: &Client, fence: &Fence) -> Result<(), StoreError> {
+    let held = Compare::create_revision(fence.key.clone(), CompareOp::Equal, fence.revision);
+    let response = retrying(Retry::Read, || {
+        let txn = Txn::new().when(vec![held.clone()]);
+        let mut kv = client.kv_client();
+        async move { kv.txn(txn).await }
+    })
+    .await
+    .map_err(etcd_error("confirm the term"))?;
+    if response.succeeded() {
+        return Ok(());
+    }
+    (fence.refused)();
+    Err(StoreError::Fenced {
+        key: String::from_utf8_lossy(&fence.key).into_owned(),
+        revision: fence.revision,
+    })
+}
+
 /// An etcd revision as a resourceVersion (etcd's are never negative).
 pub fn revision_of(revision: i64) -> u64 {
     u64::try_from(revision).unwrap_or(0)

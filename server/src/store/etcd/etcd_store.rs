@@ -18,7 +18,7 @@ use super::super::{
     DeleteOptions, Deleted, EngineError, ListOptions, ObjectList, Propagation, Store, StoreConfig,
     StoreError, WatchOptions, WatchProgress, WatchStream,
 };
-use super::collector::Collector;
+use super::collector::{Collection, Collector};
 use super::commit::{self, etcd_error, revision_of, Fence, Read, Write};
 use super::compactor::Compactor;
 use super::connect::{connect, EtcdConfig};
@@ -50,16 +50,17 @@ const LIST_CHUNK: usize = 500;
 pub struct EtcdStoreOptions {
     /// How often the compactor runs (`--etcd-compaction-interval`); zero turns it off.
     pub compaction_interval: Duration,
-    /// Whether this store collects garbage (dependents of gone owners, foreground deletions).
-    /// Off only for `migrate-store`, which writes dependents before their owners.
-    pub garbage_collection: bool,
+    /// Which servers of the store collect garbage (dependents of gone owners, foreground
+    /// deletions): this one always, only while it leads ([`EtcdStore::collect_in_term`]), or
+    /// none (`migrate-store`).
+    pub garbage_collection: Collection,
 }
 
 impl Default for EtcdStoreOptions {
     fn default() -> Self {
         Self {
             compaction_interval: super::compactor::DEFAULT_COMPACTION_INTERVAL,
-            garbage_collection: true,
+            garbage_collection: Collection::Always,
         }
     }
 }
@@ -180,19 +181,14 @@ impl EtcdStore {
             commits: AtomicU64::new(0),
         });
         let collector = Collector::start(inner.clone());
-        let collect = options.garbage_collection;
-        if collect {
-            collector.push(recovery);
+        if options.garbage_collection == Collection::Always {
+            collector.open(None, recovery);
         }
         let queue = collector.clone();
         let follow = tokio::spawn(
             mirror
                 .clone()
-                .follow(client.clone(), revision, move |jobs| {
-                    if collect {
-                        queue.push(jobs)
-                    }
-                }),
+                .follow(client.clone(), revision, move |jobs| queue.push(jobs)),
         );
         let compactor = (!options.compaction_interval.is_zero())
             .then(|| Compactor::start(client.clone(), keys.prefix(), options.compaction_interval));
@@ -222,6 +218,25 @@ impl EtcdStore {
             fence: Some(fence),
             background: None,
         })
+    }
+
+    /// Collects garbage through `fence` from now on (a store opened with
+    /// [`Collection::InTerm`], once its server leads): first whatever the whole owner index
+    /// calls for, as no server collected while the leadership changed hands. Call it once the
+    /// view of the store has caught up with the term's start.
+    pub fn collect_in_term(&self, fence: Fence) {
+        if let Some(background) = &self.background {
+            let jobs = self.inner.mirror.with_owners(|o| o.recovery_jobs());
+            background.collector.open(Some(fence), jobs);
+        }
+    }
+
+    /// Stops collecting garbage (the term ended): queued work is dropped, the next term
+    /// finds it again.
+    pub fn stop_collecting(&self) {
+        if let Some(background) = &self.background {
+            background.collector.close();
+        }
     }
 
     /// True when garbage collection has nothing queued or running and the mirror has every
@@ -825,6 +840,13 @@ impl Store for EtcdStore {
         // etcd makes every acknowledged transaction durable on a quorum itself.
         let commits = self.inner.commits.load(Ordering::Relaxed);
         (commits, commits)
+    }
+
+    async fn confirm_term(&self) -> Result<(), StoreError> {
+        match &self.fence {
+            Some(fence) => commit::confirm(&self.inner.client, fence).await,
+            None => Ok(()),
+        }
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -7,7 +7,8 @@
 //!   precondition, etcd's size limits;
 //! - `mirror.rs`: this server's watch-fed view of the whole store (kinds, owner index,
 //!   counts);
-//! - `collector.rs`: garbage collection on the mirror's jobs;
+//! - `collector.rs`: garbage collection on the mirror's jobs, by the leader alone where
+//!   servers share the store;
 //! - `watch_stream.rs`: a kind's watch, from etcd, with 410 on compacted revisions;
 //! - `compactor.rs`: Kubernetes' compactor, coordinated between servers;
 //! - `connect.rs`: endpoints and TLS; `keys.rs`: the key layout.
@@ -21,6 +22,7 @@ pub mod keys;
 mod mirror;
 mod watch_stream;
 
+pub use collector::Collection;
 pub use commit::Fence;
 pub use connect::EtcdConfig;
 pub use etcd_store::{EtcdStore, EtcdStoreOptions};
