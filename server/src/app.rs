@@ -27,7 +27,7 @@ use crate::controllers::{self, ControllerContext, ControllerHandle, WiringError}
 use crate::fleet::{self, FleetError};
 use crate::kinds::{CrdFeed, KindRegistry};
 use crate::leadership::leader_loop::{StartTerm, TermStopped};
-use crate::leadership::{Elector, LeaderElection, LeaderLoop, LeaderMetrics};
+use crate::leadership::{election_holder, Elector, LeaderElection, LeaderLoop, LeaderMetrics};
 use crate::probes::kube::KubeMemberClient;
 use crate::probes::{HttpMemberClient, MemberClients};
 use crate::store::etcd::{Collection, EtcdConfig, EtcdStore, EtcdStoreOptions};
@@ -345,9 +345,7 @@ async fn open_engine(
         StoreBackend::Etcd => {
             let mut options = config.etcd_store.clone();
             // Servers that elect a leader share the store: only the leader collects.
-            if config.leader_election.enabled
-                && options.garbage_collection == Collection::Always
-            {
+            if config.leader_election.enabled && options.garbage_collection == Collection::Always {
                 options.garbage_collection = Collection::InTerm;
             }
             let etcd = EtcdStore::open(&config.etcd, store_config, options)
@@ -511,6 +509,22 @@ fn lead_controllers(
     ))
 }
 
+/// With `--leader-elect=false` on etcd this server's controllers write unfenced: it refuses to
+/// start while another server takes part in the fleet's election (leads, or waits to).
+async fn refuse_beside_an_election(etcd: &EtcdStore) -> Result<(), StartError> {
+    let holder = election_holder(etcd.client(), etcd.keys().prefix())
+        .await
+        .map_err(|e| StartError::LeaderElection(flotilla_support::error_chain(&e)))?;
+    match holder {
+        None => Ok(()),
+        Some((key, identity)) => Err(StartError::LeaderElection(format!(
+            "--leader-elect=false, but the server {identity:?} holds the election key {key} of \
+             this fleet: its controllers and this server's would both act, unfenced; start this \
+             server with --leader-elect, or stop the others"
+        ))),
+    }
+}
+
 /// HTTP settings of every connection: a client has `header_read_timeout` to send each
 /// request head (an idle keep-alive connection is closed after it too).
 fn configure_http(
@@ -596,7 +610,10 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             leader = Some(lead_controllers(&config, settings, &state, etcd)?);
             Vec::new()
         }
-        (Some(settings), _) => {
+        (Some(settings), etcd) => {
+            if let Some(etcd) = etcd {
+                refuse_beside_an_election(etcd).await?;
+            }
             let stop = state.shutdown.clone();
             // Every task the controllers spawn, now and later, goes to their runtime.
             let _on = config.controller_runtime.as_ref().map(|rt| rt.enter());

@@ -181,3 +181,46 @@ async fn a_deposed_leaders_writes_are_refused_by_its_fence() {
     store.create(&configmaps, cm("by-a-client")).await.unwrap();
     term_b.resign().await;
 }
+
+/// `--leader-elect=false` runs controllers unfenced, so such a server must be its fleet's only
+/// one: it refuses to start while another server takes part in the election (issue #36: it
+/// started, and both acted), and starts once none does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_leader_election_refuses_to_join_an_electing_fleet() {
+    use flotilla_server::app::{self, ServerConfig, StartError, StoreBackend};
+    use flotilla_server::leadership::election_holder;
+    use flotilla_server::store::etcd::EtcdConfig;
+
+    let etcd = etcd().await;
+    let client = etcd.client().await.unwrap();
+    assert_eq!(election_holder(&client, PREFIX).await.unwrap(), None);
+    let a = Elector::new(client.clone(), PREFIX, "server-a", short());
+    let (_tx, stop) = watch::channel(false);
+    let term_a = a.campaign(&mut stop.clone()).await.unwrap().unwrap();
+    let (_, holder) = election_holder(&client, PREFIX).await.unwrap().unwrap();
+    assert_eq!(holder, "server-a");
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut config = ServerConfig::new(dir.path());
+        config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        config.store_backend = StoreBackend::Etcd;
+        config.etcd = EtcdConfig::new(etcd.endpoints());
+        config.etcd.prefix = PREFIX.to_string();
+        config.leader_election.enabled = false;
+        config
+    };
+    match app::start(config()).await {
+        Err(StartError::LeaderElection(message)) => {
+            assert!(message.contains("server-a"), "{message}");
+            assert!(message.contains("--leader-elect"), "{message}");
+        }
+        Err(other) => panic!("expected a refusal naming the leader, got {other}"),
+        Ok(_) => panic!("a server without leader election started beside a leader"),
+    }
+    term_a.resign().await;
+    let alone = app::start(config())
+        .await
+        .expect("alone, it starts without leader election");
+    alone.shutdown().await.unwrap();
+}

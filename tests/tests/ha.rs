@@ -407,14 +407,34 @@ fn a_paused_leader_commits_nothing_once_another_leads() {
         .unwrap();
     let refused = fleet
         .metric(leader, "flotilla_leader_fenced_writes_total")
-        .unwrap_or(0.0);
+        .expect("the old leader counts its refused writes");
+    let ended = |reason: &str| {
+        fleet
+            .metric(
+                leader,
+                &format!("flotilla_leader_terms_ended_total{{reason=\"{reason}\"}}"),
+            )
+            .unwrap_or(0.0)
+    };
+    let (fenced, expired) = (
+        ended("fenced"),
+        ended("renew_deadline") + ended("lease_lost"),
+    );
     eprintln!(
-        "fence: the old leader's last commit at revision {last}, the new term began at {new_term}; {refused} writes refused"
+        "fence: the old leader's last commit at revision {last}, the new term began at {new_term}; {refused} writes refused; its term ended fenced {fenced}, expired {expired}"
     );
     assert!(
         last < new_term,
         "the old leader committed at revision {last}, after the new term began at {new_term}"
     );
+    // On waking, either its renewal finds the renew deadline past, or a controller's write
+    // comes first and is refused by the fence: one term ended, never by resigning, and a term
+    // ended by its fence counted the refusal that ended it.
+    assert_eq!(fenced + expired, 1.0, "the old leader's one term ended");
+    assert_eq!(ended("resigned"), 0.0);
+    if fenced == 1.0 {
+        assert!(refused >= 1.0, "a fenced term counted no refusal");
+    }
     assert_eq!(fleet.leaders(), vec![next], "one leader");
     let storms = storm.finish();
     assert!(storms.is_empty(), "healthy members disturbed: {storms:?}");

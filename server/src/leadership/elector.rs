@@ -265,6 +265,31 @@ impl Elector {
     }
 }
 
+/// The first server that takes part in the election of the fleet under `fleet_prefix` (a
+/// leader, or a candidate that renews its key while it waits), as its key and identity; `None`
+/// when no server does. A server started with `--leader-elect=false` runs its controllers
+/// unfenced and must be the fleet's only one: it refuses to start when this answers `Some`.
+pub async fn election_holder(
+    client: &Client,
+    fleet_prefix: &str,
+) -> Result<Option<(String, String)>, ElectionError> {
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_limit(1);
+    let response = client
+        .kv_client()
+        .get(election_prefix(fleet_prefix), Some(options))
+        .await
+        .map_err(etcd("read the election keys"))?;
+    Ok(response.kvs().first().map(|kv| {
+        (
+            String::from_utf8_lossy(kv.key()).into_owned(),
+            String::from_utf8_lossy(kv.value()).into_owned(),
+        )
+    }))
+}
+
 /// Every election key of a fleet starts with this.
 pub fn election_prefix(fleet_prefix: &str) -> String {
     format!("{}/leader/", fleet_prefix.trim_end_matches('/'))

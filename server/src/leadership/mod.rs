@@ -7,7 +7,7 @@ pub mod elector;
 pub mod leader_loop;
 pub mod timing;
 
-pub use elector::{election_prefix, ElectionError, Elector, Term, TermEnd};
+pub use elector::{election_holder, election_prefix, ElectionError, Elector, Term, TermEnd};
 pub use leader_loop::{LeaderLoop, LeaderMetrics};
 pub use timing::LeaderElectionTiming;
 

@@ -420,7 +420,9 @@ mod tests {
             resource: configmaps.storage_name(),
             key: format!("default/{name}"),
         };
-        dependent(&inner, None, &dependent_at("kept")).await.unwrap();
+        dependent(&inner, None, &dependent_at("kept"))
+            .await
+            .unwrap();
         assert!(
             store
                 .get(&configmaps, Some("default"), "kept")
@@ -428,7 +430,9 @@ mod tests {
                 .is_ok(),
             "the dependent of a live owner stays"
         );
-        dependent(&inner, None, &dependent_at("orphan")).await.unwrap();
+        dependent(&inner, None, &dependent_at("orphan"))
+            .await
+            .unwrap();
         assert!(
             matches!(
                 store.get(&configmaps, Some("default"), "orphan").await,
@@ -588,7 +592,10 @@ mod tests {
         store.collect_in_term(fence(key, term_a, refusals.clone()));
         settled().await;
         store.stop_collecting();
-        assert!(dependent_stored().await, "a deposed leader collects nothing");
+        assert!(
+            dependent_stored().await,
+            "a deposed leader collects nothing"
+        );
         assert_eq!(refusals.load(Ordering::Relaxed), 1);
 
         // The leader's term: what the owner index calls for is collected at its start.

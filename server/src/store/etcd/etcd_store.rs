@@ -157,9 +157,10 @@ impl EtcdStore {
         Self::open_with_client(client, &etcd.prefix, config, options).await
     }
 
-    /// Opens the store under `prefix` with a connected client: lists everything into the
-    /// mirror, then follows it, and starts garbage collection (with the work a crash may have
-    /// left) and the compactor.
+    /// Opens the store under `prefix` with a connected client: checks the layout's version
+    /// (a newer one is refused, an older one migrated), lists everything into the mirror,
+    /// then follows it, and starts garbage collection (with the work a crash may have left)
+    /// and the compactor.
     pub async fn open_with_client(
         client: Client,
         prefix: &str,
@@ -167,6 +168,7 @@ impl EtcdStore {
         options: EtcdStoreOptions,
     ) -> Result<Arc<Self>, StoreError> {
         let keys = Keys::new(prefix);
+        super::schema::check(&client, &keys).await?;
         let mirror = Mirror::new(keys.clone());
         let (revision, recovery) = mirror.load(&client).await?;
         let inner = Arc::new(Inner {

@@ -6,6 +6,8 @@
 //! | `<prefix>/objects/<group or core>/<plural>/<namespace>/<name>` (or `/<name>`) | the object's JSON, without `resourceVersion` (it is the key's mod revision) |
 //! | `<prefix>/kinds/<group or core>/<plural>` | the kind's `ResourceType` as JSON |
 //! | `<prefix>/compact_rev_key` | the compactor's record (see `compactor.rs`) |
+//! | `<prefix>/schema_version` | the layout's version, decimal (see `schema.rs`) |
+//! | `<prefix>/leader/<lease id>` | a server's election key (see `leadership/elector.rs`) |
 //!
 //! Objects are ordered by key bytes, as Kubernetes' own keys in etcd are.
 
@@ -56,6 +58,11 @@ impl Keys {
     /// The record of a kind.
     pub fn kind_record(&self, storage: &str) -> String {
         format!("{}/kinds/{storage}", self.prefix)
+    }
+
+    /// The key of the layout's version.
+    pub fn schema_version(&self) -> String {
+        format!("{}/schema_version", self.prefix)
     }
 
     /// The compactor's key.

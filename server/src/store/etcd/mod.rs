@@ -11,6 +11,7 @@
 //!   servers share the store;
 //! - `watch_stream.rs`: a kind's watch, from etcd, with 410 on compacted revisions;
 //! - `compactor.rs`: Kubernetes' compactor, coordinated between servers;
+//! - `schema.rs`: the key layout's version, checked and migrated at open;
 //! - `connect.rs`: endpoints and TLS; `keys.rs`: the key layout.
 
 mod collector;
@@ -20,6 +21,7 @@ pub mod connect;
 pub mod etcd_store;
 pub mod keys;
 mod mirror;
+pub mod schema;
 mod watch_stream;
 
 pub use collector::Collection;
