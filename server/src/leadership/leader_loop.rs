@@ -233,3 +233,82 @@ async fn run(
         drop(term);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leadership::LeaderElectionTiming;
+    use crate::testing::etcd::EtcdCluster;
+    use std::time::Duration;
+
+    /// Polls `check` every 20 ms until it answers `Some`, for at most `within`.
+    async fn until<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(value) = check() {
+                return Some(value);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// The controllers of a term start from a view of the store that holds every change up to
+    /// the revision at which the term was won (issue #36: they started at once, on a view that
+    /// could miss the former leader's last Works). The view is made to lag: loaded before the
+    /// campaign and following etcd only later.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_term_starts_only_once_the_view_has_reached_its_start() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let (store, mirror, loaded_at) = EtcdStore::open_unfollowed(client.clone(), "/loop-test")
+            .await
+            .expect("the store opens");
+        let elector = Elector::new(
+            client.clone(),
+            "/loop-test",
+            "a",
+            LeaderElectionTiming::for_lease(Duration::from_secs(3)),
+        );
+        let metrics = LeaderMetrics::register(&Registry::new()).expect("metrics register");
+        let started: Arc<parking_lot::Mutex<Option<(u64, i64)>>> = Arc::default();
+        let start: StartTerm = {
+            let (started, mirror, metrics) = (started.clone(), mirror.clone(), metrics.clone());
+            Box::new(move |_store, _stop| {
+                *started.lock() = Some((mirror.position(), metrics.term_start_revision.get()));
+                Ok(Vec::new())
+            })
+        };
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let leading = LeaderLoop::spawn(
+            elector,
+            store,
+            start,
+            Box::new(|| {}),
+            metrics.clone(),
+            shutdown,
+        );
+        let won_at = until(Duration::from_secs(10), || {
+            Some(metrics.term_start_revision.get()).filter(|r| *r > 0)
+        })
+        .await
+        .expect("the term is won");
+        assert!(
+            u64::try_from(won_at).unwrap_or(0) > loaded_at,
+            "the campaign wrote past the view"
+        );
+
+        let follow = tokio::spawn(mirror.clone().follow(client, loaded_at, |_| {}));
+        let (position, term_start) = until(Duration::from_secs(10), || *started.lock())
+            .await
+            .expect("the controllers start once the view follows");
+        assert_eq!(term_start, won_at);
+        assert!(
+            position >= u64::try_from(won_at).unwrap_or(u64::MAX),
+            "the controllers started on a view at {position}, before the term's start at {won_at}"
+        );
+        shutdown_tx.send_replace(true);
+        leading.join().await;
+        follow.abort();
+    }
+}

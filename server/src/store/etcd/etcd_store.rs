@@ -102,6 +102,32 @@ impl Inner {
     }
 }
 
+#[cfg(test)]
+impl EtcdStore {
+    /// A store over `client` whose view is loaded but does not follow etcd (tests make it lag,
+    /// then follow it themselves: `mirror.follow(client, loaded_at, ...)`); it collects
+    /// nothing. Answers the store, its view and the revision the view was loaded at.
+    pub(crate) async fn open_unfollowed(
+        client: Client,
+        prefix: &str,
+    ) -> Result<(Arc<Self>, Arc<Mirror>, u64), StoreError> {
+        let keys = Keys::new(prefix);
+        let mirror = Mirror::new(keys.clone());
+        let (loaded_at, _) = mirror.load(&client).await?;
+        let inner = Arc::new(Inner::over_mirror(client, keys, mirror.clone()));
+        let store = Arc::new(Self {
+            inner: inner.clone(),
+            fence: None,
+            background: Some(Background {
+                collector: Collector::start(inner),
+                tasks: Mutex::new(Vec::new()),
+                compactor: Mutex::new(None),
+            }),
+        });
+        Ok((store, mirror, loaded_at))
+    }
+}
+
 /// Kubernetes object semantics on etcd. See the module.
 ///
 /// [`EtcdStore::fenced`] gives a view of the same store whose every write carries a leader's
