@@ -69,6 +69,10 @@ impl Fleet {
     }
 
     fn spawn_server(&self, i: usize) -> Result<Server> {
+        self.spawn_server_on(i, "127.0.0.1:0")
+    }
+
+    fn spawn_server_on(&self, i: usize, listen: &str) -> Result<Server> {
         let data = self.server_dir(i);
         std::fs::create_dir_all(&data)?;
         std::fs::write(data.join("admin.token"), ADMIN_TOKEN)?;
@@ -82,12 +86,20 @@ impl Fleet {
             "--plain-http",
         ];
         args.extend(self.extra.iter().map(String::as_str));
-        Server::start(&data, &args).with_context(|| format!("starting server {i}"))
+        Server::start_on(&data, listen, &args).with_context(|| format!("starting server {i}"))
     }
 
     /// Starts server `i` again (after it was stopped), with the same data directory.
     pub fn restart_server(&mut self, i: usize) -> Result<()> {
         let server = self.spawn_server(i)?;
+        self.servers[i] = Some(server);
+        Ok(())
+    }
+
+    /// Starts server `i` again on `listen` (the `host:port` it served before), so its
+    /// clients' URLs hold.
+    pub fn restart_server_on(&mut self, i: usize, listen: &str) -> Result<()> {
+        let server = self.spawn_server_on(i, listen)?;
         self.servers[i] = Some(server);
         Ok(())
     }

@@ -693,6 +693,21 @@ impl ApiClient {
         status_and_json(req)
     }
 
+    /// GET that must answer 200, its body as text (a watch's stream of events).
+    pub fn text(&self, path: &str) -> Result<String> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .send()?;
+        let code = response.status().as_u16();
+        let text = response.text()?;
+        if code != 200 {
+            bail!("GET {path} answered {code}: {text}");
+        }
+        Ok(text)
+    }
+
     /// GET that must answer 200.
     pub fn get(&self, path: &str) -> Result<serde_json::Value> {
         match self.send("GET", path, None)? {
