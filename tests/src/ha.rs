@@ -6,7 +6,7 @@
 //! keeps them in the shared store, and the others, seeded the same, agree. The checks'
 //! randomness ([`KillPoints`]) and replays ([`duplicate_works`]) live here too.
 
-use crate::{ApiClient, Server};
+use crate::{Agent, ApiClient, Server};
 use anyhow::{anyhow, Context, Result};
 use flotilla_server::testing::etcd::EtcdCluster;
 use std::collections::{BTreeSet, HashMap};
@@ -183,6 +183,31 @@ impl Fleet {
     pub fn etcd_leader(&self) -> Option<usize> {
         self.runtime.block_on(self.etcd.leader_index())
     }
+}
+
+/// A pull agent for member `name` that talks to `servers` (comma-separated, the first first;
+/// plain HTTP, the fleet's join token), its data under `data/<name>`, with second-scale
+/// timings.
+///
+/// # Panics
+/// When the agent does not start.
+#[allow(clippy::expect_used)]
+pub fn fleet_agent(servers: &str, name: &str, data: &Path) -> Agent {
+    let token = data.join("join.token");
+    std::fs::write(&token, JOIN_TOKEN).expect("the join token is written");
+    let dir = data.join(name);
+    let mut args = vec![
+        "--server",
+        servers,
+        "--cluster-name",
+        name,
+        "--token-file",
+        token.to_str().expect("a UTF-8 path"),
+        "--data-dir",
+        dir.to_str().expect("a UTF-8 path"),
+    ];
+    args.extend(crate::AGENT_TEST_TIMINGS.iter().copied());
+    Agent::start(&args).expect("starting flotilla-agent")
 }
 
 /// Random kill points that a failed run can repeat: a xorshift generator seeded from

@@ -23,10 +23,9 @@
 //! "Nothing lost" is `ha_writes.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::ha::{duplicate_works, rounds, Fleet, KillPoints, JOIN_TOKEN};
+use flotilla_tests::ha::{duplicate_works, fleet_agent, rounds, Fleet, KillPoints};
 use flotilla_tests::{
-    eventually, healthy_on, placement_of, post_manifests, ready_members, scenario_text, Agent,
-    ApiClient, AGENT_TEST_TIMINGS,
+    eventually, healthy_on, placement_of, post_manifests, ready_members, scenario_text, ApiClient,
 };
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -48,30 +47,6 @@ fn fleet() -> Fleet {
         &["--fast-failover", "--leader-elect-lease-duration", "3s"],
     )
     .expect("the fleet starts")
-}
-
-/// A pull agent for `name` that talks to `servers` (comma-separated, the first first; plain
-/// HTTP, the fleet's join token).
-fn agent(servers: &str, name: &str, data: &Path) -> Agent {
-    let token = data.join("join.token");
-    std::fs::write(&token, JOIN_TOKEN).unwrap();
-    let dir = data.join(name);
-    Agent::start(
-        &[
-            "--server",
-            servers,
-            "--cluster-name",
-            name,
-            "--token-file",
-            token.to_str().unwrap(),
-            "--data-dir",
-            dir.to_str().unwrap(),
-        ]
-        .into_iter()
-        .chain(AGENT_TEST_TIMINGS.iter().copied())
-        .collect::<Vec<&str>>(),
-    )
-    .expect("starting flotilla-agent")
 }
 
 /// nginx's placement, as (cluster, replicas).
@@ -180,9 +155,9 @@ fn takeover(lease: Option<Duration>, points: &mut KillPoints) -> Takeover {
         .map(|i| fleet.server(i).unwrap().url.clone())
         .join(",");
     let data = fleet.dir().to_path_buf();
-    let mut member1 = agent(&servers, "member1", &data);
-    let _member2 = agent(&servers, "member2", &data);
-    let _member3 = agent(&servers, "member3", &data);
+    let mut member1 = fleet_agent(&servers, "member1", &data);
+    let _member2 = fleet_agent(&servers, "member2", &data);
+    let _member3 = fleet_agent(&servers, "member3", &data);
     eventually("3 Ready members", WAIT, || {
         (ready_members(&api)?.len() == 3).then_some(())
     });
@@ -353,8 +328,8 @@ fn a_paused_leader_commits_nothing_once_another_leads() {
         .map(|i| fleet.server(i).unwrap().url.clone())
         .join(",");
     let data = fleet.dir().to_path_buf();
-    let _m1 = agent(&servers, "member1", &data);
-    let _m2 = agent(&servers, "member2", &data);
+    let _m1 = fleet_agent(&servers, "member1", &data);
+    let _m2 = fleet_agent(&servers, "member2", &data);
     eventually("2 Ready members", WAIT, || {
         (ready_members(&api)?.len() == 2).then_some(())
     });

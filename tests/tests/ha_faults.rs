@@ -26,14 +26,13 @@
 //! (`FLOTILLA_HA_ROUNDS=200 cargo test -p flotilla-tests --test ha_faults -- --ignored`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use flotilla_tests::ha::{duplicate_works, rounds, Fleet, KillPoints, JOIN_TOKEN};
+use flotilla_tests::ha::{duplicate_works, fleet_agent, rounds, Fleet, KillPoints};
 use flotilla_tests::{
     eventually, member_call, placement_of, post_manifests, push_agent, ready_members,
-    register_push_member, scenario_text, Agent, ApiClient, AGENT_TEST_TIMINGS,
+    register_push_member, scenario_text, ApiClient,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -243,25 +242,6 @@ fn the_leader(fleet: &Fleet) -> usize {
     })
 }
 
-/// A pull agent for `name` that knows every server.
-fn pull_member(servers: &str, name: &str, data: &Path) -> Agent {
-    let token = data.join("join.token");
-    std::fs::write(&token, JOIN_TOKEN).unwrap();
-    let dir = data.join(name);
-    let mut args = vec![
-        "--server",
-        servers,
-        "--cluster-name",
-        name,
-        "--token-file",
-        token.to_str().unwrap(),
-        "--data-dir",
-        dir.to_str().unwrap(),
-    ];
-    args.extend(AGENT_TEST_TIMINGS.iter().copied());
-    Agent::start(&args).expect("starting flotilla-agent")
-}
-
 /// Restarts server `i` on the port it served, so every client's URL holds.
 fn restart_in_place(fleet: &mut Fleet, i: usize, listen: &str) {
     fleet
@@ -320,8 +300,8 @@ fn schedule(rounds: usize) {
         .collect::<Vec<_>>()
         .join(",");
     let data = fleet.dir().to_path_buf();
-    let member1 = pull_member(&urls, "member1", &data);
-    let member2 = pull_member(&urls, "member2", &data);
+    let member1 = fleet_agent(&urls, "member1", &data);
+    let member2 = fleet_agent(&urls, "member2", &data);
     let member3 = push_agent("member3", &data, "127.0.0.1:0", 200).expect("a push member");
     register_push_member(&servers.apis[0], "member3", &member3.url).unwrap();
     eventually("3 Ready members", WAIT, || {

@@ -344,6 +344,14 @@ mod tests {
     /// A one-member etcd, a client of it and a store over it whose own collector is off (the
     /// tests run collection steps themselves, over a view of their making).
     async fn store_without_collector() -> (EtcdCluster, etcd_client::Client, Arc<EtcdStore>) {
+        store_collecting(Collection::Off).await
+    }
+
+    /// A one-member etcd, a client of it and a store over it that collects as `collection`
+    /// says.
+    async fn store_collecting(
+        collection: Collection,
+    ) -> (EtcdCluster, etcd_client::Client, Arc<EtcdStore>) {
         let etcd = EtcdCluster::start(1).await.expect("etcd starts");
         let client = etcd.client().await.expect("an etcd client");
         let store = EtcdStore::open_with_client(
@@ -351,7 +359,7 @@ mod tests {
             PREFIX,
             StoreConfig::default(),
             EtcdStoreOptions {
-                garbage_collection: Collection::Off,
+                garbage_collection: collection,
                 compaction_interval: Duration::ZERO,
             },
         )
@@ -516,19 +524,7 @@ mod tests {
     async fn only_a_leader_collects_and_only_while_its_term_lasts() {
         use std::sync::atomic::{AtomicU64, Ordering};
 
-        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
-        let client = etcd.client().await.expect("an etcd client");
-        let store = EtcdStore::open_with_client(
-            client.clone(),
-            PREFIX,
-            StoreConfig::default(),
-            EtcdStoreOptions {
-                garbage_collection: Collection::InTerm,
-                compaction_interval: Duration::ZERO,
-            },
-        )
-        .await
-        .expect("the store opens");
+        let (_etcd, client, store) = store_collecting(Collection::InTerm).await;
         let configmaps = builtin_by_plural("", "configmaps").expect("a kind");
         let owner = store
             .create(
