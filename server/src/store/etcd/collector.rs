@@ -316,6 +316,7 @@ mod tests {
             EtcdStoreOptions {
                 garbage_collection: false,
                 compaction_interval: Duration::ZERO,
+                ..EtcdStoreOptions::default()
             },
         )
         .await
