@@ -396,9 +396,21 @@ pub fn start_controllers(
     settings: &ControllerSettings,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Vec<ControllerHandle>, StartError> {
+    let store = state.store.clone();
+    start_controllers_over(store, state, settings, stop)
+}
+
+/// As [`start_controllers`], the controllers reading and writing through `store` (a view of
+/// the API's store: on etcd, the one that reads from the watch cache).
+fn start_controllers_over(
+    store: Arc<dyn Store>,
+    state: &mut ApiState,
+    settings: &ControllerSettings,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<ControllerHandle>, StartError> {
     let member = member_clients(settings)?;
     let (handles, brake) = controllers_over(
-        state.store.clone(),
+        store,
         state,
         member,
         &state.metrics.registry,
@@ -617,7 +629,12 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             let stop = state.shutdown.clone();
             // Every task the controllers spawn, now and later, goes to their runtime.
             let _on = config.controller_runtime.as_ref().map(|rt| rt.enter());
-            start_controllers(&mut state, settings, stop)?
+            // On etcd they read the watch cache (`ReadMode::Cached`), the API reads fresh.
+            let store: Arc<dyn Store> = match &etcd {
+                Some(etcd) => etcd.for_controllers(),
+                None => state.store.clone(),
+            };
+            start_controllers_over(store, &mut state, settings, stop)?
         }
         (None, _) => Vec::new(),
     };

@@ -445,6 +445,7 @@ async fn run_tool(tool: Tool) -> anyhow::Result<()> {
                     compaction_interval: Duration::ZERO,
                     // Dependents may come before their owners: nothing is collected meanwhile.
                     garbage_collection: flotilla_server::store::etcd::Collection::Off,
+                    ..flotilla_server::store::etcd::EtcdStoreOptions::default()
                 },
             )
             .await?;

@@ -361,6 +361,7 @@ mod tests {
             EtcdStoreOptions {
                 garbage_collection: collection,
                 compaction_interval: Duration::ZERO,
+                ..EtcdStoreOptions::default()
             },
         )
         .await

@@ -7,7 +7,9 @@
 //! resourceVersion). resourceVersion is etcd's mod revision, a list's is the header revision,
 //! and watches come from etcd (`watch_stream.rs`). The owner index, the kinds and the counts
 //! come from the [`Mirror`], fed by a watch, so they include every server's writes; garbage
-//! collection runs on its jobs (`collector.rs`).
+//! collection runs on its jobs (`collector.rs`). Reads (`get`, a list's first page,
+//! `list_dependents`) are answered from the mirror's watch cache once it is fresh enough for
+//! the view's [`ReadMode`], else from etcd; updates and deletes always read etcd.
 
 use super::super::meta;
 use super::super::rules::{
@@ -23,7 +25,8 @@ use super::commit::{self, etcd_error, revision_of, Fence, Read, Write};
 use super::compactor::Compactor;
 use super::connect::{connect, EtcdConfig};
 use super::keys::{prefix_end, Keys};
-use super::mirror::Mirror;
+use super::mirror::{Mirror, REACH_IDLE};
+use super::revision_probe::RevisionProbe;
 use super::watch_stream::{self, Selection};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, GetOptions};
@@ -45,6 +48,28 @@ const MAX_ATTEMPTS: usize = 32;
 /// Objects read per request by `list`.
 const LIST_CHUNK: usize = 500;
 
+/// [`EtcdStoreOptions::cache_wait`] by default (kube-apiserver's wait for a fresh watch cache).
+pub const DEFAULT_CACHE_WAIT: Duration = Duration::from_secs(3);
+
+/// How a view of the store answers `get`, the first page of a `list` and `list_dependents`
+/// (updates and deletes read etcd whatever the mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Never older than a write acknowledged before the read began, through any server: the
+    /// read learns etcd's current revision ([`RevisionProbe`]: one count-only request, shared
+    /// with concurrent reads that began before it was sent) and answers from the watch cache
+    /// once the cache has reached that revision, from etcd when it has not within
+    /// [`EtcdStoreOptions::cache_wait`]. The store itself (the API) reads so.
+    Fresh,
+    /// Without a request to etcd: from the watch cache once it holds every write this process
+    /// committed and every event a watch of this process delivered (an informer's guarantee:
+    /// a reader sees its own writes and what it was told of, and the cache never goes back);
+    /// from etcd when it has not within the wait. It may not have another server's latest
+    /// write yet, so it is for writers whose every write is conditional (a resourceVersion
+    /// that must match, a create that must be new): the controllers.
+    Cached,
+}
+
 /// The etcd engine's knobs beside the connection.
 #[derive(Clone, Debug)]
 pub struct EtcdStoreOptions {
@@ -54,6 +79,9 @@ pub struct EtcdStoreOptions {
     /// deletions): this one always, only while it leads ([`EtcdStore::collect_in_term`]), or
     /// none (`migrate-store`).
     pub garbage_collection: Collection,
+    /// The longest a read waits for the watch cache to be fresh enough before it reads etcd
+    /// instead (it gives up sooner when the cache does not move at all for 100 ms).
+    pub cache_wait: Duration,
 }
 
 impl Default for EtcdStoreOptions {
@@ -61,6 +89,7 @@ impl Default for EtcdStoreOptions {
         Self {
             compaction_interval: super::compactor::DEFAULT_COMPACTION_INTERVAL,
             garbage_collection: Collection::Always,
+            cache_wait: DEFAULT_CACHE_WAIT,
         }
     }
 }
@@ -81,6 +110,30 @@ pub(crate) struct Inner {
     /// end.
     closing: watch::Sender<Option<u64>>,
     commits: AtomicU64,
+    /// The highest revision a watch of this process delivered: [`ReadMode::Cached`] reads
+    /// wait for the cache to reach it, so a reader never misses what it was told of.
+    delivered: Arc<AtomicU64>,
+    probe: RevisionProbe,
+    cache_wait: Duration,
+    /// Reads answered from the watch cache, and from etcd because it was not fresh in time.
+    cache_reads: AtomicU64,
+    etcd_reads: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+impl EtcdStore {
+    /// A view over `inner` that reads as `read` (tests give it a mirror nobody follows).
+    pub(crate) fn over(inner: Arc<Inner>, read: ReadMode) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            fence: None,
+            read,
+            background: None,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -88,17 +141,15 @@ impl Inner {
     /// Shared state over `client` that reads `mirror` as it is, followed or not (tests give
     /// the collector a view that lags).
     pub(crate) fn over_mirror(client: Client, keys: Keys, mirror: Arc<Mirror>) -> Self {
-        Self {
+        let options = EtcdStoreOptions::default();
+        Self::new(
             client,
             keys,
-            clock: Arc::new(flotilla_support::clock::SystemClock),
+            Arc::new(flotilla_support::clock::SystemClock),
             mirror,
-            written: AtomicU64::new(0),
-            recorded_kinds: Mutex::new(HashSet::new()),
-            closed: AtomicBool::new(false),
-            closing: watch::channel(None).0,
-            commits: AtomicU64::new(0),
-        }
+            0,
+            &options,
+        )
     }
 }
 
@@ -118,6 +169,7 @@ impl EtcdStore {
         let store = Arc::new(Self {
             inner: inner.clone(),
             fence: None,
+            read: ReadMode::Fresh,
             background: Some(Background {
                 collector: Collector::start(inner),
                 tasks: Mutex::new(Vec::new()),
@@ -132,10 +184,15 @@ impl EtcdStore {
 ///
 /// [`EtcdStore::fenced`] gives a view of the same store whose every write carries a leader's
 /// fence: the controllers of a term write through it, the API through the store itself.
+/// [`EtcdStore::for_controllers`] is the unfenced view of controllers that do not elect a
+/// leader. The store itself reads [`ReadMode::Fresh`], the controllers' views
+/// [`ReadMode::Cached`].
 pub struct EtcdStore {
     inner: Arc<Inner>,
     /// The fence of this view's writes; `None` for the store itself.
     fence: Option<Fence>,
+    /// How this view reads.
+    read: ReadMode,
     /// The background work, owned by the store itself (not by its fenced views).
     background: Option<Background>,
 }
@@ -197,17 +254,14 @@ impl EtcdStore {
         super::schema::check(&client, &keys).await?;
         let mirror = Mirror::new(keys.clone());
         let (revision, recovery) = mirror.load(&client).await?;
-        let inner = Arc::new(Inner {
-            client: client.clone(),
-            keys: keys.clone(),
-            clock: config.clock,
-            mirror: mirror.clone(),
-            written: AtomicU64::new(revision),
-            recorded_kinds: Mutex::new(HashSet::new()),
-            closed: AtomicBool::new(false),
-            closing: watch::channel(None).0,
-            commits: AtomicU64::new(0),
-        });
+        let inner = Arc::new(Inner::new(
+            client.clone(),
+            keys.clone(),
+            config.clock,
+            mirror.clone(),
+            revision,
+            &options,
+        ));
         let collector = Collector::start(inner.clone());
         if options.garbage_collection == Collection::Always {
             collector.open(None, recovery);
@@ -229,6 +283,7 @@ impl EtcdStore {
         Ok(Arc::new(Self {
             inner,
             fence: None,
+            read: ReadMode::Fresh,
             background: Some(Background {
                 collector,
                 tasks: Mutex::new(vec![follow]),
@@ -238,12 +293,13 @@ impl EtcdStore {
     }
 
     /// The same store, every write of which also requires `fence` to hold: a write after the
-    /// term ended commits nothing and fails with `StoreError::Fenced`. Reads and watches are
-    /// the store's.
+    /// term ended commits nothing and fails with `StoreError::Fenced`. It reads
+    /// [`ReadMode::Cached`]: the controllers of a term write through it.
     pub fn fenced(&self, fence: Fence) -> Arc<EtcdStore> {
         Arc::new(Self {
             inner: self.inner.clone(),
             fence: Some(fence),
+            read: ReadMode::Cached,
             background: None,
         })
     }
@@ -265,6 +321,36 @@ impl EtcdStore {
         if let Some(background) = &self.background {
             background.collector.close();
         }
+    }
+
+    /// The same store read [`ReadMode::Cached`], its writes unfenced: for controllers that run
+    /// without leader election.
+    pub fn for_controllers(&self) -> Arc<EtcdStore> {
+        Arc::new(Self {
+            inner: self.inner.clone(),
+            fence: self.fence.clone(),
+            read: ReadMode::Cached,
+            background: None,
+        })
+    }
+
+    /// How this view reads.
+    pub fn read_mode(&self) -> ReadMode {
+        self.read
+    }
+
+    /// Reads answered from the watch cache so far, and reads that asked etcd because the cache
+    /// was not fresh enough in time (for tests and benchmarks; every view of the store counts).
+    pub fn read_counts(&self) -> (u64, u64) {
+        (
+            self.inner.cache_reads.load(Ordering::Relaxed),
+            self.inner.etcd_reads.load(Ordering::Relaxed),
+        )
+    }
+
+    /// etcd requests sent for fresh reads' revisions so far (for tests and benchmarks).
+    pub fn revision_requests(&self) -> u64 {
+        self.inner.probe.requests()
     }
 
     /// True when garbage collection has nothing queued or running and the mirror has every
@@ -334,6 +420,57 @@ impl Drop for EtcdStore {
 }
 
 impl Inner {
+    /// Shared state over `client`, whose mirror is loaded at `revision`.
+    fn new(
+        client: Client,
+        keys: Keys,
+        clock: SharedClock,
+        mirror: Arc<Mirror>,
+        revision: u64,
+        options: &EtcdStoreOptions,
+    ) -> Self {
+        Self {
+            probe: RevisionProbe::new(client.clone(), keys.compact_rev_key()),
+            client,
+            keys,
+            clock,
+            mirror,
+            written: AtomicU64::new(revision),
+            recorded_kinds: Mutex::new(HashSet::new()),
+            closed: AtomicBool::new(false),
+            closing: watch::channel(None).0,
+            commits: AtomicU64::new(0),
+            delivered: Arc::new(AtomicU64::new(0)),
+            cache_wait: options.cache_wait,
+            cache_reads: AtomicU64::new(0),
+            etcd_reads: AtomicU64::new(0),
+        }
+    }
+
+    /// Waits until the watch cache may answer a read of `mode` (see [`ReadMode`]); false when
+    /// it did not get there in time and the read must ask etcd.
+    async fn cache_fresh(&self, mode: ReadMode) -> Result<bool, StoreError> {
+        let needed = match mode {
+            ReadMode::Fresh => self.probe.current().await?,
+            ReadMode::Cached => self
+                .written
+                .load(Ordering::Acquire)
+                .max(self.delivered.load(Ordering::Acquire)),
+        };
+        if self.mirror.reach(needed, self.cache_wait, REACH_IDLE).await {
+            self.cache_reads.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
+        self.etcd_reads.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            needed,
+            position = self.mirror.position(),
+            mode = ?mode,
+            "the watch cache is behind; reading etcd"
+        );
+        Ok(false)
+    }
+
     fn check_open(&self) -> Result<(), StoreError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Engine(Box::new(EngineError::Closed)));
@@ -611,6 +748,18 @@ impl Inner {
         Ok(writes)
     }
 
+    /// The etcd keys of the objects of a kind the owner index has as dependents of
+    /// `owner_uid`, in key order.
+    fn dependent_keys(&self, res: &ResourceType, owner_uid: &str) -> Vec<String> {
+        let storage = res.storage_name();
+        self.mirror
+            .with_owners(|o| o.dependents_of(owner_uid))
+            .into_iter()
+            .filter(|r| r.resource == storage)
+            .map(|r| self.keys.object(&r.resource, &r.key))
+            .collect()
+    }
+
     /// Objects of a kind that name `owner_uid` as an owner, in key order.
     async fn dependents(
         &self,
@@ -618,14 +767,7 @@ impl Inner {
         owner_uid: &str,
     ) -> Result<Vec<Value>, StoreError> {
         self.mirror_current().await?;
-        let storage = res.storage_name();
-        let keys: Vec<String> = self
-            .mirror
-            .with_owners(|o| o.dependents_of(owner_uid))
-            .into_iter()
-            .filter(|r| r.resource == storage)
-            .map(|r| self.keys.object(&r.resource, &r.key))
-            .collect();
+        let keys = self.dependent_keys(res, owner_uid);
         let reads = commit::read_many(&self.client, &keys).await?;
         Ok(reads
             .into_iter()
@@ -647,13 +789,39 @@ impl Store for EtcdStore {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, StoreError> {
+        self.get_shared(res, namespace, name)
+            .await
+            .map(Arc::unwrap_or_clone)
+    }
+
+    async fn get_shared(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, StoreError> {
         let namespace = namespace.filter(|_| res.namespaced);
         let key = meta::object_key(res, namespace, name)?;
-        self.inner
+        if self.inner.cache_fresh(self.read).await? {
+            return self
+                .inner
+                .mirror
+                .cache()
+                .get(&self.inner.object_key(res, &key))
+                .ok_or_else(|| not_found(res, name));
+        }
+        let read = self
+            .inner
             .read(res, &key)
             .await?
-            .map(|r| r.object)
-            .ok_or_else(|| not_found(res, name))
+            .ok_or_else(|| not_found(res, name))?;
+        if self.read == ReadMode::Cached {
+            // Monotonic: the next cached read waits for the cache to hold this state.
+            self.inner
+                .delivered
+                .fetch_max(read.revision, Ordering::AcqRel);
+        }
+        Ok(Arc::new(read.object))
     }
 
     async fn list(
@@ -666,14 +834,24 @@ impl Store for EtcdStore {
         let kind_prefix = self.inner.keys.kind(&res.storage_name());
         let full_prefix = format!("{kind_prefix}{prefix}");
         let end = prefix_end(full_prefix.as_bytes());
-        let (mut after, snapshot) = match opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+        let token = opts.continue_token.as_deref().filter(|t| !t.is_empty());
+        let limit = opts.limit.filter(|l| *l > 0);
+        if token.is_none() && self.inner.cache_fresh(self.read).await? {
+            return Ok(cached_list(
+                &self.inner.mirror,
+                &kind_prefix,
+                &full_prefix,
+                limit,
+                opts,
+            ));
+        }
+        let (mut after, snapshot) = match token {
             Some(token) => {
                 let (key, revision) = decode_continue(token, &prefix)?;
                 (Some(key), revision)
             }
             None => (None, None),
         };
-        let limit = opts.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
         let mut more = false;
         // Every page of one list reads at the revision of its first (Kubernetes' etcd3 store);
@@ -813,7 +991,27 @@ impl Store for EtcdStore {
         res: &ResourceType,
         owner_uid: &str,
     ) -> Result<Vec<Value>, StoreError> {
-        self.inner.dependents(res, owner_uid).await
+        let shared = self.list_dependents_shared(res, owner_uid).await?;
+        Ok(shared.into_iter().map(Arc::unwrap_or_clone).collect())
+    }
+
+    async fn list_dependents_shared(
+        &self,
+        res: &ResourceType,
+        owner_uid: &str,
+    ) -> Result<Vec<Arc<Value>>, StoreError> {
+        // A fresh read reads the dependents from etcd: the owner index may lack another
+        // server's latest reference, and only this process's writes are waited for.
+        if self.read == ReadMode::Cached && self.inner.cache_fresh(self.read).await? {
+            let keys = self.inner.dependent_keys(res, owner_uid);
+            let objects = self.inner.mirror.cache().get_many(&keys);
+            return Ok(objects
+                .into_iter()
+                .filter(|o| meta::owner_uids(o).iter().any(|u| u == owner_uid))
+                .collect());
+        }
+        let objects = self.inner.dependents(res, owner_uid).await?;
+        Ok(objects.into_iter().map(Arc::new).collect())
     }
 
     async fn watch_with_progress(
@@ -838,6 +1036,7 @@ impl Store for EtcdStore {
         let selection = Selection {
             prefix,
             filter: opts.filter,
+            delivered: self.inner.delivered.clone(),
         };
         watch_stream::start(
             &self.inner.client,
@@ -888,5 +1087,31 @@ impl Store for EtcdStore {
         background.stop();
         tracing::info!(prefix = self.inner.keys.prefix(), "etcd store closed");
         Ok(())
+    }
+}
+
+/// The first page of a list from the watch cache, as the etcd path answers it: the same items,
+/// `remaining` and continue token (its revision the cache's, so the next page reads etcd at
+/// the revision this one was read at).
+fn cached_list(
+    mirror: &Mirror,
+    kind_prefix: &str,
+    full_prefix: &str,
+    limit: Option<usize>,
+    opts: &ListOptions,
+) -> ObjectList {
+    let page = mirror
+        .cache()
+        .list(full_prefix, limit, opts.filter.as_deref());
+    let continue_token = page
+        .more_after
+        .as_deref()
+        .and_then(|key| key.strip_prefix(kind_prefix))
+        .map(|key| encode_continue(key, page.revision));
+    ObjectList {
+        items: page.items.into_iter().map(Arc::unwrap_or_clone).collect(),
+        resource_version: page.revision,
+        continue_token,
+        remaining: page.remaining,
     }
 }

@@ -1,17 +1,20 @@
 //! What one server knows of the whole store, fed by one etcd watch over the fleet's prefix:
 //! the kinds ever stored, the owner index (who owns whom, for `list_dependents` and garbage
-//! collection), each kind's last change and the object counts. Because it is fed by the watch
-//! and not by this server's own writes, it sees every server's writes alike.
+//! collection), each kind's last change, the object counts, and the [`WatchCache`] of every
+//! object decoded. Because it is fed by the watch and not by this server's own writes, it
+//! sees every server's writes alike.
 //!
 //! It is built by one list of every object at a revision R, then follows etcd's watch from
 //! R + 1. A reader that needs it to reflect a write it knows of waits until the mirror's
-//! position reaches that write's revision ([`Mirror::caught_up`]). When the watch breaks it
-//! resumes from the position; when the position was compacted away it lists again.
+//! position reaches that write's revision ([`Mirror::caught_up`], or [`Mirror::reach`], which
+//! gives up sooner so the reader can ask etcd instead). When the watch breaks it resumes from
+//! the position within a second; when the position was compacted away it lists again.
 
 use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
 use super::super::{sorted_counts, StoreError};
 use super::commit::{decode, etcd_error, revision_of};
 use super::keys::{prefix_end, Keys};
+use super::watch_cache::{Change, Objects, WatchCache};
 use etcd_client::{Client, EventType as EtcdEventType, GetOptions, WatchOptions};
 use flotilla_api::kinds::ResourceType;
 use parking_lot::Mutex;
@@ -20,6 +23,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Keys read per request while listing.
 const LIST_CHUNK: i64 = 500;
@@ -29,7 +33,12 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// First and longest pause before the watch is opened again after it broke.
 const RETRY_MIN: Duration = Duration::from_millis(100);
-const RETRY_MAX: Duration = Duration::from_secs(2);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// How long a reader waits for the mirror ([`Mirror::reach`]) while its position does not
+/// move at all: a watch that delivers nothing for this long is broken, or the revision waited
+/// for is another fleet's.
+pub const REACH_IDLE: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct MirrorState {
@@ -45,7 +54,9 @@ struct MirrorState {
 pub struct Mirror {
     keys: Keys,
     state: Mutex<MirrorState>,
-    /// Every change up to this revision is in the state.
+    /// The objects, moved with the state (under its lock) before the position moves.
+    cache: WatchCache,
+    /// Every change up to this revision is in the state and the cache.
     position: watch::Sender<u64>,
 }
 
@@ -58,6 +69,7 @@ impl Mirror {
         Arc::new(Self {
             keys,
             state: Mutex::new(MirrorState::default()),
+            cache: WatchCache::default(),
             position: watch::channel(0).0,
         })
     }
@@ -66,6 +78,7 @@ impl Mirror {
     /// and the collection work a crash may have left (orphans, owners in foreground deletion).
     pub async fn load(&self, client: &Client) -> Result<(u64, Jobs), StoreError> {
         let mut state = MirrorState::default();
+        let mut objects = Objects::new();
         let mut kv = client.kv_client();
         let root = self.keys.root();
         let end = prefix_end(root.as_bytes());
@@ -90,7 +103,7 @@ impl Mirror {
                     counts: true,
                     moves_kind: false,
                 };
-                apply_put(
+                let (_, object) = apply_put(
                     &self.keys,
                     &mut state,
                     kv.key(),
@@ -98,6 +111,9 @@ impl Mirror {
                     kv.mod_revision(),
                     loaded,
                 )?;
+                if let Some(object) = object {
+                    objects.insert(String::from_utf8_lossy(kv.key()).into_owned(), object);
+                }
             }
             match response.kvs().last() {
                 Some(last) if response.more() => {
@@ -118,6 +134,7 @@ impl Mirror {
                 state.kind_rv = relisted_kind_revisions(&current, &state, revision);
             }
             *current = state;
+            self.cache.replace(objects, revision);
         }
         self.position.send_replace(revision);
         Ok((revision, jobs))
@@ -133,7 +150,12 @@ impl Mirror {
     ) {
         let mut pause = RETRY_MIN;
         loop {
-            match self.follow_once(&client, from, &jobs).await {
+            let broken = self.follow_once(&client, from, &jobs).await;
+            if self.position() > from {
+                // The watch ran: this break starts the pauses over.
+                pause = RETRY_MIN;
+            }
+            match broken {
                 Ok(()) => pause = RETRY_MIN,
                 Err(Broken::Compacted) => {
                     tracing::warn!(from, "the store's history was compacted past this server's mirror; listing again");
@@ -153,7 +175,7 @@ impl Mirror {
             }
             from = *self.position.borrow();
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(RETRY_MAX);
+            pause = next_pause(pause);
         }
     }
 
@@ -191,11 +213,13 @@ impl Mirror {
                 )));
             }
             let mut work = Vec::new();
+            let mut changes: Vec<Change> = Vec::new();
             let mut last = None;
             {
                 let mut state = self.state.lock();
                 for event in response.events() {
                     let Some(kv) = event.kv() else { continue };
+                    let key = || String::from_utf8_lossy(kv.key()).into_owned();
                     let applied = match event.event_type() {
                         EtcdEventType::Put => apply_put(
                             &self.keys,
@@ -207,29 +231,45 @@ impl Mirror {
                                 counts: kv.create_revision() == kv.mod_revision(),
                                 moves_kind: true,
                             },
-                        ),
-                        EtcdEventType::Delete => apply_delete(
-                            &self.keys,
-                            &mut state,
-                            kv.key(),
-                            event.prev_kv(),
-                            kv.mod_revision(),
-                        ),
+                        )
+                        .map(|(jobs, object)| {
+                            if let Some(object) = object {
+                                changes.push((key(), Some(object)));
+                            }
+                            jobs
+                        }),
+                        EtcdEventType::Delete => {
+                            changes.push((key(), None));
+                            apply_delete(
+                                &self.keys,
+                                &mut state,
+                                kv.key(),
+                                event.prev_kv(),
+                                kv.mod_revision(),
+                            )
+                        }
                     };
                     match applied {
                         Ok(found) => work.extend(found),
-                        Err(error) => tracing::warn!(
-                            key = %String::from_utf8_lossy(kv.key()),
-                            error = %error,
-                            "the mirror skipped an undecodable value"
-                        ),
+                        Err(error) => {
+                            // Never serve the state before it from the cache.
+                            changes.push((key(), None));
+                            tracing::warn!(
+                                key = %String::from_utf8_lossy(kv.key()),
+                                error = %error,
+                                "the mirror skipped an undecodable value"
+                            )
+                        }
                     }
                     last = Some(revision_of(kv.mod_revision()));
                 }
-            }
-            if response.events().is_empty() && !response.created() {
-                // A progress notification: every change up to the header is delivered.
-                last = response.header().map(|h| revision_of(h.revision()));
+                if response.events().is_empty() && !response.created() {
+                    // A progress notification: every change up to the header is delivered.
+                    last = response.header().map(|h| revision_of(h.revision()));
+                }
+                if let Some(revision) = last {
+                    self.cache.apply(changes, revision);
+                }
             }
             if let Some(revision) = last {
                 self.position.send_if_modified(|p| {
@@ -245,6 +285,32 @@ impl Mirror {
     /// The revision every change up to which is in the mirror.
     pub fn position(&self) -> u64 {
         *self.position.borrow()
+    }
+
+    /// The objects, decoded.
+    pub fn cache(&self) -> &WatchCache {
+        &self.cache
+    }
+
+    /// Waits until the mirror holds every change up to `revision`, at most `deadline`, and
+    /// gives up sooner when the position stays put for `idle` (see [`REACH_IDLE`]). True when
+    /// it got there.
+    pub async fn reach(&self, revision: u64, deadline: Duration, idle: Duration) -> bool {
+        if self.position() >= revision {
+            return true;
+        }
+        let mut rx = self.position.subscribe();
+        let deadline = Instant::now() + deadline;
+        loop {
+            if *rx.borrow_and_update() >= revision {
+                return true;
+            }
+            let until = deadline.min(Instant::now() + idle);
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) | Err(_) => return *rx.borrow() >= revision,
+            }
+        }
     }
 
     /// Waits until the mirror holds every change up to `revision`.
@@ -336,7 +402,14 @@ struct PutChange {
     moves_kind: bool,
 }
 
-/// Applies a put of `key`. Answers the collection work it calls for.
+/// The pause after `pause` when the watch broke again without delivering anything: doubled,
+/// never above [`RETRY_MAX`], so a watch is open again within a second of etcd answering.
+fn next_pause(pause: Duration) -> Duration {
+    (pause * 2).min(RETRY_MAX)
+}
+
+/// Applies a put of `key`. Answers the collection work it calls for and the object, when the
+/// key is an object's.
 fn apply_put(
     keys: &Keys,
     state: &mut MirrorState,
@@ -344,7 +417,7 @@ fn apply_put(
     value: &[u8],
     revision: i64,
     change: PutChange,
-) -> Result<Jobs, StoreError> {
+) -> Result<(Jobs, Option<Arc<Value>>), StoreError> {
     if let Some(storage) = keys.parse_kind_record(key) {
         let res: ResourceType = serde_json::from_slice(value).map_err(|e| {
             StoreError::Engine(Box::new(super::super::EngineError::Corrupt {
@@ -354,10 +427,10 @@ fn apply_put(
             }))
         })?;
         state.kinds.insert(storage, res);
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let Some((storage, object_key)) = keys.parse_object(key) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     };
     let object = decode(key, value, revision)?;
     if change.counts {
@@ -370,7 +443,8 @@ fn apply_put(
         resource: storage,
         key: object_key,
     };
-    Ok(state.owners.put(&r, &metadata_only(&object)))
+    let jobs = state.owners.put(&r, &metadata_only(&object));
+    Ok((jobs, Some(Arc::new(object))))
 }
 
 /// Applies a delete of `key` (`prev` is its last state when etcd still had it).
@@ -451,5 +525,151 @@ mod tests {
             "after the relist at {relisted_at} the kind's revision is {after}, was {changed}"
         );
         assert_eq!(mirror.counts(), vec![("core/configmaps".to_string(), 2)]);
+    }
+
+    fn configmap_key(keys: &Keys, name: &str) -> String {
+        keys.object("core/configmaps", &format!("default/{name}"))
+    }
+
+    async fn put_configmap(client: &Client, keys: &Keys, name: &str) -> u64 {
+        let value = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default", "uid": name}})
+        .to_string();
+        let response = client
+            .kv_client()
+            .put(configmap_key(keys, name), value, None)
+            .await
+            .expect("the put");
+        response.header().map_or(0, |h| revision_of(h.revision()))
+    }
+
+    /// A watch that keeps breaking is opened again at least every second (issue #36 item 5:
+    /// the pause grew to 2 s, so a mirror could stay behind that long after etcd was back).
+    #[test]
+    fn the_pause_before_reopening_the_watch_stays_within_a_second() {
+        let mut pause = RETRY_MIN;
+        let mut pauses = Vec::new();
+        for _ in 0..10 {
+            pauses.push(pause);
+            pause = next_pause(pause);
+        }
+        assert!(
+            pauses.iter().all(|p| *p <= Duration::from_secs(1)),
+            "{pauses:?}"
+        );
+        assert_eq!(pauses.last(), Some(&Duration::from_secs(1)), "{pauses:?}");
+        assert_eq!(pauses[0], RETRY_MIN);
+    }
+
+    /// A reader waits for the watch to deliver the revision it needs, and gives up within the
+    /// idle time when the mirror does not move (its watch broke): it never hangs.
+    #[tokio::test]
+    async fn a_reader_waits_for_the_watch_and_gives_up_when_it_stalls() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let keys = Keys::new("/flotilla-test/");
+        let mirror = Mirror::new(keys.clone());
+        let (from, _) = mirror.load(&client).await.expect("the first list");
+        let written = put_configmap(&client, &keys, "a").await;
+
+        let started = std::time::Instant::now();
+        let reached = mirror
+            .reach(written, Duration::from_secs(10), Duration::from_millis(100))
+            .await;
+        assert!(!reached, "nobody follows the watch");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "gave up after {:?}",
+            started.elapsed()
+        );
+        assert!(mirror.cache().get(&configmap_key(&keys, "a")).is_none());
+
+        let follow = {
+            let (mirror, client) = (mirror.clone(), client.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                mirror.follow(client, from, |_| {}).await
+            })
+        };
+        let reached = mirror
+            .reach(written, Duration::from_secs(10), Duration::from_secs(10))
+            .await;
+        follow.abort();
+        assert!(reached, "the watch delivered the write");
+        let cached = mirror
+            .cache()
+            .get(&configmap_key(&keys, "a"))
+            .expect("the object is cached");
+        assert_eq!(
+            cached["metadata"]["resourceVersion"],
+            serde_json::json!(written.to_string())
+        );
+        assert!(mirror.cache().revision() >= written);
+    }
+
+    /// A list again (after a compaction) rebuilds the cache as etcd has it at that revision:
+    /// what was deleted meanwhile is gone, what was written is there.
+    #[tokio::test]
+    async fn a_relist_rebuilds_the_cache() {
+        let etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let keys = Keys::new("/flotilla-test/");
+        put_configmap(&client, &keys, "a").await;
+        put_configmap(&client, &keys, "b").await;
+        let mirror = Mirror::new(keys.clone());
+        mirror.load(&client).await.expect("the first list");
+        client
+            .kv_client()
+            .delete(configmap_key(&keys, "a"), None)
+            .await
+            .expect("the delete");
+        let written = put_configmap(&client, &keys, "c").await;
+        let (relisted, _) = mirror.load(&client).await.expect("the relist");
+        assert!(relisted >= written);
+        assert_eq!(mirror.cache().revision(), relisted);
+        let listed: Vec<String> = mirror
+            .cache()
+            .list(&keys.kind("core/configmaps"), None, None)
+            .items
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(listed, ["b", "c"]);
+    }
+
+    /// When etcd goes away and comes back, the mirror's watch is opened again and the cache
+    /// follows the writes made after it.
+    #[tokio::test]
+    async fn the_watch_resumes_after_etcd_restarts() {
+        let mut etcd = EtcdCluster::start(1).await.expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let keys = Keys::new("/flotilla-test/");
+        let mirror = Mirror::new(keys.clone());
+        let (from, _) = mirror.load(&client).await.expect("the first list");
+        let follower = tokio::spawn(mirror.clone().follow(client.clone(), from, |_| {}));
+        let before = put_configmap(&client, &keys, "before").await;
+        assert!(
+            mirror
+                .reach(before, Duration::from_secs(10), Duration::from_secs(10))
+                .await
+        );
+        etcd.kill(0);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        etcd.restart(0).await.expect("etcd restarts");
+        let restarted = std::time::Instant::now();
+        // Through a client of its own: the shared one's connection is the one under test.
+        let writer = etcd.client().await.expect("a fresh etcd client");
+        let after = put_configmap(&writer, &keys, "after").await;
+        let reached = mirror
+            .reach(after, Duration::from_secs(10), Duration::from_secs(10))
+            .await;
+        let took = restarted.elapsed();
+        follower.abort();
+        assert!(reached, "the mirror never saw the write after the restart");
+        assert!(mirror.cache().get(&configmap_key(&keys, "after")).is_some());
+        assert!(
+            took < Duration::from_secs(5),
+            "the mirror took {took:?} to follow again"
+        );
     }
 }

@@ -6,7 +6,8 @@
 //! - `commit.rs`: reads with their revision, transactions whose every write carries its
 //!   precondition, etcd's size limits;
 //! - `mirror.rs`: this server's watch-fed view of the whole store (kinds, owner index,
-//!   counts);
+//!   counts), and `watch_cache.rs`, the objects in it, decoded, that reads are answered from;
+//! - `revision_probe.rs`: etcd's current revision for reads that must be fresh;
 //! - `collector.rs`: garbage collection on the mirror's jobs, by the leader alone where
 //!   servers share the store;
 //! - `watch_stream.rs`: a kind's watch, from etcd, with 410 on compacted revisions;
@@ -21,10 +22,12 @@ pub mod connect;
 pub mod etcd_store;
 pub mod keys;
 mod mirror;
+mod revision_probe;
 pub mod schema;
+mod watch_cache;
 mod watch_stream;
 
 pub use collector::Collection;
 pub use commit::Fence;
 pub use connect::EtcdConfig;
-pub use etcd_store::{EtcdStore, EtcdStoreOptions};
+pub use etcd_store::{EtcdStore, EtcdStoreOptions, ReadMode};

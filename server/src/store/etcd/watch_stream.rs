@@ -10,6 +10,7 @@ use super::commit::{decode, etcd_error, revision_of};
 use etcd_client::{Client, EventType as EtcdEventType, GetOptions, WatchOptions};
 use futures::StreamExt;
 use serde_json::Value;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -29,6 +30,9 @@ pub struct Selection {
     pub prefix: String,
     /// Only objects for which this is true.
     pub filter: Option<ObjectFilter>,
+    /// Raised to each event's revision before the event is handed over (the store's reads
+    /// for controllers wait for the watch cache to reach it).
+    pub delivered: Arc<AtomicU64>,
 }
 
 /// Fails with `Expired` when revision `from` + 1 is no longer in etcd's history.
@@ -179,6 +183,7 @@ pub async fn start(
                             }
                         };
                         if selection.filter.as_ref().is_none_or(|f| f(&object)) {
+                            selection.delivered.fetch_max(revision, Ordering::AcqRel);
                             let event = WatchEvent {
                                 event_type,
                                 object: Arc::new(object),
