@@ -1,6 +1,9 @@
 //! The store engines side by side (plain `main`, no harness): durable creates per second with 1
 //! and 64 concurrent writers, and get latency, on sled and on etcd (one member, then three, all
-//! on this machine's disk and 127.0.0.1), in the same run with the same client code.
+//! on this machine's disk and 127.0.0.1), in the same run with the same client code. On etcd the
+//! gets are measured three ways: through the store itself (the API's fresh reads: etcd's
+//! revision, then the watch cache), and through the controllers' view
+//! (`EtcdStore::for_controllers`, the watch cache alone) as `get` (a copy) and `get_shared`.
 //!
 //! Run: `cargo bench -p flotilla-server --bench store_engines` (release). `ENGINES_BENCH_OBJECTS`
 //! sets the objects each write phase creates (default 4000). etcd is Debian's (`scripts/setup.sh`
@@ -50,36 +53,58 @@ async fn creates(store: &Arc<dyn Store>, range: std::ops::Range<usize>, writers:
     total as f64 / started.elapsed().as_secs_f64()
 }
 
-/// p50 and p99 of 2000 gets of random stored objects.
-async fn gets(store: &Arc<dyn Store>, stored: usize) -> (Duration, Duration) {
+/// p50 and p99 of 2000 gets of random stored objects (`shared`: `get_shared`, no copy).
+async fn gets(store: &Arc<dyn Store>, stored: usize, shared: bool) -> (Duration, Duration) {
     let res = builtin_by_plural("", "configmaps").unwrap();
     let mut samples = Vec::with_capacity(2000);
     for k in 0..2000 {
         let i = (k * 7919) % stored;
+        let (namespace, name) = (format!("ns-{:03}", i % 100), format!("obj-{i:06}"));
         let started = Instant::now();
-        store
-            .get(
-                &res,
-                Some(&format!("ns-{:03}", i % 100)),
-                &format!("obj-{i:06}"),
-            )
-            .await
-            .unwrap();
+        if shared {
+            store
+                .get_shared(&res, Some(&namespace), &name)
+                .await
+                .unwrap();
+        } else {
+            store.get(&res, Some(&namespace), &name).await.unwrap();
+        }
         samples.push(started.elapsed());
     }
     samples.sort();
     (samples[1000], samples[1980])
 }
 
-async fn measure(name: &str, store: Arc<dyn Store>, objects: usize) {
+fn micros((p50, p99): (Duration, Duration)) -> String {
+    format!(
+        "{:.1} / {:.1} µs",
+        p50.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6
+    )
+}
+
+/// Writes, then gets through `store` and, on etcd, through the controllers' view of it.
+async fn measure(name: &str, store: Arc<dyn Store>, etcd: Option<&EtcdStore>, objects: usize) {
     let one = (objects / 4).max(1);
     let w1 = creates(&store, 0..one, 1).await;
     let w64 = creates(&store, one..one + objects, 64).await;
-    let (p50, p99) = gets(&store, one + objects).await;
+    let get = gets(&store, one + objects, false).await;
+    let (cached, cached_shared) = match etcd {
+        Some(etcd) => {
+            let controllers: Arc<dyn Store> = etcd.for_controllers();
+            let copy = gets(&controllers, one + objects, false).await;
+            let shared = gets(&controllers, one + objects, true).await;
+            (micros(copy), micros(shared))
+        }
+        None => ("–".to_string(), "–".to_string()),
+    };
+    let reads = etcd.map_or(String::from("–"), |e| {
+        let (cache, etcd_reads) = e.read_counts();
+        format!("{cache} / {etcd_reads} / {}", e.revision_requests())
+    });
     println!(
-        "| {name} | {w1:.0} | {w64:.0} | {:.0} µs | {:.0} µs |",
-        p50.as_secs_f64() * 1e6,
-        p99.as_secs_f64() * 1e6
+        "| {name} | {w1:.0} | {w64:.0} | {} | {cached} | {cached_shared} | {reads} |",
+        micros(get)
     );
     store.close().await.unwrap();
 }
@@ -99,8 +124,12 @@ async fn run() {
             .unwrap_or_default()
             .trim()
     );
-    println!("| engine | 1 writer | 64 writers | get p50 | get p99 |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!(
+        "| engine | 1 writer | 64 writers | get p50 / p99 (the API's: fresh) | \
+         controllers' get p50 / p99 | controllers' get_shared p50 / p99 | \
+         reads from cache / from etcd / revision requests |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     let dir = tempfile::tempdir().unwrap();
     let sled = KvStore::open_sled(
         &dir.path().join("sled"),
@@ -110,7 +139,7 @@ async fn run() {
         },
     )
     .unwrap();
-    measure("sled (server's pacing)", sled, objects).await;
+    measure("sled (server's pacing)", sled, None, objects).await;
     for members in [1, 3] {
         let etcd = EtcdCluster::start(members).await.expect("etcd starts");
         let store = EtcdStore::open_with_client(
@@ -124,7 +153,14 @@ async fn run() {
         )
         .await
         .unwrap();
-        measure(&format!("etcd, {members} member(s)"), store, objects).await;
+        let view: Arc<dyn Store> = store.clone();
+        measure(
+            &format!("etcd, {members} member(s)"),
+            view,
+            Some(&store),
+            objects,
+        )
+        .await;
     }
 }
 

@@ -7,9 +7,9 @@
 //! resourceVersion). resourceVersion is etcd's mod revision, a list's is the header revision,
 //! and watches come from etcd (`watch_stream.rs`). The owner index, the kinds and the counts
 //! come from the [`Mirror`], fed by a watch, so they include every server's writes; garbage
-//! collection runs on its jobs (`collector.rs`). Reads (`get`, a list's first page,
-//! `list_dependents`) are answered from the mirror's watch cache once it is fresh enough for
-//! the view's [`ReadMode`], else from etcd; updates and deletes always read etcd.
+//! collection runs on its jobs (`collector.rs`). `get` and a list's first page (and the
+//! controllers' `list_dependents`) are answered from the mirror's watch cache once it is fresh
+//! enough for the view's [`ReadMode`], else from etcd; updates and deletes always read etcd.
 
 use super::super::meta;
 use super::super::rules::{
@@ -51,8 +51,8 @@ const LIST_CHUNK: usize = 500;
 /// [`EtcdStoreOptions::cache_wait`] by default (kube-apiserver's wait for a fresh watch cache).
 pub const DEFAULT_CACHE_WAIT: Duration = Duration::from_secs(3);
 
-/// How a view of the store answers `get`, the first page of a `list` and `list_dependents`
-/// (updates and deletes read etcd whatever the mode).
+/// How a view of the store answers `get` and the first page of a `list`, and for the
+/// controllers `list_dependents` (a fresh `list_dependents`, updates and deletes read etcd).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadMode {
     /// Never older than a write acknowledged before the read began, through any server: the
