@@ -546,6 +546,18 @@ impl Inner {
         commit::read(&self.client, &self.object_key(res, key)).await
     }
 
+    /// The object at storage key `key` as the watch cache holds it, if that is at `revision`.
+    fn cached_at(&self, res: &ResourceType, key: &str, revision: Option<u64>) -> Option<Read> {
+        let revision = revision.filter(|r| *r > 0)?;
+        let key = self.object_key(res, key);
+        let cached = self.mirror.cache().get(&key)?;
+        (meta::resource_version(&cached).ok()?? == revision).then(|| Read {
+            key,
+            object: Arc::unwrap_or_clone(cached),
+            revision,
+        })
+    }
+
     pub(crate) async fn create(
         &self,
         fence: Option<&Fence>,
@@ -600,14 +612,29 @@ impl Inner {
         part: Part,
     ) -> Result<Arc<Value>, StoreError> {
         let (name, key) = rules::update_target(res, &obj)?;
+        // The object at the revision the writer read, when the watch cache still holds it, is
+        // what etcd has at that revision: the first attempt starts from it and commits only if
+        // etcd is still there (Kubernetes' GuaranteedUpdate with a cached suggestion). What
+        // only etcd can decide (a precondition failed, nothing would change) is read again.
+        let mut suggestion = self.cached_at(res, &key, meta::resource_version(&obj)?);
         for _ in 0..MAX_ATTEMPTS {
-            let stored = self
-                .read(res, &key)
-                .await?
-                .ok_or_else(|| not_found(res, &name))?;
-            rules::check_update_preconditions(res, &name, &obj, &stored.object)?;
+            let (stored, suggested) = match suggestion.take() {
+                Some(cached) => (cached, true),
+                None => (
+                    self.read(res, &key)
+                        .await?
+                        .ok_or_else(|| not_found(res, &name))?,
+                    false,
+                ),
+            };
+            let checked = rules::check_update_preconditions(res, &name, &obj, &stored.object);
+            if suggested && checked.is_err() {
+                continue;
+            }
+            checked?;
             let (write, mut answer) = match rules::updated(res, &stored.object, obj.clone(), part)?
             {
+                Updated::Unchanged if suggested => continue,
                 Updated::Unchanged => return Ok(Arc::new(stored.object)),
                 Updated::Remove(last) => (
                     Write::delete(self.object_key(res, &key), stored.revision),

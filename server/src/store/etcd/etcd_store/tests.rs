@@ -237,3 +237,49 @@ async fn a_cached_first_page_continues_on_etcd_at_its_revision() {
     assert_eq!(names, [json!("c")], "the list as it was at the first page");
     assert_eq!(rest.resource_version, first.resource_version);
 }
+
+/// An update starts from the watch cache's copy when that is the revision the writer read,
+/// and etcd decides the rest: over a cache that stopped where the writer read, while another
+/// server moved the object on, an update that would change it and one that would change
+/// nothing both answer Conflict (a cached "nothing to do" is never taken as success: the
+/// other server's write would be silently lost), and one from the current revision commits.
+#[tokio::test]
+async fn an_update_from_the_caches_copy_commits_only_where_etcd_agrees() {
+    let (etcd, other_server) = store().await;
+    let res = configmaps();
+    let read = other_server
+        .create(&res, configmap("a", "v1"))
+        .await
+        .expect("the create");
+    let view = stalled_view(&etcd, ReadMode::Cached).await;
+    let mut moved_on = read.clone();
+    moved_on["data"]["k"] = json!("v2");
+    let current = other_server
+        .update(&res, moved_on)
+        .await
+        .expect("another server's update");
+
+    let mut change = read.clone();
+    change["data"]["k"] = json!("v3");
+    assert!(matches!(
+        view.update(&res, change).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert!(matches!(
+        view.update(&res, read.clone()).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let stored = other_server
+        .get(&res, Some("default"), "a")
+        .await
+        .expect("a get");
+    assert_eq!(stored["data"]["k"], "v2");
+
+    let mut from_current = current.clone();
+    from_current["data"]["k"] = json!("v4");
+    let updated = view
+        .update(&res, from_current)
+        .await
+        .expect("an update from the current revision");
+    assert_eq!(updated["data"]["k"], "v4");
+}
