@@ -278,6 +278,19 @@ pub trait Store: Send + Sync + 'static {
         self.get(res, namespace, name).await.map(Arc::new)
     }
 
+    /// As [`Store::get`], never older than a write acknowledged to anyone before it began,
+    /// whatever this view's reads promise otherwise: for a decision taken on the absence of a
+    /// write (a lease not renewed in time), which a view that lags would take wrongly. The
+    /// local engines' reads are all of this kind.
+    async fn get_fresh(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, StoreError> {
+        self.get(res, namespace, name).await
+    }
+
     /// Lists objects of a kind, in one namespace or (`None`) all of them.
     async fn list(
         &self,

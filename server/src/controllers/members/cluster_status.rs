@@ -208,8 +208,7 @@ impl ClusterStatusController {
         raw: &Value,
         cluster: &Cluster,
     ) -> Result<Action, ReconcileError> {
-        let lease = self.lease(key).await?;
-        let renewed = lease.as_ref().and_then(renew_time_of);
+        let mut lease = self.lease(key, false).await?;
         let now = self.clock.now();
         let created = cluster
             .metadata
@@ -217,15 +216,28 @@ impl ClusterStatusController {
             .as_ref()
             .map(|t| t.as_datetime())
             .unwrap_or(now);
-        let entry = self.monitors.lock().get(key).cloned();
-        let (entry, change) = monitor(
-            entry.as_ref(),
-            cluster.ready_condition(),
-            created,
-            renewed,
-            now,
-            self.config.grace,
-        );
+        let before = self.monitors.lock().get(key).cloned();
+        let judge = |lease: &Option<Value>| {
+            monitor(
+                before.as_ref(),
+                cluster.ready_condition(),
+                created,
+                lease.as_ref().and_then(renew_time_of),
+                now,
+                self.config.grace,
+            )
+        };
+        let (mut entry, mut change) = judge(&lease);
+        // A member is judged gone on the absence of renewals, which a view of the store that
+        // lags (a leader's cache after a pause) would show wrongly: it is judged again on a
+        // fresh read of its Lease before it turns not Ready.
+        if change
+            .as_ref()
+            .is_some_and(|c| c.status != ConditionStatus::True)
+        {
+            lease = self.lease(key, true).await?;
+            (entry, change) = judge(&lease);
+        }
         self.monitors.lock().insert(key.to_string(), entry);
         let stored_renewal = cluster
             .status
@@ -257,17 +269,14 @@ impl ClusterStatusController {
         Ok(Action::RequeueAfter(self.config.monitor_period))
     }
 
-    /// A pull member's Lease, if it has one.
-    async fn lease(&self, cluster: &str) -> Result<Option<Value>, StoreError> {
-        match self
-            .store
-            .get(
-                &well_known::leases(),
-                Some(CLUSTER_LEASE_NAMESPACE),
-                cluster,
-            )
-            .await
-        {
+    /// A pull member's Lease, if it has one; `fresh`: never older than an acknowledged write.
+    async fn lease(&self, cluster: &str, fresh: bool) -> Result<Option<Value>, StoreError> {
+        let (leases, namespace) = (well_known::leases(), Some(CLUSTER_LEASE_NAMESPACE));
+        let read = match fresh {
+            true => self.store.get_fresh(&leases, namespace, cluster).await,
+            false => self.store.get(&leases, namespace, cluster).await,
+        };
+        match read {
             Ok(lease) => Ok(Some(lease)),
             Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -585,6 +594,74 @@ mod tests {
         clock.advance(Duration::seconds(1));
         c.reconcile("m1").await.unwrap();
         assert_eq!(ready(&store).await, s("Unknown", "ClusterStatusUnknown"));
+    }
+
+    /// A leader whose view of the store lags (its cache after a pause) holds an old renewal of
+    /// a member that renewed since through another server: the member is judged on a fresh
+    /// read of its Lease before it turns not Ready (issue #36's fault schedule: a paused
+    /// leader's cache turned a healthy member Unknown).
+    #[tokio::test]
+    async fn a_member_is_judged_gone_only_on_a_fresh_read_of_its_lease() {
+        use crate::store::etcd::etcd_store::ReadMode;
+        use crate::store::etcd::{EtcdStore, EtcdStoreOptions};
+        let etcd = crate::testing::etcd::EtcdCluster::start(1)
+            .await
+            .expect("etcd starts");
+        let client = etcd.client().await.expect("an etcd client");
+        let api = EtcdStore::open_with_client(
+            client.clone(),
+            "/status-test",
+            crate::store::StoreConfig::default(),
+            EtcdStoreOptions::default(),
+        )
+        .await
+        .expect("the store opens");
+        let world = TestWorld::at(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+        let clock = world.clock.clone();
+        let mut cluster = api
+            .create(
+                &well_known::clusters(),
+                json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": "m1"}, "spec": {"syncMode": "Pull"}}),
+            )
+            .await
+            .unwrap();
+        cluster["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "reason": "ClusterReady",
+            "message": "ok", "lastTransitionTime": clock.now().to_rfc3339()}]);
+        api.update_status(&well_known::clusters(), cluster)
+            .await
+            .unwrap();
+        let mut lease = api
+            .create(&well_known::leases(), json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "m1", "namespace": "karmada-cluster"},
+                "spec": {"holderIdentity": "m1", "leaseDurationSeconds": 10, "renewTime": clock.now().to_rfc3339()}}))
+            .await
+            .unwrap();
+        let lagging = EtcdStore::stalled(client, "/status-test", ReadMode::Cached).await;
+        let c = ClusterStatusController::new(
+            lagging,
+            world.shared_clock.clone(),
+            Arc::new(FakeMember {
+                healthy: AtomicBool::new(true),
+            }),
+            HealthConfig::default(),
+            world.events(),
+            &world.metrics,
+        )
+        .unwrap();
+        c.reconcile("m1").await.unwrap();
+        // The agent renews through another server; the leader's view does not see it.
+        clock.advance(Duration::seconds(30));
+        lease["spec"]["renewTime"] = json!(clock.now().to_rfc3339());
+        api.update(&well_known::leases(), lease).await.unwrap();
+        // 45 s after the renewal the view holds, 15 s after the last one: still Ready.
+        clock.advance(Duration::seconds(15));
+        c.reconcile("m1").await.unwrap();
+        let stored = api.get(&well_known::clusters(), None, "m1").await.unwrap();
+        assert_eq!(
+            stored["status"]["conditions"][0]["status"], "True",
+            "{stored}"
+        );
     }
 
     /// The (status, reason) of the cluster's `type_` condition.

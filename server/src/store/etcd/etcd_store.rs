@@ -125,6 +125,17 @@ mod tests;
 
 #[cfg(test)]
 impl EtcdStore {
+    /// A view of the store under `prefix` that reads as `read`, whose view of the store is
+    /// loaded now and never follows etcd (a leader's cache after a pause, a broken watch).
+    pub(crate) async fn stalled(client: Client, prefix: &str, read: ReadMode) -> Arc<Self> {
+        let mirror = Mirror::new(Keys::new(prefix));
+        mirror.load(&client).await.expect("the mirror loads");
+        Self::over(
+            Arc::new(Inner::over_mirror(client, Keys::new(prefix), mirror)),
+            read,
+        )
+    }
+
     /// A view over `inner` that reads as `read` (tests give it a mirror nobody follows).
     pub(crate) fn over(inner: Arc<Inner>, read: ReadMode) -> Arc<Self> {
         Arc::new(Self {
@@ -290,6 +301,38 @@ impl EtcdStore {
                 compactor: Mutex::new(compactor),
             }),
         }))
+    }
+
+    /// A get read as `mode` says, whatever this view's own mode.
+    async fn get_as(
+        &self,
+        mode: ReadMode,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, StoreError> {
+        let namespace = namespace.filter(|_| res.namespaced);
+        let key = meta::object_key(res, namespace, name)?;
+        if self.inner.cache_fresh(mode).await? {
+            return self
+                .inner
+                .mirror
+                .cache()
+                .get(&self.inner.object_key(res, &key))
+                .ok_or_else(|| not_found(res, name));
+        }
+        let read = self
+            .inner
+            .read(res, &key)
+            .await?
+            .ok_or_else(|| not_found(res, name))?;
+        if self.read == ReadMode::Cached {
+            // Monotonic: the next cached read waits for the cache to hold this state.
+            self.inner
+                .delivered
+                .fetch_max(read.revision, Ordering::AcqRel);
+        }
+        Ok(Arc::new(read.object))
     }
 
     /// The same store, every write of which also requires `fence` to hold: a write after the
@@ -827,28 +870,18 @@ impl Store for EtcdStore {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<Value>, StoreError> {
-        let namespace = namespace.filter(|_| res.namespaced);
-        let key = meta::object_key(res, namespace, name)?;
-        if self.inner.cache_fresh(self.read).await? {
-            return self
-                .inner
-                .mirror
-                .cache()
-                .get(&self.inner.object_key(res, &key))
-                .ok_or_else(|| not_found(res, name));
-        }
-        let read = self
-            .inner
-            .read(res, &key)
-            .await?
-            .ok_or_else(|| not_found(res, name))?;
-        if self.read == ReadMode::Cached {
-            // Monotonic: the next cached read waits for the cache to hold this state.
-            self.inner
-                .delivered
-                .fetch_max(read.revision, Ordering::AcqRel);
-        }
-        Ok(Arc::new(read.object))
+        self.get_as(self.read, res, namespace, name).await
+    }
+
+    async fn get_fresh(
+        &self,
+        res: &ResourceType,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, StoreError> {
+        self.get_as(ReadMode::Fresh, res, namespace, name)
+            .await
+            .map(Arc::unwrap_or_clone)
     }
 
     async fn list(
