@@ -5,7 +5,7 @@
 //! write the same objects and a decision taken on a stale read never lands (the caller's rule
 //! runs again on a fresh read, or the client gets a Conflict when it named a
 //! resourceVersion). resourceVersion is etcd's mod revision, a list's is the header revision,
-//! and watches come from etcd (`watch_stream.rs`). The owner index, the kinds and the counts
+//! and watches are served from the mirror's one etcd watch (`watch_hub.rs`). The owner index, the kinds and the counts
 //! come from the [`Mirror`], fed by a watch, so they include every server's writes; garbage
 //! collection runs on its jobs (`collector.rs`). `get` and a list's first page (and the
 //! controllers' `list_dependents`) are answered from the mirror's watch cache once it is fresh
@@ -1082,10 +1082,7 @@ impl Store for EtcdStore {
         self.inner.check_open()?;
         let probe = self.inner.keys.compact_rev_key();
         let from = match opts.from {
-            Some(from) => {
-                watch_stream::check_not_compacted(&self.inner.client, &probe, from).await?;
-                from
-            }
+            Some(from) => from,
             None => commit::current_revision(&self.inner.client, &probe).await?,
         };
         let mut prefix = self.inner.keys.kind(&res.storage_name());
@@ -1098,13 +1095,20 @@ impl Store for EtcdStore {
             filter: opts.filter,
             delivered: self.inner.delivered.clone(),
         };
-        watch_stream::start(
-            &self.inner.client,
-            selection,
-            from,
-            self.inner.closing.subscribe(),
-        )
-        .await
+        let closing = self.inner.closing.subscribe();
+        // Served from the mirror's changes while its ring reaches back to `from`; from etcd's
+        // history (and its 410) before that.
+        let hub = self.inner.mirror.hub();
+        // A revision etcd compacted answers 410 on every server alike, though this one's
+        // ring may still hold it.
+        if opts.from.is_some() {
+            watch_stream::check_not_compacted(&self.inner.client, &probe, from).await?;
+        }
+        let selection = match hub.watch(selection, from, closing.clone()) {
+            Ok(served) => return Ok(served),
+            Err(selection) => selection,
+        };
+        watch_stream::start(&self.inner.client, selection, from, closing).await
     }
 
     async fn kind_revision(&self, res: &ResourceType) -> Result<u64, StoreError> {
@@ -1144,6 +1148,9 @@ impl Store for EtcdStore {
         self.inner.closed.store(true, Ordering::Release);
         let last = self.inner.written.load(Ordering::Acquire);
         self.inner.closing.send_replace(Some(last));
+        // The watches served from the mirror deliver up to the last write: let it get there.
+        let drain = Duration::from_secs(5);
+        self.inner.mirror.reach(last, drain, drain).await;
         background.stop();
         tracing::info!(prefix = self.inner.keys.prefix(), "etcd store closed");
         Ok(())

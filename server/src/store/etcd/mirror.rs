@@ -12,9 +12,12 @@
 
 use super::super::owner_index::{GcJob, ObjRef, OwnerIndex};
 use super::super::{sorted_counts, StoreError};
+use super::super::{EventType, WatchEvent};
 use super::commit::{decode, etcd_error, revision_of};
 use super::keys::{prefix_end, Keys};
 use super::watch_cache::{Change, Objects, WatchCache};
+use super::watch_hub::{put_event, HubEvent, WatchHub};
+use super::watch_stream::deleted_state;
 use etcd_client::{Client, EventType as EtcdEventType, GetOptions, WatchOptions};
 use flotilla_api::kinds::ResourceType;
 use parking_lot::Mutex;
@@ -56,6 +59,8 @@ pub struct Mirror {
     state: Mutex<MirrorState>,
     /// The objects, moved with the state (under its lock) before the position moves.
     cache: WatchCache,
+    /// The changes, handed to the watches served from this mirror once the cache has them.
+    hub: Arc<WatchHub>,
     /// Every change up to this revision is in the state and the cache.
     position: watch::Sender<u64>,
 }
@@ -70,6 +75,7 @@ impl Mirror {
             keys,
             state: Mutex::new(MirrorState::default()),
             cache: WatchCache::default(),
+            hub: Arc::new(WatchHub::default()),
             position: watch::channel(0).0,
         })
     }
@@ -135,6 +141,7 @@ impl Mirror {
             }
             *current = state;
             self.cache.replace(objects, revision);
+            self.hub.reset(revision);
         }
         self.position.send_replace(revision);
         Ok((revision, jobs))
@@ -196,11 +203,11 @@ impl Mirror {
             .await
             .map_err(|e| Broken::Etcd(e.to_string()))?;
         loop {
-            let Some(response) = stream
-                .message()
-                .await
-                .map_err(|e| Broken::Etcd(e.to_string()))?
-            else {
+            // Only etcd's own progress notifications move the position without a change: the
+            // answer to a requested one may overtake events still on their way (etcd issue
+            // 15220, fixed in 3.4.24 and 3.5.8; Debian ships 3.4.23), so none is requested.
+            let message = stream.message().await;
+            let Some(response) = message.map_err(|e| Broken::Etcd(e.to_string()))? else {
                 return Err(Broken::Etcd("the watch ended".to_string()));
             };
             if response.canceled() {
@@ -214,6 +221,7 @@ impl Mirror {
             }
             let mut work = Vec::new();
             let mut changes: Vec<Change> = Vec::new();
+            let mut events: Vec<HubEvent> = Vec::new();
             let mut last = None;
             {
                 let mut state = self.state.lock();
@@ -234,12 +242,39 @@ impl Mirror {
                         )
                         .map(|(jobs, object)| {
                             if let Some(object) = object {
+                                events.push(HubEvent {
+                                    key: key(),
+                                    event: WatchEvent {
+                                        event_type: put_event(
+                                            kv.create_revision() == kv.mod_revision(),
+                                        ),
+                                        object: object.clone(),
+                                        resource_version: revision_of(kv.mod_revision()),
+                                    },
+                                });
                                 changes.push((key(), Some(object)));
                             }
                             jobs
                         }),
                         EtcdEventType::Delete => {
                             changes.push((key(), None));
+                            if self.keys.parse_object(kv.key()).is_some() {
+                                match deleted_state(kv.key(), event.prev_kv(), kv.mod_revision()) {
+                                    Ok(object) => events.push(HubEvent {
+                                        key: key(),
+                                        event: WatchEvent {
+                                            event_type: EventType::Deleted,
+                                            object: Arc::new(object),
+                                            resource_version: revision_of(kv.mod_revision()),
+                                        },
+                                    }),
+                                    Err(error) => tracing::warn!(
+                                        key = %String::from_utf8_lossy(kv.key()),
+                                        error = %error,
+                                        "a deleted object's last state is undecodable; watches miss its deletion"
+                                    ),
+                                }
+                            }
                             apply_delete(
                                 &self.keys,
                                 &mut state,
@@ -269,6 +304,7 @@ impl Mirror {
                 }
                 if let Some(revision) = last {
                     self.cache.apply(changes, revision);
+                    self.hub.publish(events, revision);
                 }
             }
             if let Some(revision) = last {
@@ -290,6 +326,11 @@ impl Mirror {
     /// The objects, decoded.
     pub fn cache(&self) -> &WatchCache {
         &self.cache
+    }
+
+    /// The watches served from this mirror's changes.
+    pub fn hub(&self) -> &Arc<WatchHub> {
+        &self.hub
     }
 
     /// Waits until the mirror holds every change up to `revision`, at most `deadline`, and

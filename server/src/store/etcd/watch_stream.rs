@@ -2,8 +2,10 @@
 //! from revision R + 1 over the kind's (or the namespace's) key prefix, with each event's
 //! previous value so a DELETED event carries the object's last state. A revision etcd has
 //! compacted away answers `Expired` (410 at the API), at once when the watch starts and
-//! in-stream when it falls behind. The stream asks etcd for progress every few seconds, so
-//! its [`WatchProgress`] moves with every write anywhere, as the other engines' do.
+//! in-stream when it falls behind. The store serves a watch so only when it starts before the
+//! watch hub's ring (`watch_hub.rs`). Its [`WatchProgress`] moves with its events and etcd's
+//! own progress notifications, never with a requested one: etcd before 3.4.24 and 3.5.8 may
+//! send that answer ahead of events still on their way (etcd issue 15220).
 
 use super::super::{EventType, ObjectFilter, StoreError, WatchEvent, WatchProgress, WatchStream};
 use super::commit::{decode, etcd_error, revision_of};
@@ -14,9 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// How often an idle watch asks etcd how far it is.
-const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// How long a closed store's watch waits for the changes before the close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -98,18 +97,18 @@ pub async fn start(
     let options = WatchOptions::new()
         .with_prefix()
         .with_prev_key()
+        .with_progress_notify()
         .with_start_revision(i64::try_from(from + 1).unwrap_or(i64::MAX));
     let stream = watcher
         .watch(selection.prefix.as_str(), Some(options))
         .await
         .map_err(etcd_error("start a watch"))?;
-    let (mut requests, mut responses) = stream.split();
+    // The request half stays open with the watch.
+    let (_requests, mut responses) = stream.split();
     let progress = WatchProgress::new(from);
     let seen = progress.clone();
     let (tx, rx) = mpsc::channel::<Result<WatchEvent, StoreError>>(BUFFER);
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(PROGRESS_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut drain_until: Option<(u64, tokio::time::Instant)> = None;
         loop {
             if let Some((last, deadline)) = drain_until {
@@ -122,16 +121,9 @@ pub async fn start(
                     let last = if changed.is_err() { Some(0) } else { *closing.borrow() };
                     if let Some(last) = last {
                         drain_until = Some((last, tokio::time::Instant::now() + DRAIN_TIMEOUT));
-                        if requests.request_progress().await.is_err() {
-                            return;
-                        }
                     }
                 }
-                _ = tick.tick() => {
-                    if requests.request_progress().await.is_err() {
-                        return;
-                    }
-                }
+                () = sleep_until(drain_until.map(|(_, deadline)| deadline)) => return,
                 () = tx.closed() => return,
                 message = responses.message() => {
                     let response = match message {
@@ -208,9 +200,17 @@ pub async fn start(
     Ok((stream, progress))
 }
 
+/// Sleeps until `deadline`, forever when there is none.
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The state a DELETED event carries: the last stored state, its resourceVersion the
 /// deletion's revision.
-fn deleted_state(
+pub fn deleted_state(
     key: &[u8],
     prev: Option<&etcd_client::KeyValue>,
     revision: i64,

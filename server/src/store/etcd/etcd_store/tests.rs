@@ -110,22 +110,33 @@ async fn a_cached_read_sees_its_own_writes_and_what_its_watches_delivered() {
         "the stalled cache lacks it: etcd"
     );
 
-    // Another view that wrote nothing: only what its watch delivers makes it wait.
-    let view = stalled_view(&etcd, ReadMode::Cached).await;
-    let mut events = view
-        .watch(&res, WatchOptions::default())
+    // Another view that wrote nothing: only what its watch delivers makes it wait. The watch
+    // starts before the view's mirror was loaded, so it is an etcd watch of its own (one
+    // served from the stalled mirror would deliver nothing) and runs ahead of the cache.
+    let before = other_server
+        .current_resource_version()
         .await
-        .expect("the watch");
+        .expect("the revision");
+    let view = stalled_view(&etcd, ReadMode::Cached).await;
+    let from = WatchOptions {
+        from: Some(before.saturating_sub(1)),
+        ..WatchOptions::default()
+    };
+    let mut events = view.watch(&res, from).await.expect("the watch");
     other_server
         .create(&res, configmap("theirs", "v1"))
         .await
         .expect("the other server's create");
-    let event = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .expect("an event within 10 s")
-        .expect("the stream is open")
-        .expect("an event");
-    assert_eq!(event.object["metadata"]["name"], json!("theirs"));
+    let event = loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("the stream is open")
+            .expect("an event");
+        if event.object["metadata"]["name"] == json!("theirs") {
+            break event;
+        }
+    };
     let got = view
         .get(&res, Some("default"), "theirs")
         .await
