@@ -322,6 +322,7 @@ pub fn application_failover(ctx: &ControllerContext) -> Result<Controller, Wirin
         ctx.events.clone(),
         ctx.failover_metrics.clone(),
         ctx.settings.application_failover.clone(),
+        ctx.interpreter.clone(),
     )
     .with_brake(ctx.brake.clone());
     let (_, sources) =

@@ -43,6 +43,7 @@ async fn the_scheduler_keeps_a_blocked_cluster_out_until_the_block_ends() {
         events.clone(),
         world.ctx.failover_metrics.clone(),
         settings,
+        world.ctx.interpreter.clone(),
     );
     let scheduler =
         SchedulerController::new(store.clone(), shared.clone(), events, &world.metrics).unwrap();

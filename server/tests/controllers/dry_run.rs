@@ -416,6 +416,7 @@ async fn run(
             events.clone(),
             metrics,
             settings.application_failover.clone(),
+            world.ctx.interpreter.clone(),
         )
         .with_brake(brake),
         scheduler: SchedulerController::new(store.clone(), shared.clone(), events, registry)

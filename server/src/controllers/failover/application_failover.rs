@@ -25,7 +25,10 @@
 //! tells and whether the `ApplicationFailover` condition changes, [`outcome`] what is written.
 //! The controller only reads the binding, calls them and hands the outcome (the condition
 //! included) to the failover wing's one effect path ([`Effects::carry_out`]: one write with
-//! compare-and-swap, then the Events).
+//! compare-and-swap, then the Events). Before a due eviction it reads each due cluster's Work
+//! again from the store itself: the aggregated status may be older than the member's latest
+//! report (the leader's cache after a pause), and a report that no longer says Unhealthy is
+//! decided on instead (held as `NewerReport`).
 
 use crate::controllers::failover::brake::{hold_back, report_stops, Cause, EvictionBrake, Hold};
 use crate::controllers::failover::effects::{evict, Count, Effects, Evicted, Note, Outcome, Since};
@@ -33,14 +36,16 @@ use crate::controllers::failover::metrics::FailoverMetrics;
 use crate::controllers::failover::state_preservation::{preserve, Preservation};
 use crate::controllers::runtime::controller::{Action, ReconcileError, Reconciler};
 use crate::controllers::settings::ApplicationFailoverSettings;
+use crate::controllers::shared::aggregation::aggregate;
 use crate::controllers::shared::binding_keys::{
-    decode, live_binding, status_or_default, LiveBinding,
+    decode, live_binding, owned_works, status_or_default, LiveBinding,
 };
 use crate::controllers::shared::cluster_cache::{ClusterCache, Clusters};
+use crate::controllers::shared::interpretation::TemplateInterpreter;
 use crate::controllers::shared::json_edit::set_path;
 use crate::events::{EventRecorder, EventType};
 use crate::scheduler::ClusterSnapshot;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use flotilla_api::binding::{
@@ -48,7 +53,9 @@ use flotilla_api::binding::{
     EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER, EVICTION_PRODUCER_RB_APPLICATION_FAILOVER,
     EVICTION_REASON_APPLICATION_FAILURE,
 };
+use flotilla_api::cluster::execution_namespace;
 use flotilla_api::json_pointer::JsonPointer;
+use flotilla_api::kinds::well_known;
 use flotilla_api::meta::{set_condition, Condition, ConditionStatus, Time};
 use flotilla_api::policy::{ApplicationFailoverBehavior, PurgeMode};
 use flotilla_api::work::ResourceHealth;
@@ -813,6 +820,8 @@ pub struct ApplicationFailoverController {
     metrics: FailoverMetrics,
     settings: ApplicationFailoverSettings,
     brake: Option<EvictionBrake>,
+    /// Reads a member's report of health when a due eviction is checked against it.
+    interpreter: Arc<dyn TemplateInterpreter>,
 }
 
 impl ApplicationFailoverController {
@@ -823,6 +832,7 @@ impl ApplicationFailoverController {
         events: EventRecorder,
         metrics: FailoverMetrics,
         settings: ApplicationFailoverSettings,
+        interpreter: Arc<dyn TemplateInterpreter>,
     ) -> Self {
         Self {
             clusters: ClusterCache::new(store.clone()),
@@ -832,6 +842,7 @@ impl ApplicationFailoverController {
             metrics,
             settings,
             brake: None,
+            interpreter,
         }
     }
 
@@ -840,6 +851,80 @@ impl ApplicationFailoverController {
         self.brake = Some(brake);
         self
     }
+}
+
+impl ApplicationFailoverController {
+    /// The health each of the `due` clusters' Works reports when read again from the store
+    /// itself ([`Store::get_fresh`]), for those where it no longer reads Unhealthy. The
+    /// aggregated status a decision judges is built by the status controller from the
+    /// leader's cache, which after a pause may still hold a report the member has since
+    /// replaced through another server, while the clock moved on: an eviction goes ahead only
+    /// when no newer report contradicts it. The binding's Works are found in the cache (they
+    /// were written long before their member reported on them); one not found contradicts
+    /// nothing.
+    async fn newer_reports(
+        &self,
+        key: &str,
+        binding: &Value,
+        spec: &ResourceBindingSpec,
+        due: &[&str],
+        clusters: &Clusters,
+    ) -> Result<Vec<(String, ResourceHealth)>, ReconcileError> {
+        let works = well_known::works();
+        let mut newer = Vec::new();
+        let owned = owned_works(self.store.as_ref(), binding).await?;
+        for cluster in due {
+            let namespace = execution_namespace(cluster);
+            let mut fresh = Vec::new();
+            for work in owned
+                .iter()
+                .filter(|w| w["metadata"]["namespace"] == namespace)
+            {
+                let name = work["metadata"]["name"].as_str().unwrap_or_default();
+                match self.store.get_fresh(&works, Some(&namespace), name).await {
+                    Ok(work) => fresh.push(work),
+                    Err(StoreError::NotFound { .. }) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            if fresh.is_empty() {
+                continue;
+            }
+            let items = aggregate(
+                &fresh,
+                &|c: &str| clusters.is_ready(c),
+                &|c: &str| spec.workload_replicas_on(c),
+                self.interpreter.as_ref(),
+            );
+            let health = items
+                .iter()
+                .find(|i| i.cluster_name == *cluster)
+                .and_then(|i| i.health)
+                .unwrap_or(ResourceHealth::Unknown);
+            if health != ResourceHealth::Unhealthy {
+                tracing::debug!(
+                    binding = key,
+                    cluster,
+                    "a newer report than the aggregated status"
+                );
+                newer.push(((*cluster).to_string(), health));
+            }
+        }
+        Ok(newer)
+    }
+}
+
+/// `status` with each named cluster's aggregated health replaced.
+fn with_health(
+    mut status: ResourceBindingStatus,
+    health: &[(String, ResourceHealth)],
+) -> ResourceBindingStatus {
+    for item in &mut status.aggregated_status {
+        if let Some((_, h)) = health.iter().find(|(c, _)| *c == item.cluster_name) {
+            item.health = Some(*h);
+        }
+    }
+    status
 }
 
 /// What of a binding application failover judges. Bindings without application failover and
@@ -879,6 +964,7 @@ impl Reconciler for ApplicationFailoverController {
             EVICTION_PRODUCER_RB_APPLICATION_FAILOVER
         };
         let now = self.clock.now();
+        let mut status = status;
         let mut decision = decide(
             &spec,
             &status,
@@ -889,6 +975,37 @@ impl Reconciler for ApplicationFailoverController {
             &Holds::NONE,
         );
         let mut held = BTreeMap::new();
+        if !decision.evictions.is_empty() {
+            let clusters = self.clusters.get().await?;
+            let due: Vec<&str> = decision
+                .evictions
+                .iter()
+                .map(|e| e.cluster.as_str())
+                .collect();
+            let newer = self
+                .newer_reports(key, &object, &spec, &due, &clusters)
+                .await?;
+            if !newer.is_empty() {
+                for (cluster, health) in &newer {
+                    tracing::info!(binding = key, cluster = %cluster, health = ?health,
+                        "application failover not due: the member's latest report is not Unhealthy");
+                    self.metrics
+                        .application_failovers_held
+                        .with_label_values(&["NewerReport"])
+                        .inc();
+                }
+                status = with_health(status, &newer);
+                decision = decide(
+                    &spec,
+                    &status,
+                    &previous,
+                    &self.settings,
+                    producer,
+                    now,
+                    &Holds::NONE,
+                );
+            }
+        }
         if !decision.evictions.is_empty() {
             let clusters = self.clusters.get().await?;
             let look = Look {

@@ -30,7 +30,8 @@ pub struct FailoverMetrics {
     pub unhealthy_to_eviction: HistogramVec,
     /// `flotilla_application_failovers_held_total{reason}`: due application failovers held back
     /// (`Backoff`: repeated moves wait; `FailoverLimitReached`: the workload stays;
-    /// `NoTarget`: an Immediately eviction with no other cluster to go to).
+    /// `NoTarget`: an Immediately eviction with no other cluster to go to; `NewerReport`: the
+    /// member's Work, read again from the store, no longer reports Unhealthy).
     pub application_failovers_held: IntCounterVec,
     /// `flotilla_eviction_brake_state{region,state}`: 1 for the state each region is in, 0
     /// for the others (Normal, PartialDisruption, FullDisruption, StartupGrace).
@@ -100,7 +101,7 @@ impl FailoverMetrics {
         let application_failovers_held = IntCounterVec::new(
             Opts::new(
                 "flotilla_application_failovers_held_total",
-                "Due application failovers held back, by why (Backoff, FailoverLimitReached, NoTarget).",
+                "Due application failovers held back, by why (Backoff, FailoverLimitReached, NoTarget, NewerReport).",
             ),
             &["reason"],
         )?;

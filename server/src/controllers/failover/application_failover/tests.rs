@@ -1112,6 +1112,7 @@ mod controller {
             world.events(),
             world.ctx.failover_metrics.clone(),
             settings,
+            world.ctx.interpreter.clone(),
         )
     }
 
@@ -1169,6 +1170,99 @@ mod controller {
             Action::RequeueAfter(d) => Some(*d),
             _ => None,
         }
+    }
+
+    /// A due eviction is checked against member1's Work read again from the store: the
+    /// aggregated status it judges is the status controller's, built from the leader's cache,
+    /// which after a pause may still hold a report the member has since replaced through
+    /// another server (issue #36). A newer Healthy report holds the eviction and clears the
+    /// timer; once the Work reports Unhealthy too, the eviction goes ahead after a whole
+    /// toleration.
+    #[tokio::test]
+    async fn a_due_failover_goes_ahead_only_if_the_members_latest_report_agrees() {
+        use crate::controllers::runtime::testing::work_of_web;
+        let w = World::new().await;
+        for member in ["member1", "member2"] {
+            w.world
+                .cluster(
+                    member,
+                    json!({"syncMode": "Pull"}),
+                    json!({"conditions": [{"type": "Ready", "status": "True",
+                        "lastTransitionTime": "2024-05-01T10:00:00Z"}]}),
+                )
+                .await;
+        }
+        let works = well_known::works();
+        let binding = w.binding().await;
+        let mut work = work_of_web("member1", None, None, false);
+        work["metadata"]["name"] = json!("nginx-687f7fb96f");
+        work["metadata"]["ownerReferences"] = json!([{"apiVersion": "work.karmada.io/v1alpha2",
+            "kind": "ResourceBinding", "name": "nginx-deployment",
+            "uid": binding["metadata"]["uid"], "controller": true}]);
+        let work = w.world.store.create(&works, work).await.unwrap();
+        // What member1's agent reports of the Deployment: `ready` of its 2 replicas.
+        let report = |ready: i64| {
+            let mut reported = work_of_web("member1", Some(true), None, false);
+            reported["metadata"] = work["metadata"].clone();
+            reported["status"]["manifestStatuses"] = json!([{"identifier": {}, "generation": 1,
+                "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+                    "readyReplicas": ready, "availableReplicas": ready}}]);
+            reported
+        };
+        let reported = w
+            .world
+            .store
+            .update_status(&works, report(2))
+            .await
+            .unwrap();
+
+        // The aggregated status still says Unhealthy; the member's Work says Healthy.
+        w.report("Unhealthy").await;
+        w.reconcile().await;
+        w.at(300);
+        w.reconcile().await;
+        let b = w.binding().await;
+        assert_eq!(
+            b["spec"]["clusters"].as_array().map(Vec::len),
+            Some(2),
+            "not evicted on an older report"
+        );
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&w.world.metrics.gather())
+            .unwrap();
+        assert!(
+            text.contains("flotilla_application_failovers_held_total{reason=\"NewerReport\"} 1"),
+            "{text}"
+        );
+
+        // The member reports Unhealthy too: a whole toleration from the next look, then out.
+        let mut unhealthy = report(0);
+        unhealthy["metadata"] = reported["metadata"].clone();
+        w.world
+            .store
+            .update_status(&works, unhealthy)
+            .await
+            .unwrap();
+        w.at(301);
+        w.reconcile().await;
+        w.at(600);
+        w.reconcile().await;
+        let b = w.binding().await;
+        assert_eq!(
+            b["spec"]["clusters"].as_array().map(Vec::len),
+            Some(2),
+            "the timer started again at 301"
+        );
+        w.at(601);
+        w.reconcile().await;
+        let b = w.binding().await;
+        let clusters: Vec<&str> = b["spec"]["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(clusters, ["member2"], "evicted once both agree");
     }
 
     #[tokio::test]
