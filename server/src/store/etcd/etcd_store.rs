@@ -24,6 +24,7 @@ use super::collector::{Collection, Collector};
 use super::commit::{self, etcd_error, revision_of, Fence, Read, Write};
 use super::compactor::Compactor;
 use super::connect::{connect, EtcdConfig};
+use super::create_batch::CreateBatcher;
 use super::keys::{prefix_end, Keys};
 use super::mirror::{Mirror, REACH_IDLE};
 use super::revision_probe::RevisionProbe;
@@ -36,7 +37,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -143,6 +144,7 @@ impl EtcdStore {
             fence: None,
             read,
             background: None,
+            batcher: OnceLock::new(),
         })
     }
 }
@@ -181,6 +183,7 @@ impl EtcdStore {
             inner: inner.clone(),
             fence: None,
             read: ReadMode::Fresh,
+            batcher: OnceLock::new(),
             background: Some(Background {
                 collector: Collector::start(inner),
                 tasks: Mutex::new(Vec::new()),
@@ -206,6 +209,8 @@ pub struct EtcdStore {
     read: ReadMode,
     /// The background work, owned by the store itself (not by its fenced views).
     background: Option<Background>,
+    /// Commits this view's eventually durable creates together (started on the first).
+    batcher: OnceLock<CreateBatcher>,
 }
 
 /// What an opened store runs besides requests.
@@ -295,6 +300,7 @@ impl EtcdStore {
             inner,
             fence: None,
             read: ReadMode::Fresh,
+            batcher: OnceLock::new(),
             background: Some(Background {
                 collector,
                 tasks: Mutex::new(vec![follow]),
@@ -344,6 +350,7 @@ impl EtcdStore {
             fence: Some(fence),
             read: ReadMode::Cached,
             background: None,
+            batcher: OnceLock::new(),
         })
     }
 
@@ -374,6 +381,7 @@ impl EtcdStore {
             fence: self.fence.clone(),
             read: ReadMode::Cached,
             background: None,
+            batcher: OnceLock::new(),
         })
     }
 
@@ -606,6 +614,7 @@ impl Inner {
         fence: Option<&Fence>,
         res: &ResourceType,
         obj: Value,
+        batch: Option<&CreateBatcher>,
     ) -> Result<Value, StoreError> {
         self.check_open()?;
         let (namespace, target) = rules::create_target(res, &obj)?;
@@ -627,7 +636,11 @@ impl Inner {
                 commit::encode(&object)?,
             )];
             writes.extend(record.clone());
-            if let Some(revision) = self.commit(fence, &writes).await? {
+            let committed = match batch {
+                Some(batch) => batch.commit(writes).await?,
+                None => self.commit(fence, &writes).await?,
+            };
+            if let Some(revision) = committed {
                 self.recorded_kinds.lock().insert(res.storage_name());
                 meta::set_meta(
                     &mut object,
@@ -850,7 +863,21 @@ impl Inner {
 #[async_trait]
 impl Store for EtcdStore {
     async fn create(&self, res: &ResourceType, obj: Value) -> Result<Value, StoreError> {
-        self.inner.create(self.fence.as_ref(), res, obj).await
+        self.inner.create(self.fence.as_ref(), res, obj, None).await
+    }
+
+    async fn create_eventually_durable(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, StoreError> {
+        // etcd makes every commit durable; what these creates can spare is a transaction each.
+        let batcher = self
+            .batcher
+            .get_or_init(|| CreateBatcher::start(self.inner.clone(), self.fence.clone()));
+        self.inner
+            .create(self.fence.as_ref(), res, obj, Some(batcher))
+            .await
     }
 
     async fn get(

@@ -5,7 +5,8 @@
 //!
 //! - `etcd_store.rs`: [`EtcdStore`], the rules applied with compare-and-swap commits;
 //! - `commit.rs`: reads with their revision, transactions whose every write carries its
-//!   precondition, etcd's size limits;
+//!   precondition, etcd's size limits; `create_batch.rs`: the Events' creates, several to a
+//!   transaction;
 //! - `mirror.rs`: this server's watch-fed view of the whole store (kinds, owner index,
 //!   counts), and `watch_cache.rs`, the objects in it, decoded, that reads are answered from;
 //! - `revision_probe.rs`: etcd's current revision for reads that must be fresh;
@@ -22,6 +23,7 @@ mod collector;
 pub mod commit;
 pub mod compactor;
 pub mod connect;
+mod create_batch;
 pub mod etcd_store;
 pub mod keys;
 mod mirror;
