@@ -854,6 +854,18 @@ impl ApplicationFailoverController {
 }
 
 impl ApplicationFailoverController {
+    /// Logs and counts the due evictions a newer report holds.
+    fn count_newer_reports(&self, key: &str, newer: &[(String, ResourceHealth)]) {
+        for (cluster, health) in newer {
+            tracing::info!(binding = key, cluster = %cluster, health = ?health,
+                "application failover not due: the member's latest report is not Unhealthy");
+            self.metrics
+                .application_failovers_held
+                .with_label_values(&["NewerReport"])
+                .inc();
+        }
+    }
+
     /// The health each of the `due` clusters' Works reports when read again from the store
     /// itself ([`Store::get_fresh`]), for those where it no longer reads Unhealthy. The
     /// aggregated status a decision judges is built by the status controller from the
@@ -956,7 +968,7 @@ impl Reconciler for ApplicationFailoverController {
             return Ok(Action::Done);
         };
         let spec: ResourceBindingSpec = decode(&object["spec"], key)?;
-        let status = status_or_default(&object, key);
+        let mut status = status_or_default(&object, key);
         let previous = FailoverState::of(&object);
         let producer = if key.starts_with("crb|") {
             EVICTION_PRODUCER_CRB_APPLICATION_FAILOVER
@@ -964,16 +976,18 @@ impl Reconciler for ApplicationFailoverController {
             EVICTION_PRODUCER_RB_APPLICATION_FAILOVER
         };
         let now = self.clock.now();
-        let mut status = status;
-        let mut decision = decide(
-            &spec,
-            &status,
-            &previous,
-            &self.settings,
-            producer,
-            now,
-            &Holds::NONE,
-        );
+        let judge = |status: &ResourceBindingStatus| {
+            decide(
+                &spec,
+                status,
+                &previous,
+                &self.settings,
+                producer,
+                now,
+                &Holds::NONE,
+            )
+        };
+        let mut decision = judge(&status);
         let mut held = BTreeMap::new();
         if !decision.evictions.is_empty() {
             let clusters = self.clusters.get().await?;
@@ -986,24 +1000,10 @@ impl Reconciler for ApplicationFailoverController {
                 .newer_reports(key, &object, &spec, &due, &clusters)
                 .await?;
             if !newer.is_empty() {
-                for (cluster, health) in &newer {
-                    tracing::info!(binding = key, cluster = %cluster, health = ?health,
-                        "application failover not due: the member's latest report is not Unhealthy");
-                    self.metrics
-                        .application_failovers_held
-                        .with_label_values(&["NewerReport"])
-                        .inc();
-                }
+                self.count_newer_reports(key, &newer);
+                // Decided again, and settled below, on what the member reports now.
                 status = with_health(status, &newer);
-                decision = decide(
-                    &spec,
-                    &status,
-                    &previous,
-                    &self.settings,
-                    producer,
-                    now,
-                    &Holds::NONE,
-                );
+                decision = judge(&status);
             }
         }
         if !decision.evictions.is_empty() {
