@@ -251,6 +251,7 @@ impl Mirror {
                                         object: object.clone(),
                                         resource_version: revision_of(kv.mod_revision()),
                                     },
+                                    bytes: kv.value().len(),
                                 });
                                 changes.push((key(), Some(object)));
                             }
@@ -267,6 +268,7 @@ impl Mirror {
                                             object: Arc::new(object),
                                             resource_version: revision_of(kv.mod_revision()),
                                         },
+                                        bytes: event.prev_kv().map_or(0, |prev| prev.value().len()),
                                     }),
                                     Err(error) => tracing::warn!(
                                         key = %String::from_utf8_lossy(kv.key()),

@@ -6,7 +6,8 @@
 //! mirror had to list again) is left to an etcd watch of its own (`watch_stream.rs`), which
 //! answers `Expired` when etcd compacted it. A watch that falls so far behind that the ring
 //! dropped what it has not delivered ends with `Expired`, as a watch too slow for
-//! kube-apiserver's cache is closed: the client lists again.
+//! kube-apiserver's cache is closed: the client lists again. The ring holds at most
+//! [`RING_CAPACITY`] changes and [`RING_BYTES`] of their stored values.
 //!
 //! A watch's progress is the hub's position (the mirror's) once it delivered every change up
 //! to it, so it moves with every write of the fleet and with the mirror's progress requests.
@@ -24,6 +25,11 @@ use tokio::sync::{mpsc, watch};
 /// Changes the hub keeps for watches to start from or catch up with.
 pub const RING_CAPACITY: usize = 16_384;
 
+/// The most stored bytes (etcd's values) of the changes the hub keeps: each change holds an
+/// object version the cache may have replaced already, so big objects shorten the ring
+/// instead of growing the server (decoded JSON takes a few times its stored size).
+pub const RING_BYTES: usize = 64 << 20;
+
 /// Changes a watch takes from the ring at a time (the hub's lock is held meanwhile).
 const TAKE: usize = 512;
 
@@ -40,6 +46,8 @@ pub struct HubEvent {
     pub key: String,
     /// The change, as a watch delivers it.
     pub event: WatchEvent,
+    /// The size of the object's stored value (what the ring's byte bound counts).
+    pub bytes: usize,
 }
 
 struct Ring {
@@ -52,6 +60,8 @@ struct Ring {
     position: u64,
     /// Counts the lists again: a watch of an older epoch missed what the relist skipped.
     epoch: u64,
+    /// The stored bytes of `events`.
+    bytes: usize,
 }
 
 impl Ring {
@@ -104,6 +114,7 @@ impl Default for WatchHub {
                 floor: 0,
                 position: 0,
                 epoch: 0,
+                bytes: 0,
             }),
             changed: watch::channel(0).0,
         }
@@ -118,6 +129,7 @@ impl WatchHub {
             let mut ring = self.ring.lock();
             ring.first_seq = ring.end_seq();
             ring.events.clear();
+            ring.bytes = 0;
             ring.floor = revision;
             ring.position = revision;
             ring.epoch += 1;
@@ -132,13 +144,18 @@ impl WatchHub {
         let end = {
             let mut ring = self.ring.lock();
             for change in changes {
+                ring.bytes += change.bytes;
                 ring.events.push_back(Arc::new(change));
             }
-            while ring.events.len() > RING_CAPACITY {
-                if let Some(dropped) = ring.events.pop_front() {
-                    ring.first_seq += 1;
-                    ring.floor = ring.floor.max(dropped.event.resource_version);
-                }
+            while ring.events.len() > RING_CAPACITY
+                || (ring.bytes > RING_BYTES && ring.events.len() > 1)
+            {
+                let Some(dropped) = ring.events.pop_front() else {
+                    break;
+                };
+                ring.first_seq += 1;
+                ring.bytes -= dropped.bytes;
+                ring.floor = ring.floor.max(dropped.event.resource_version);
             }
             ring.position = ring.position.max(revision);
             ring.end_seq()
@@ -299,6 +316,7 @@ mod tests {
                     "resourceVersion": revision.to_string()}})),
                 resource_version: revision,
             },
+            bytes: 100,
         }
     }
 
@@ -437,6 +455,31 @@ mod tests {
             matches!(next(&mut open).await, Err(StoreError::Expired { .. })),
             "a relist ends the watches open across it"
         );
+    }
+
+    /// Big objects shorten the ring instead of growing it: past [`RING_BYTES`] the oldest
+    /// changes go, and a watch from before them reads etcd instead.
+    #[tokio::test]
+    async fn the_ring_keeps_at_most_its_bytes() {
+        let hub = Arc::new(WatchHub::default());
+        hub.reset(10);
+        let big = RING_BYTES / 4;
+        for revision in 11..=16 {
+            let mut event = change("a", &format!("o{revision}"), revision, EventType::Added);
+            event.bytes = big;
+            hub.publish(vec![event], revision);
+        }
+        let ring = hub.ring.lock();
+        assert_eq!(ring.events.len(), 4, "four of a quarter each fit");
+        assert_eq!(ring.bytes, RING_BYTES);
+        assert_eq!(ring.floor, 12);
+        drop(ring);
+        assert!(hub
+            .watch(selection(CONFIGMAPS), 11, never_closing())
+            .is_err());
+        assert!(hub
+            .watch(selection(CONFIGMAPS), 12, never_closing())
+            .is_ok());
     }
 
     /// A closed store's watch delivers the changes up to the last write, then ends.
