@@ -5,11 +5,13 @@
 //! write the same objects and a decision taken on a stale read never lands (the caller's rule
 //! runs again on a fresh read, or the client gets a Conflict when it named a
 //! resourceVersion). resourceVersion is etcd's mod revision, a list's is the header revision,
-//! and watches are served from the mirror's one etcd watch (`watch_hub.rs`). The owner index, the kinds and the counts
-//! come from the [`Mirror`], fed by a watch, so they include every server's writes; garbage
-//! collection runs on its jobs (`collector.rs`). `get` and a list's first page (and the
-//! controllers' `list_dependents`) are answered from the mirror's watch cache once it is fresh
-//! enough for the view's [`ReadMode`], else from etcd; updates and deletes always read etcd.
+//! and watches are served from the mirror's one etcd watch (`watch_hub.rs`). The owner
+//! index, the kinds and the counts come from the [`Mirror`], fed by that watch, so they
+//! include every server's writes; garbage collection runs on its jobs (`collector.rs`). `get`
+//! and a list's first page (and the controllers' `list_dependents`) are answered from the
+//! mirror's watch cache once it is fresh enough for the view's [`ReadMode`], else from etcd;
+//! an update starts from the cache's copy when it holds the revision the writer read, a delete
+//! reads etcd. The Events' creates share transactions (`create_batch.rs`).
 
 use super::super::meta;
 use super::super::rules::{
@@ -131,16 +133,8 @@ impl EtcdStore {
     pub(crate) async fn stalled(client: Client, prefix: &str, read: ReadMode) -> Arc<Self> {
         let mirror = Mirror::new(Keys::new(prefix));
         mirror.load(&client).await.expect("the mirror loads");
-        Self::over(
-            Arc::new(Inner::over_mirror(client, Keys::new(prefix), mirror)),
-            read,
-        )
-    }
-
-    /// A view over `inner` that reads as `read` (tests give it a mirror nobody follows).
-    pub(crate) fn over(inner: Arc<Inner>, read: ReadMode) -> Arc<Self> {
         Arc::new(Self {
-            inner,
+            inner: Arc::new(Inner::over_mirror(client, Keys::new(prefix), mirror)),
             fence: None,
             read,
             background: None,
@@ -1122,16 +1116,20 @@ impl Store for EtcdStore {
             filter: opts.filter,
             delivered: self.inner.delivered.clone(),
         };
-        let closing = self.inner.closing.subscribe();
-        // Served from the mirror's changes while its ring reaches back to `from`; from etcd's
-        // history (and its 410) before that.
-        let hub = self.inner.mirror.hub();
         // A revision etcd compacted answers 410 on every server alike, though this one's
         // ring may still hold it.
         if opts.from.is_some() {
             watch_stream::check_not_compacted(&self.inner.client, &probe, from).await?;
         }
-        let selection = match hub.watch(selection, from, closing.clone()) {
+        // Served from the mirror's changes while its ring reaches back to `from`; from etcd's
+        // history before that.
+        let closing = self.inner.closing.subscribe();
+        let selection = match self
+            .inner
+            .mirror
+            .hub()
+            .watch(selection, from, closing.clone())
+        {
             Ok(served) => return Ok(served),
             Err(selection) => selection,
         };

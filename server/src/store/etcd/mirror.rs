@@ -259,24 +259,6 @@ impl Mirror {
                         }),
                         EtcdEventType::Delete => {
                             changes.push((key(), None));
-                            if self.keys.parse_object(kv.key()).is_some() {
-                                match deleted_state(kv.key(), event.prev_kv(), kv.mod_revision()) {
-                                    Ok(object) => events.push(HubEvent {
-                                        key: key(),
-                                        event: WatchEvent {
-                                            event_type: EventType::Deleted,
-                                            object: Arc::new(object),
-                                            resource_version: revision_of(kv.mod_revision()),
-                                        },
-                                        bytes: event.prev_kv().map_or(0, |prev| prev.value().len()),
-                                    }),
-                                    Err(error) => tracing::warn!(
-                                        key = %String::from_utf8_lossy(kv.key()),
-                                        error = %error,
-                                        "a deleted object's last state is undecodable; watches miss its deletion"
-                                    ),
-                                }
-                            }
                             apply_delete(
                                 &self.keys,
                                 &mut state,
@@ -284,6 +266,20 @@ impl Mirror {
                                 event.prev_kv(),
                                 kv.mod_revision(),
                             )
+                            .map(|(jobs, last)| {
+                                if let Some(last) = last {
+                                    events.push(HubEvent {
+                                        key: key(),
+                                        event: WatchEvent {
+                                            event_type: EventType::Deleted,
+                                            object: last,
+                                            resource_version: revision_of(kv.mod_revision()),
+                                        },
+                                        bytes: event.prev_kv().map_or(0, |p| p.value().len()),
+                                    });
+                                }
+                                jobs
+                            })
                         }
                     };
                     match applied {
@@ -490,30 +486,29 @@ fn apply_put(
     Ok((jobs, Some(Arc::new(object))))
 }
 
-/// Applies a delete of `key` (`prev` is its last state when etcd still had it).
+/// Applies a delete of `key` (`prev` is its last state when etcd still had it). Answers the
+/// collection work it calls for and the object's last state, when the key is an object's.
 fn apply_delete(
     keys: &Keys,
     state: &mut MirrorState,
     key: &[u8],
     prev: Option<&etcd_client::KeyValue>,
     revision: i64,
-) -> Result<Jobs, StoreError> {
+) -> Result<(Jobs, Option<Arc<Value>>), StoreError> {
     let Some((storage, object_key)) = keys.parse_object(key) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     };
     if let Some(n) = state.counts.get_mut(&storage) {
         *n = n.saturating_sub(1);
     }
     state.kind_rv.insert(storage.clone(), revision_of(revision));
-    let last = match prev {
-        Some(prev) => metadata_only(&decode(key, prev.value(), prev.mod_revision())?),
-        None => Value::Null,
-    };
+    // The state a DELETED event carries (decoded once, for the owner index and the watches).
+    let last = deleted_state(key, prev, revision)?;
     let r = ObjRef {
         resource: storage,
         key: object_key,
     };
-    Ok(state.owners.remove(&r, &last))
+    Ok((state.owners.remove(&r, &last), Some(Arc::new(last))))
 }
 
 /// The object's `metadata` alone: all the owner index reads.

@@ -38,12 +38,7 @@ async fn store() -> (EtcdCluster, Arc<EtcdStore>) {
 /// stays as it is, as when the watch broke.
 async fn stalled_view(etcd: &EtcdCluster, read: ReadMode) -> Arc<EtcdStore> {
     let client = etcd.client().await.expect("an etcd client");
-    let mirror = Mirror::new(Keys::new(PREFIX));
-    mirror.load(&client).await.expect("the mirror loads");
-    EtcdStore::over(
-        Arc::new(Inner::over_mirror(client, Keys::new(PREFIX), mirror)),
-        read,
-    )
+    EtcdStore::stalled(client, PREFIX, read).await
 }
 
 /// A fresh read over a cache that does not catch up (its watch broke) answers from etcd,
